@@ -1,0 +1,375 @@
+//! Effective configuration: built-in defaults, then an optional `convrag.toml`, then environment
+//! variables, then command-line flags (each layer overrides the one before).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Errors while assembling the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for {name}: {message}")]
+    Invalid { name: &'static str, message: String },
+}
+
+pub type Result<T, E = ConfigError> = std::result::Result<T, E>;
+
+/// Settings of the OpenAI-compatible chat endpoint used by the generator and the LLM rewriter.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// Base URL such as `http://127.0.0.1:8000/v1`; `None` means no LLM (extractive answers).
+    pub base_url: Option<String>,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub timeout_secs: u64,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            model: "default".to_string(),
+            api_key: None,
+            timeout_secs: 60,
+        }
+    }
+}
+
+/// The whole effective configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Data directory: indexes, models, the embedded database cluster.
+    pub home: PathBuf,
+    /// External PostgreSQL; when absent the server runs its own cluster under `home`.
+    pub database_url: Option<String>,
+    /// Address the HTTP server binds.
+    pub bind: String,
+    /// Token that may create users. When absent one is generated into `home/admin_token`.
+    pub admin_token: Option<String>,
+    /// Largest accepted HTTP request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Path of `libonnxruntime.so`; when absent, `ORT_DYLIB_PATH` or `home/onnxruntime/`.
+    pub ort_dylib_path: Option<PathBuf>,
+    /// Directory of the default reranking model; when absent `home/models/all-MiniLM-L6-v2`.
+    pub model_dir: Option<PathBuf>,
+    pub llm: LlmConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            home: PathBuf::from("./.convrag"),
+            database_url: None,
+            bind: "127.0.0.1:8080".to_string(),
+            admin_token: None,
+            max_body_bytes: 1024 * 1024,
+            ort_dylib_path: None,
+            model_dir: None,
+            llm: LlmConfig::default(),
+        }
+    }
+}
+
+/// Values given on the command line; they win over everything else.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config_file: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    pub bind: Option<String>,
+    pub database_url: Option<String>,
+}
+
+/// One row of `convrag config` and of the README's configuration table.
+pub struct Setting {
+    pub env: &'static str,
+    pub toml_key: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+/// Every environment variable convrag reads, in one place.
+pub const SETTINGS: &[Setting] = &[
+    Setting { env: "CONVRAG_CONFIG", toml_key: "-", default: "./convrag.toml if present", meaning: "configuration file to read" },
+    Setting { env: "CONVRAG_HOME", toml_key: "home", default: "./.convrag", meaning: "data directory (indexes, models, embedded database)" },
+    Setting { env: "DATABASE_URL", toml_key: "database_url", default: "unset: embedded cluster in CONVRAG_HOME/pgdata", meaning: "external PostgreSQL URL" },
+    Setting { env: "CONVRAG_BIND", toml_key: "bind", default: "127.0.0.1:8080", meaning: "HTTP listen address (also --bind)" },
+    Setting { env: "CONVRAG_ADMIN_TOKEN", toml_key: "admin_token", default: "generated into CONVRAG_HOME/admin_token", meaning: "token allowed to create users" },
+    Setting { env: "CONVRAG_MAX_BODY_BYTES", toml_key: "max_body_bytes", default: "1048576", meaning: "largest accepted request body" },
+    Setting { env: "ORT_DYLIB_PATH", toml_key: "ort_dylib_path", default: "CONVRAG_HOME/onnxruntime/libonnxruntime.so.1.31.1", meaning: "ONNX Runtime shared library" },
+    Setting { env: "CONVRAG_MODEL_DIR", toml_key: "model_dir", default: "CONVRAG_HOME/models/all-MiniLM-L6-v2", meaning: "default reranking model directory" },
+    Setting { env: "CONVRAG_LLM_BASE_URL", toml_key: "llm.base_url", default: "unset: extractive answers", meaning: "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1" },
+    Setting { env: "CONVRAG_LLM_MODEL", toml_key: "llm.model", default: "default", meaning: "model name sent to the endpoint" },
+    Setting { env: "CONVRAG_LLM_API_KEY", toml_key: "llm.api_key", default: "unset", meaning: "bearer key for the endpoint" },
+    Setting { env: "CONVRAG_LLM_TIMEOUT_SECS", toml_key: "llm.timeout_secs", default: "60", meaning: "timeout of one LLM request" },
+    Setting { env: "RUST_LOG", toml_key: "-", default: "info", meaning: "log filter (tracing)" },
+];
+
+impl Config {
+    /// Loads defaults, the configuration file, the process environment and `overrides`.
+    pub fn load(overrides: &Overrides) -> Result<Self> {
+        Self::load_from(overrides, |name| std::env::var(name).ok())
+    }
+
+    /// As [`Config::load`] with an explicit environment, so tests need not touch the process's.
+    pub fn load_from(overrides: &Overrides, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let explicit = overrides
+            .config_file
+            .clone()
+            .or_else(|| env("CONVRAG_CONFIG").map(PathBuf::from));
+        let mut config = match explicit {
+            Some(path) => Self::from_file(&path)?,
+            None => {
+                let default_path = Path::new("convrag.toml");
+                if default_path.exists() {
+                    Self::from_file(default_path)?
+                } else {
+                    Self::default()
+                }
+            }
+        };
+
+        let non_empty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        if let Some(v) = non_empty("CONVRAG_HOME") {
+            config.home = PathBuf::from(v);
+        }
+        if let Some(v) = non_empty("DATABASE_URL") {
+            config.database_url = Some(v);
+        }
+        if let Some(v) = non_empty("CONVRAG_BIND") {
+            config.bind = v;
+        }
+        if let Some(v) = non_empty("CONVRAG_ADMIN_TOKEN") {
+            config.admin_token = Some(v);
+        }
+        if let Some(v) = non_empty("CONVRAG_MAX_BODY_BYTES") {
+            config.max_body_bytes = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: "CONVRAG_MAX_BODY_BYTES",
+                message: format!("expected a whole number of bytes, got {v:?}"),
+            })?;
+        }
+        if let Some(v) = non_empty("ORT_DYLIB_PATH") {
+            config.ort_dylib_path = Some(PathBuf::from(v));
+        }
+        if let Some(v) = non_empty("CONVRAG_MODEL_DIR") {
+            config.model_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = non_empty("CONVRAG_LLM_BASE_URL") {
+            config.llm.base_url = Some(v);
+        }
+        if let Some(v) = non_empty("CONVRAG_LLM_MODEL") {
+            config.llm.model = v;
+        }
+        if let Some(v) = non_empty("CONVRAG_LLM_API_KEY") {
+            config.llm.api_key = Some(v);
+        }
+        if let Some(v) = non_empty("CONVRAG_LLM_TIMEOUT_SECS") {
+            config.llm.timeout_secs = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: "CONVRAG_LLM_TIMEOUT_SECS",
+                message: format!("expected a whole number of seconds, got {v:?}"),
+            })?;
+        }
+
+        if let Some(v) = &overrides.home {
+            config.home = v.clone();
+        }
+        if let Some(v) = &overrides.bind {
+            config.bind = v.clone();
+        }
+        if let Some(v) = &overrides.database_url {
+            config.database_url = Some(v.clone());
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.bind.parse::<std::net::SocketAddr>().is_err()
+            && !self.bind.contains(':')
+        {
+            return Err(ConfigError::Invalid {
+                name: "bind",
+                message: format!("expected HOST:PORT, got {:?}", self.bind),
+            });
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                name: "max_body_bytes",
+                message: "must be at least 1024".to_string(),
+            });
+        }
+        if let Some(url) = &self.llm.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    name: "llm.base_url",
+                    message: format!("expected an http:// or https:// URL, got {url:?}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Directory of the embedded PostgreSQL cluster.
+    pub fn pgdata_dir(&self) -> PathBuf {
+        self.home.join("pgdata")
+    }
+
+    /// Root directory of the collections' indexes.
+    pub fn collections_dir(&self) -> PathBuf {
+        self.home.join("collections")
+    }
+
+    /// Directory of the default reranking model.
+    pub fn default_model_dir(&self) -> PathBuf {
+        self.model_dir
+            .clone()
+            .unwrap_or_else(|| self.home.join("models").join("all-MiniLM-L6-v2"))
+    }
+
+    /// Where the ONNX Runtime library is looked for.
+    pub fn ort_library_path(&self) -> PathBuf {
+        self.ort_dylib_path.clone().unwrap_or_else(|| {
+            self.home
+                .join("onnxruntime")
+                .join("libonnxruntime.so.1.31.1")
+        })
+    }
+
+    /// The configuration as TOML with secrets masked, for `convrag config`.
+    pub fn to_display_toml(&self) -> String {
+        let mut shown = self.clone();
+        if shown.admin_token.is_some() {
+            shown.admin_token = Some("<set>".to_string());
+        }
+        if shown.llm.api_key.is_some() {
+            shown.llm.api_key = Some("<set>".to_string());
+        }
+        if let Some(url) = &shown.database_url {
+            shown.database_url = Some(mask_url_password(url));
+        }
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+}
+
+/// Hides the password part of `scheme://user:password@host/...`.
+fn mask_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_apply_without_file_or_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let overrides = Overrides {
+            config_file: None,
+            ..Default::default()
+        };
+        // Run from a directory without convrag.toml: only defaults.
+        let config = Config::load_from(&overrides, env_of(&[])).unwrap();
+        assert_eq!(config.bind, "127.0.0.1:8080");
+        assert!(config.database_url.is_none());
+        drop(dir);
+    }
+
+    #[test]
+    fn layers_override_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("convrag.toml");
+        std::fs::write(
+            &file,
+            "bind = \"127.0.0.1:9000\"\nhome = \"/from/file\"\n[llm]\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        let overrides = Overrides {
+            config_file: Some(file),
+            bind: Some("127.0.0.1:9100".into()),
+            ..Default::default()
+        };
+        let config = Config::load_from(
+            &overrides,
+            env_of(&[("CONVRAG_HOME", "/from/env"), ("CONVRAG_BIND", "127.0.0.1:9050")]),
+        )
+        .unwrap();
+        assert_eq!(config.home, PathBuf::from("/from/env"));
+        assert_eq!(config.bind, "127.0.0.1:9100");
+        assert_eq!(config.llm.model, "m");
+    }
+
+    #[test]
+    fn unknown_key_in_file_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("convrag.toml");
+        std::fs::write(&file, "bnd = \"x\"\n").unwrap();
+        let overrides = Overrides {
+            config_file: Some(file.clone()),
+            ..Default::default()
+        };
+        let err = Config::load_from(&overrides, env_of(&[])).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("convrag.toml"), "{text}");
+        assert!(text.contains("bnd"), "{text}");
+    }
+
+    #[test]
+    fn bad_numbers_are_named() {
+        let err = Config::load_from(
+            &Overrides::default(),
+            env_of(&[("CONVRAG_MAX_BODY_BYTES", "lots")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("CONVRAG_MAX_BODY_BYTES"));
+    }
+
+    #[test]
+    fn secrets_are_masked_in_display() {
+        let config = Config {
+            admin_token: Some("secret".into()),
+            database_url: Some("postgres://u:pw@h/db".into()),
+            ..Config::default()
+        };
+        let shown = config.to_display_toml();
+        assert!(!shown.contains("secret"));
+        assert!(!shown.contains("pw@"));
+        assert!(shown.contains("postgres://u:***@h/db"));
+    }
+}

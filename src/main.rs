@@ -1,0 +1,67 @@
+//! The `convrag` command line: parses arguments and hands over to the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use convrag::config::{Config, Overrides, SETTINGS};
+
+#[derive(Parser)]
+#[command(name = "convrag", version, about = "Conversational, personalized RAG server and TREC toolkit")]
+struct Cli {
+    /// Configuration file (default: ./convrag.toml when present).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (overrides CONVRAG_HOME).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the effective configuration and the settings convrag reads.
+    Config,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let overrides = Overrides {
+        config_file: cli.config.clone(),
+        home: cli.home.clone(),
+        ..Default::default()
+    };
+    match run(cli.command, overrides) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
+    match command {
+        Command::Config => {
+            let config = Config::load(&overrides)?;
+            print!("{}", config.to_display_toml());
+            println!();
+            println!("# environment variables read:");
+            for s in SETTINGS {
+                println!("#   {:<26} {}", s.env, s.meaning);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
