@@ -1,8 +1,13 @@
 //! convrag: conversational, personalized retrieval-augmented generation.
 //!
 //! The library holds everything; `src/main.rs` is only the command line. Each area has its own
-//! error enum and `Result` alias; the HTTP layer maps them to responses in one place.
+//! error enum and `Result` alias; the HTTP layer maps them to responses in one place
+//! (`api::error`).
 
+pub mod api;
 pub mod config;
+pub mod server;
+pub mod store;
 
 pub use config::Config;
+pub use store::Store;

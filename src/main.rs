@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use convrag::config::{Config, Overrides, SETTINGS};
 
 #[derive(Parser)]
-#[command(name = "convrag", version, about = "Conversational, personalized RAG server and TREC toolkit")]
+#[command(
+    name = "convrag",
+    version,
+    about = "Conversational, personalized RAG server and TREC toolkit"
+)]
 struct Cli {
     /// Configuration file (default: ./convrag.toml when present).
     #[arg(long, global = true, value_name = "FILE")]
@@ -21,6 +25,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Start the HTTP server (embedded PostgreSQL unless DATABASE_URL is set).
+    Serve {
+        /// Listen address (overrides CONVRAG_BIND).
+        #[arg(long, value_name = "HOST:PORT")]
+        bind: Option<String>,
+    },
+    /// Apply database migrations and exit.
+    Migrate,
     /// Print the effective configuration and the settings convrag reads.
     Config,
 }
@@ -44,6 +56,14 @@ fn main() -> ExitCode {
 
 fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
     match command {
+        Command::Serve { bind } => {
+            let config = Config::load(&Overrides { bind, ..overrides })?;
+            actix_web::rt::System::new().block_on(convrag::server::serve(config))
+        }
+        Command::Migrate => {
+            let config = Config::load(&overrides)?;
+            actix_web::rt::System::new().block_on(convrag::server::migrate(config))
+        }
         Command::Config => {
             let config = Config::load(&overrides)?;
             print!("{}", config.to_display_toml());

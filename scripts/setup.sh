@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what convrag needs on a fresh Debian machine that already has a Rust toolchain.
+# Idempotent and quiet when everything is in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+have_pg_server() {
+  command -v initdb >/dev/null 2>&1 && return 0
+  command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ] && return 0
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+}
+
+# PostgreSQL server binaries: the embedded cluster (no DATABASE_URL) and the test database need them.
+if ! have_pg_server; then
+  echo "setup: installing the PostgreSQL server (apt)"
+  apt_install postgresql postgresql-client
+fi
+# psql/pg_isready for the test database check.
+if ! command -v pg_isready >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+  apt_install postgresql-client
+fi
+# A C compiler for the crates that build C code (zstd, ring).
+if ! command -v cc >/dev/null 2>&1; then
+  apt_install build-essential
+fi

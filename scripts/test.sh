@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command: sets up what is missing, then formatting, lints and the whole test suite
+# against a real PostgreSQL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+CONVRAG_TEST_DATABASE_URL="$(./scripts/test-database.sh)"
+export CONVRAG_TEST_DATABASE_URL
+echo "test database server: $CONVRAG_TEST_DATABASE_URL"
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked --no-fail-fast

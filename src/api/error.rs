@@ -1,0 +1,223 @@
+//! The one place where errors become HTTP responses.
+//!
+//! Every error body is `{"error": {"code": "...", "message": "...", "field": ...}}`. Codes are stable
+//! snake_case strings listed in [`ErrorCode`]; domain errors are mapped with exhaustive `match`es so a
+//! new variant cannot go unmapped.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+
+use crate::store::{EmbeddedError, StoreError};
+
+/// Stable error codes of the HTTP API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    MalformedJson,
+    InvalidField,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    MissingToken,
+    InvalidToken,
+    AdminRequired,
+    NotFound,
+    RouteNotFound,
+    MethodNotAllowed,
+    Conflict,
+    DatabaseUnavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code table: HTTP status and wire name of every code.
+    pub const fn describe(self) -> (StatusCode, &'static str) {
+        match self {
+            ErrorCode::MalformedJson => (StatusCode::BAD_REQUEST, "malformed_json"),
+            ErrorCode::InvalidField => (StatusCode::BAD_REQUEST, "invalid_field"),
+            ErrorCode::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ErrorCode::MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
+            ErrorCode::InvalidToken => (StatusCode::UNAUTHORIZED, "invalid_token"),
+            ErrorCode::AdminRequired => (StatusCode::FORBIDDEN, "admin_required"),
+            ErrorCode::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorCode::RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
+            ErrorCode::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ErrorCode::Conflict => (StatusCode::CONFLICT, "conflict"),
+            ErrorCode::DatabaseUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
+            }
+            ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::MalformedJson,
+        ErrorCode::InvalidField,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::MissingToken,
+        ErrorCode::InvalidToken,
+        ErrorCode::AdminRequired,
+        ErrorCode::NotFound,
+        ErrorCode::RouteNotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Conflict,
+        ErrorCode::DatabaseUnavailable,
+        ErrorCode::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        self.describe().1
+    }
+
+    pub fn status(self) -> StatusCode {
+        self.describe().0
+    }
+}
+
+/// An error as the API reports it.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    error: Body<'a>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    code: &'static str,
+    message: &'a str,
+    field: Option<&'a str>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn field(code: ErrorCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::field(ErrorCode::InvalidField, field, message)
+    }
+
+    pub fn to_response(&self) -> HttpResponse {
+        HttpResponse::build(self.code.status()).json(Envelope {
+            error: Body {
+                code: self.code.as_str(),
+                message: &self.message,
+                field: self.field.as_deref(),
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{}: {field}: {}", self.code.as_str(), self.message),
+            None => write!(f, "{}: {}", self.code.as_str(), self.message),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        if self.code == ErrorCode::Internal {
+            tracing::error!(message = %self.message, "internal error");
+        }
+        self.to_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { entity } => {
+                ApiError::new(ErrorCode::NotFound, format!("{entity} not found"))
+            }
+            StoreError::Conflict { field, message } => {
+                ApiError::field(ErrorCode::Conflict, field, message)
+            }
+            StoreError::Invalid { field, message } => ApiError::invalid(field, message),
+            StoreError::Unavailable(message) => ApiError::new(
+                ErrorCode::DatabaseUnavailable,
+                format!("the database is unavailable, try again shortly ({message})"),
+            ),
+            StoreError::Migrate(e) => ApiError::new(ErrorCode::Internal, format!("migration: {e}")),
+            StoreError::Database(e) => ApiError::new(ErrorCode::Internal, format!("database: {e}")),
+        }
+    }
+}
+
+impl From<EmbeddedError> for ApiError {
+    fn from(e: EmbeddedError) -> Self {
+        match e {
+            EmbeddedError::BinariesNotFound
+            | EmbeddedError::NoUnprivilegedUser
+            | EmbeddedError::Directory { .. }
+            | EmbeddedError::Command { .. }
+            | EmbeddedError::Spawn { .. } => {
+                ApiError::new(ErrorCode::DatabaseUnavailable, e.to_string())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_snake_case() {
+        let mut seen = HashSet::new();
+        for code in ErrorCode::ALL {
+            let name = code.as_str();
+            assert!(seen.insert(name), "duplicate code {name}");
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name}"
+            );
+            assert!(code.status().is_client_error() || code.status().is_server_error());
+        }
+    }
+
+    #[test]
+    fn store_errors_map_to_statuses() {
+        let e: ApiError = StoreError::NotFound {
+            entity: "conversation",
+        }
+        .into();
+        assert_eq!(e.code.status(), StatusCode::NOT_FOUND);
+        let e: ApiError = StoreError::Unavailable("down".into()).into();
+        assert_eq!(e.code.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let e: ApiError = StoreError::Invalid {
+            field: "text",
+            message: "must not be empty".into(),
+        }
+        .into();
+        assert_eq!(e.field.as_deref(), Some("text"));
+    }
+}

@@ -1,0 +1,203 @@
+//! The HTTP API under `/v1`: thin actix handlers, split by resource, that call the store and the
+//! pipeline. Errors go through [`error`], the single mapping to HTTP.
+
+pub mod conversations;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod openapi;
+pub mod ptkb;
+pub mod turns;
+pub mod users;
+
+use std::sync::Arc;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Server, ServerHandle, ServiceResponse};
+use actix_web::http::{header, Method};
+use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+
+use crate::config::Config;
+use crate::store::Store;
+use error::{ApiError, ErrorCode};
+
+/// What every handler can reach.
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub admin_token_digest: [u8; 32],
+}
+
+impl AppState {
+    pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        Self {
+            store,
+            config,
+            admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
+        }
+    }
+}
+
+/// Declares the routes once: the table (for the OpenAPI check and 405 answers) and their
+/// registration cannot drift apart.
+macro_rules! routes {
+    ($( $method:ident $path:literal => $handler:path ),* $(,)?) => {
+        /// Every route of the API as (method, path pattern).
+        pub const ROUTES: &[(&str, &str)] = &[ $( (stringify!($method), $path) ),* ];
+
+        fn register(cfg: &mut web::ServiceConfig) {
+            $( cfg.route($path, web::method(Method::$method).to($handler)); )*
+        }
+    };
+}
+
+routes! {
+    GET "/healthz" => health::healthz,
+    GET "/readyz" => health::readyz,
+    GET "/v1/openapi.json" => openapi::document,
+    POST "/v1/users" => users::create,
+    GET "/v1/users/me" => users::me,
+    POST "/v1/users/me/tokens" => users::create_token,
+    POST "/v1/conversations" => conversations::create,
+    GET "/v1/conversations" => conversations::list,
+    GET "/v1/conversations/{conversation_id}" => conversations::get,
+    PATCH "/v1/conversations/{conversation_id}" => conversations::update,
+    DELETE "/v1/conversations/{conversation_id}" => conversations::delete,
+    GET "/v1/conversations/{conversation_id}/ptkb" => ptkb::list,
+    POST "/v1/conversations/{conversation_id}/ptkb" => ptkb::add,
+    PUT "/v1/conversations/{conversation_id}/ptkb/{statement_id}" => ptkb::edit,
+    DELETE "/v1/conversations/{conversation_id}/ptkb/{statement_id}" => ptkb::remove,
+    GET "/v1/conversations/{conversation_id}/turns" => turns::list,
+    GET "/v1/conversations/{conversation_id}/turns/{turn_id}" => turns::get,
+    // POST /v1/conversations/{conversation_id}/turns (run the pipeline for an utterance) is added
+    // with the turn pipeline.
+}
+
+/// Registers the routes, the JSON fallbacks and the error-body rewriting on an actix app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    register(cfg);
+    cfg.default_service(web::to(fallback));
+}
+
+/// Unknown path: 404 `route_not_found`; known path with another method: 405 with `Allow`.
+async fn fallback(req: HttpRequest) -> HttpResponse {
+    let allowed: Vec<&str> = ROUTES
+        .iter()
+        .filter(|(_, pattern)| actix_web::dev::ResourceDef::new(*pattern).is_match(req.path()))
+        .map(|(method, _)| *method)
+        .collect();
+    if allowed.is_empty() {
+        ApiError::new(
+            ErrorCode::RouteNotFound,
+            format!("no route for {} {}", req.method(), req.path()),
+        )
+        .to_response()
+    } else {
+        let mut response = ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!(
+                "{} is not allowed on {}; allowed: {}",
+                req.method(),
+                req.path(),
+                allowed.join(", ")
+            ),
+        )
+        .to_response();
+        if let Ok(value) = header::HeaderValue::from_str(&allowed.join(", ")) {
+            response.headers_mut().insert(header::ALLOW, value);
+        }
+        response
+    }
+}
+
+/// Any error response that is not already our JSON envelope (actix's own plain-text defaults)
+/// is rewritten into it, keeping the status.
+fn json_error_bodies<B: MessageBody + 'static>(
+    res: ServiceResponse<B>,
+) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let is_json = res
+        .response()
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let code = match status.as_u16() {
+        400 => ErrorCode::InvalidField,
+        401 => ErrorCode::InvalidToken,
+        404 => ErrorCode::RouteNotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        413 => ErrorCode::PayloadTooLarge,
+        415 => ErrorCode::UnsupportedMediaType,
+        503 => ErrorCode::DatabaseUnavailable,
+        _ => ErrorCode::Internal,
+    };
+    let message = status.canonical_reason().unwrap_or("error").to_string();
+    let (req, _) = res.into_parts();
+    let mut body = ApiError::new(code, message).to_response();
+    *body.status_mut() = status;
+    let res = ServiceResponse::new(req, body.map_into_boxed_body()).map_into_right_body();
+    Ok(ErrorHandlerResponse::Response(res))
+}
+
+/// Binds and starts an HTTP server for `state` on `bind` (port 0 picks a free port).
+/// Returns the bound address and the server future (which the caller drives).
+pub fn http_server(
+    state: web::Data<AppState>,
+    bind: &str,
+    workers: usize,
+    handle_signals: bool,
+) -> std::io::Result<(std::net::SocketAddr, Server)> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(ErrorHandlers::new().default_handler(json_error_bodies))
+            .wrap(actix_web::middleware::Logger::new("%r %s %Dms").log_target("convrag::http"))
+            .configure(configure)
+    })
+    .workers(workers.max(1))
+    .shutdown_timeout(10);
+    let server = if handle_signals {
+        server
+    } else {
+        server.disable_signals()
+    };
+    let server = server.bind(bind)?;
+    let addr = server
+        .addrs()
+        .first()
+        .copied()
+        .ok_or_else(|| std::io::Error::other("server bound to no address"))?;
+    Ok((addr, server.run()))
+}
+
+/// A running server in the background of the current tokio runtime (tests and embedding).
+pub struct RunningServer {
+    pub addr: std::net::SocketAddr,
+    pub handle: ServerHandle,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningServer {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn stop(self) {
+        self.handle.stop(true).await;
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the API on a free loopback port without signal handling.
+pub fn spawn(state: AppState) -> std::io::Result<RunningServer> {
+    let (addr, server) = http_server(web::Data::new(state), "127.0.0.1:0", 2, false)?;
+    let handle = server.handle();
+    let task = tokio::spawn(server);
+    Ok(RunningServer { addr, handle, task })
+}

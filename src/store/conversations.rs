@@ -1,0 +1,242 @@
+//! Conversations, each owned by one user.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::ptkb::{insert_statements, NewStatement};
+use super::{sqlstate, Result, Store, StoreError};
+
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+pub struct Conversation {
+    pub id: Uuid,
+    pub title: String,
+    pub external_id: Option<String>,
+    pub collection: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Number of current (non-regenerated) turns.
+    pub turn_count: i64,
+    /// Number of PTKB statements visible to the next turn.
+    pub ptkb_count: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NewConversation {
+    pub title: String,
+    pub external_id: Option<String>,
+    pub collection: Option<String>,
+    pub ptkb: Vec<NewStatement>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConversationPatch {
+    pub title: Option<String>,
+    pub collection: Option<Option<String>>,
+}
+
+const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collection, c.created_at, c.updated_at, \
+       (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id AND t.is_current) AS turn_count, \
+       (SELECT count(*) FROM ptkb_statements p WHERE p.conversation_id = c.id AND p.hidden_from_seq IS NULL) AS ptkb_count \
+     FROM conversations c";
+
+pub(crate) fn validate_collection(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            field: "collection",
+            message: "must be 1-100 characters of letters, digits, '.', '_' or '-', starting with a letter or digit".to_string(),
+        })
+    }
+}
+
+fn validate_title(title: &str) -> Result<()> {
+    if title.chars().count() > 500 {
+        return Err(StoreError::Invalid {
+            field: "title",
+            message: "must be at most 500 characters".to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Creates a conversation with its initial PTKB, atomically.
+    pub async fn create_conversation(
+        &self,
+        user_id: i64,
+        new: NewConversation,
+    ) -> Result<Conversation> {
+        validate_title(&new.title)?;
+        if let Some(external_id) = &new.external_id {
+            super::require_text("external_id", external_id, 200)?;
+        }
+        if let Some(collection) = &new.collection {
+            validate_collection(collection)?;
+        }
+        let id = Uuid::new_v4();
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "INSERT INTO conversations (id, user_id, title, external_id, collection) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(user_id)
+        .bind(new.title.trim())
+        .bind(new.external_id.as_deref().map(str::trim))
+        .bind(&new.collection)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| match sqlstate(&e).as_deref() {
+            Some("23505") => StoreError::Conflict {
+                field: "external_id",
+                message: format!(
+                    "you already have a conversation with external id {:?}",
+                    new.external_id.as_deref().unwrap_or_default()
+                ),
+            },
+            _ => e.into(),
+        })?;
+        insert_statements(&mut tx, id, 1, &new.ptkb).await?;
+        tx.commit().await?;
+        self.conversation(user_id, id).await
+    }
+
+    /// The user's conversations, newest first.
+    pub async fn list_conversations(&self, user_id: i64) -> Result<Vec<Conversation>> {
+        let rows = sqlx::query_as(&format!(
+            "{SELECT_CONVERSATION} WHERE c.user_id = $1 ORDER BY c.created_at DESC, c.id"
+        ))
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows)
+    }
+
+    /// One conversation of the user; `NotFound` when absent or owned by someone else.
+    pub async fn conversation(&self, user_id: i64, id: Uuid) -> Result<Conversation> {
+        sqlx::query_as(&format!(
+            "{SELECT_CONVERSATION} WHERE c.user_id = $1 AND c.id = $2"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or(StoreError::NotFound {
+            entity: "conversation",
+        })
+    }
+
+    /// A conversation by the user's external id (e.g. an iKAT topic number).
+    pub async fn conversation_by_external_id(
+        &self,
+        user_id: i64,
+        external_id: &str,
+    ) -> Result<Option<Conversation>> {
+        let row = sqlx::query_as(&format!(
+            "{SELECT_CONVERSATION} WHERE c.user_id = $1 AND c.external_id = $2"
+        ))
+        .bind(user_id)
+        .bind(external_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row)
+    }
+
+    pub async fn update_conversation(
+        &self,
+        user_id: i64,
+        id: Uuid,
+        patch: ConversationPatch,
+    ) -> Result<Conversation> {
+        if let Some(title) = &patch.title {
+            validate_title(title)?;
+        }
+        if let Some(Some(collection)) = &patch.collection {
+            validate_collection(collection)?;
+        }
+        let result = sqlx::query(
+            "UPDATE conversations SET \
+               title = COALESCE($3, title), \
+               collection = CASE WHEN $4 THEN $5 ELSE collection END, \
+               updated_at = now() \
+             WHERE user_id = $1 AND id = $2",
+        )
+        .bind(user_id)
+        .bind(id)
+        .bind(patch.title.as_deref().map(str::trim))
+        .bind(patch.collection.is_some())
+        .bind(patch.collection.clone().flatten())
+        .execute(self.pool())
+        .await?;
+        if result.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                entity: "conversation",
+            });
+        }
+        self.conversation(user_id, id).await
+    }
+
+    /// Deletes a conversation with its PTKB and turns.
+    pub async fn delete_conversation(&self, user_id: i64, id: Uuid) -> Result<()> {
+        let result = sqlx::query("DELETE FROM conversations WHERE user_id = $1 AND id = $2")
+            .bind(user_id)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        if result.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                entity: "conversation",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Locks the conversation row for the rest of the transaction, checking ownership. Every change to
+/// a conversation's PTKB or turns goes through this, so concurrent changes are serialized.
+pub(crate) async fn lock_owned(tx: &mut sqlx::PgConnection, user_id: i64, id: Uuid) -> Result<()> {
+    let found: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM conversations WHERE user_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(user_id)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    found.map(|_| ()).ok_or(StoreError::NotFound {
+        entity: "conversation",
+    })
+}
+
+/// The position the next new turn of the conversation will take.
+pub(crate) async fn next_seq(tx: &mut sqlx::PgConnection, id: Uuid) -> Result<i32> {
+    let max: Option<i32> =
+        sqlx::query_scalar("SELECT max(seq) FROM turns WHERE conversation_id = $1")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+    Ok(max.unwrap_or(0) + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_names_are_checked() {
+        assert!(validate_collection("msmarco-v2.1").is_ok());
+        assert!(validate_collection("cran_field").is_ok());
+        assert!(validate_collection("").is_err());
+        assert!(validate_collection("../etc").is_err());
+        assert!(validate_collection("a b").is_err());
+    }
+}

@@ -1,0 +1,426 @@
+//! A private PostgreSQL cluster under the data directory, so `convrag serve` needs no set-up.
+//!
+//! It uses the machine's server binaries (`initdb`, `pg_ctl`, `postgres`), listens only on a Unix
+//! socket inside its own directory, and is stopped cleanly on shutdown. PostgreSQL refuses to run as
+//! root, so when convrag runs as root the cluster is created and run as the `postgres` system user.
+
+use std::ffi::CString;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::DbTarget;
+
+/// Errors of the embedded cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    #[error(
+        "PostgreSQL server binaries not found (looked on PATH, in `pg_config --bindir` and under \
+         /usr/lib/postgresql/*/bin); install them (Debian: apt-get install postgresql) or set DATABASE_URL"
+    )]
+    BinariesNotFound,
+    #[error("running as root, but there is no unprivileged `postgres` user to run the cluster as; create one or set DATABASE_URL")]
+    NoUnprivilegedUser,
+    #[error("{path}: {message}")]
+    Directory { path: PathBuf, message: String },
+    #[error("`{command}` failed ({status}): {output}")]
+    Command {
+        command: String,
+        status: String,
+        output: String,
+    },
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = EmbeddedError> = std::result::Result<T, E>;
+
+/// Database created inside the embedded cluster for convrag's tables.
+pub const DATABASE_NAME: &str = "convrag";
+const SUPERUSER: &str = "postgres";
+
+/// A cluster in `data_dir`, socket in the same directory.
+#[derive(Debug, Clone)]
+pub struct EmbeddedCluster {
+    data_dir: PathBuf,
+    bin_dir: PathBuf,
+    port: u16,
+    run_as: Option<(u32, u32)>,
+}
+
+impl EmbeddedCluster {
+    /// Prepares (but does not start) the cluster in `data_dir`.
+    pub fn new(data_dir: &Path) -> Result<Self> {
+        let bin_dir = find_bin_dir().ok_or(EmbeddedError::BinariesNotFound)?;
+        // SAFETY: geteuid has no preconditions.
+        let run_as = if unsafe { libc::geteuid() } == 0 {
+            Some(lookup_user("postgres").ok_or(EmbeddedError::NoUnprivilegedUser)?)
+        } else {
+            None
+        };
+        let data_dir = absolute(data_dir)?;
+        // The socket path must fit in sockaddr_un (108 bytes including the NUL).
+        let socket_len = data_dir.join(".s.PGSQL.5432").as_os_str().len();
+        if socket_len >= 107 {
+            return Err(EmbeddedError::Directory {
+                path: data_dir,
+                message: format!(
+                    "path too long for a Unix socket ({socket_len} bytes; at most 106): choose a shorter CONVRAG_HOME"
+                ),
+            });
+        }
+        Ok(Self {
+            data_dir,
+            bin_dir,
+            port: 5432,
+            run_as,
+        })
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin_dir
+    }
+
+    /// How to connect to the running cluster.
+    pub fn target(&self) -> DbTarget {
+        DbTarget::Socket {
+            socket_dir: self.data_dir.clone(),
+            port: self.port,
+            user: SUPERUSER.to_string(),
+            database: DATABASE_NAME.to_string(),
+        }
+    }
+
+    /// True once `initdb` has populated the directory.
+    pub fn is_initialized(&self) -> bool {
+        self.data_dir.join("PG_VERSION").exists()
+    }
+
+    /// Creates the cluster if needed, clears stale lock files left by a crash, and starts it
+    /// (or adopts a server that is still running on this directory). Returns once it accepts
+    /// connections and the convrag database exists.
+    pub async fn start(&self) -> Result<()> {
+        if !self.is_initialized() {
+            self.init()?;
+        }
+        self.clear_stale_locks();
+        if !self.is_running() {
+            let log = self.data_dir.join("postgres.log");
+            let options = format!(
+                "-c listen_addresses='' -c unix_socket_directories='{}' -p {}",
+                self.data_dir.display(),
+                self.port
+            );
+            self.run_checked(
+                "pg_ctl",
+                &[
+                    "-D".as_ref(),
+                    self.data_dir.as_os_str(),
+                    "-l".as_ref(),
+                    log.as_os_str(),
+                    "-o".as_ref(),
+                    options.as_ref(),
+                    "-w".as_ref(),
+                    "-t".as_ref(),
+                    "60".as_ref(),
+                    "start".as_ref(),
+                ],
+            )
+            .map_err(|e| self.with_log_tail(e))?;
+        }
+        self.ensure_database().await
+    }
+
+    /// Stops the server (fast shutdown: open transactions are rolled back, data is safe).
+    pub fn stop(&self) -> Result<()> {
+        if !self.is_running() {
+            return Ok(());
+        }
+        self.run_checked(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                self.data_dir.as_os_str(),
+                "-m".as_ref(),
+                "fast".as_ref(),
+                "-w".as_ref(),
+                "-t".as_ref(),
+                "60".as_ref(),
+                "stop".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// True when a postmaster is running on this data directory.
+    pub fn is_running(&self) -> bool {
+        self.live_postmaster_pid().is_some()
+    }
+
+    fn init(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.data_dir).map_err(|e| self.dir_error(e.to_string()))?;
+        std::fs::set_permissions(&self.data_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| self.dir_error(e.to_string()))?;
+        if let Some((uid, gid)) = self.run_as {
+            chown(&self.data_dir, uid, gid).map_err(|e| self.dir_error(e))?;
+            // Every parent must be traversable by the postgres user.
+            let probe = Command::new("test")
+                .arg("-w")
+                .arg(&self.data_dir)
+                .uid(uid)
+                .gid(gid)
+                .status();
+            if !matches!(probe, Ok(s) if s.success()) {
+                return Err(self.dir_error(
+                    "the `postgres` user cannot reach this directory (a parent is not traversable, \
+                     e.g. /root): choose another CONVRAG_HOME or set DATABASE_URL"
+                        .to_string(),
+                ));
+            }
+        }
+        self.run_checked(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                self.data_dir.as_os_str(),
+                "-U".as_ref(),
+                SUPERUSER.as_ref(),
+                "-A".as_ref(),
+                "trust".as_ref(),
+                "-E".as_ref(),
+                "UTF8".as_ref(),
+                "--no-locale".as_ref(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// A crash can leave `postmaster.pid` (and the socket lock) behind. PostgreSQL itself only
+    /// ignores them when the recorded PID is dead; after a reboot the PID may belong to another
+    /// process, which would block the start. Remove them unless a postmaster of ours owns them.
+    fn clear_stale_locks(&self) {
+        let pid_file = self.data_dir.join("postmaster.pid");
+        if pid_file.exists() && self.live_postmaster_pid().is_none() {
+            tracing::warn!(path = %pid_file.display(), "removing stale postmaster.pid left by a crash");
+            let _ = std::fs::remove_file(&pid_file);
+        }
+        let socket_lock = self.data_dir.join(format!(".s.PGSQL.{}.lock", self.port));
+        if socket_lock.exists() && self.live_postmaster_pid().is_none() {
+            let _ = std::fs::remove_file(&socket_lock);
+            let _ = std::fs::remove_file(self.data_dir.join(format!(".s.PGSQL.{}", self.port)));
+        }
+    }
+
+    /// The PID in postmaster.pid when that process is a postgres server for this directory.
+    fn live_postmaster_pid(&self) -> Option<i32> {
+        let text = std::fs::read_to_string(self.data_dir.join("postmaster.pid")).ok()?;
+        let mut lines = text.lines();
+        let pid: i32 = lines.next()?.trim().parse().ok()?;
+        let recorded_dir = lines.next()?.trim().to_string();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let is_postgres = cmdline.contains("postgres") || cmdline.contains("postmaster");
+        let same_dir = Path::new(&recorded_dir) == self.data_dir;
+        (is_postgres && same_dir).then_some(pid)
+    }
+
+    async fn ensure_database(&self) -> Result<()> {
+        use sqlx::postgres::PgConnectOptions;
+        use sqlx::{ConnectOptions, Connection};
+        let options = PgConnectOptions::new()
+            .socket(&self.data_dir)
+            .port(self.port)
+            .username(SUPERUSER)
+            .database("postgres");
+        let to_err = |e: sqlx::Error| EmbeddedError::Command {
+            command: "create database".to_string(),
+            status: "error".to_string(),
+            output: e.to_string(),
+        };
+        let mut conn = options.connect().await.map_err(to_err)?;
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+                .bind(DATABASE_NAME)
+                .fetch_one(&mut conn)
+                .await
+                .map_err(to_err)?;
+        if !exists {
+            sqlx::query(&format!("CREATE DATABASE {DATABASE_NAME}"))
+                .execute(&mut conn)
+                .await
+                .map_err(to_err)?;
+        }
+        conn.close().await.map_err(to_err)?;
+        Ok(())
+    }
+
+    fn run_checked(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<Output> {
+        let path = self.bin_dir.join(program);
+        let mut command = Command::new(&path);
+        command.args(args);
+        // A clean environment for the server: no inherited PG* settings pointing elsewhere.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("PG") {
+                command.env_remove(key);
+            }
+        }
+        if let Some((uid, gid)) = self.run_as {
+            command.uid(uid).gid(gid).current_dir(&self.data_dir);
+        }
+        let output = command.output().map_err(|source| EmbeddedError::Spawn {
+            program: path.clone(),
+            source,
+        })?;
+        if !output.status.success() {
+            let mut text = String::from_utf8_lossy(&output.stderr).trim().to_string();
+            if text.is_empty() {
+                text = String::from_utf8_lossy(&output.stdout).trim().to_string();
+            }
+            return Err(EmbeddedError::Command {
+                command: format!(
+                    "{} {}",
+                    path.display(),
+                    args.last().map(|a| a.to_string_lossy()).unwrap_or_default()
+                ),
+                status: output.status.to_string(),
+                output: text,
+            });
+        }
+        Ok(output)
+    }
+
+    fn with_log_tail(&self, e: EmbeddedError) -> EmbeddedError {
+        let log = std::fs::read_to_string(self.data_dir.join("postgres.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(10).collect();
+        match e {
+            EmbeddedError::Command {
+                command,
+                status,
+                output,
+            } if !tail.is_empty() => EmbeddedError::Command {
+                command,
+                status,
+                output: format!(
+                    "{output}\nlast lines of postgres.log:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ),
+            },
+            other => other,
+        }
+    }
+
+    fn dir_error(&self, message: String) -> EmbeddedError {
+        EmbeddedError::Directory {
+            path: self.data_dir.clone(),
+            message,
+        }
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(path))
+        .map_err(|e| EmbeddedError::Directory {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// Finds the directory holding initdb, pg_ctl and postgres.
+fn find_bin_dir() -> Option<PathBuf> {
+    let complete = |dir: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|b| dir.join(b).is_file())
+    };
+    // On PATH (possibly as symlinks: resolve to the real directory, which pg_ctl needs too).
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let initdb = dir.join("initdb");
+            if initdb.is_file() {
+                if let Ok(real) = std::fs::canonicalize(&initdb) {
+                    if let Some(parent) = real.parent() {
+                        if complete(parent) {
+                            return Some(parent.to_path_buf());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        if out.status.success() {
+            let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if complete(&dir) {
+                return Some(dir);
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let version: u32 = e.file_name().to_string_lossy().parse().ok()?;
+            let bin = e.path().join("bin");
+            complete(&bin).then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, dir)| dir)
+}
+
+fn lookup_user(name: &str) -> Option<(u32, u32)> {
+    let c_name = CString::new(name).ok()?;
+    // SAFETY: getpwnam returns a pointer to static storage or NULL; we copy the ids out at once.
+    let entry = unsafe { libc::getpwnam(c_name.as_ptr()) };
+    if entry.is_null() {
+        return None;
+    }
+    let (uid, gid) = unsafe { ((*entry).pw_uid, (*entry).pw_gid) };
+    (uid != 0).then_some((uid, gid))
+}
+
+fn chown(path: &Path, uid: u32, gid: u32) -> std::result::Result<(), String> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| format!("chown: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_server_binaries_on_this_machine() {
+        let dir =
+            find_bin_dir().expect("PostgreSQL server binaries are installed by the README set-up");
+        assert!(dir.join("pg_ctl").is_file());
+    }
+
+    #[test]
+    fn too_long_socket_path_is_refused_with_the_path() {
+        let long = PathBuf::from(format!("/tmp/{}", "x".repeat(120)));
+        let err = EmbeddedCluster::new(&long).unwrap_err();
+        assert!(err.to_string().contains("too long"), "{err}");
+    }
+
+    #[test]
+    fn garbage_pid_file_is_not_a_live_postmaster() {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = EmbeddedCluster::new(dir.path()).unwrap();
+        // PID 1 exists but is not a postgres for this directory.
+        std::fs::write(dir.path().join("postmaster.pid"), "1\n/elsewhere\n").unwrap();
+        assert!(cluster.live_postmaster_pid().is_none());
+        cluster.clear_stale_locks();
+        assert!(!dir.path().join("postmaster.pid").exists());
+    }
+}

@@ -1,0 +1,180 @@
+//! PostgreSQL state: users, conversations, PTKB statements and turns (sqlx, runtime queries).
+//!
+//! Every read or write of a conversation takes the owning user's id, so ownership is checked in the
+//! query itself: another user's conversation is simply not found.
+
+pub mod conversations;
+pub mod embedded;
+pub mod ptkb;
+pub mod turns;
+pub mod users;
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+
+pub use conversations::{Conversation, ConversationPatch, NewConversation};
+pub use embedded::{EmbeddedCluster, EmbeddedError};
+pub use ptkb::{NewStatement, Statement};
+pub use turns::{NewTurn, Turn};
+pub use users::User;
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The entity does not exist, or belongs to another user.
+    #[error("{entity} not found")]
+    NotFound { entity: &'static str },
+    /// A uniqueness rule would be broken (name taken, statement id exists, ...).
+    #[error("{field}: {message}")]
+    Conflict {
+        field: &'static str,
+        message: String,
+    },
+    /// Input the database (or a check before it) refuses.
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+    /// The database cannot be reached right now.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
+            sqlx::Error::Database(db) => {
+                let code = db.code().map(|c| c.to_string()).unwrap_or_default();
+                // Class 08: connection exception; 57P0x: server shutting down / cannot connect now.
+                if code.starts_with("08") || code.starts_with("57P") {
+                    StoreError::Unavailable(e.to_string())
+                } else {
+                    StoreError::Database(e)
+                }
+            }
+            _ => StoreError::Database(e),
+        }
+    }
+}
+
+/// The SQLSTATE of a database error, if any.
+pub(crate) fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.to_string()),
+        _ => None,
+    }
+}
+
+/// Where the database is.
+#[derive(Debug, Clone)]
+pub enum DbTarget {
+    Url(String),
+    /// A cluster listening on a Unix socket in `socket_dir`.
+    Socket {
+        socket_dir: std::path::PathBuf,
+        port: u16,
+        user: String,
+        database: String,
+    },
+}
+
+/// The handle every part of convrag uses to reach PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    /// Connects (failing fast when the server is down) and applies pending migrations.
+    pub async fn connect(target: &DbTarget) -> Result<Self> {
+        let options = match target {
+            DbTarget::Url(url) => {
+                url.parse::<PgConnectOptions>()
+                    .map_err(|e| StoreError::Invalid {
+                        field: "database_url",
+                        message: e.to_string(),
+                    })?
+            }
+            DbTarget::Socket {
+                socket_dir,
+                port,
+                user,
+                database,
+            } => PgConnectOptions::new()
+                .socket(socket_dir)
+                .port(*port)
+                .username(user)
+                .database(database),
+        };
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .min_connections(0)
+            // Short: when the database is gone, requests should fail quickly with 503.
+            .acquire_timeout(Duration::from_secs(3))
+            .test_before_acquire(true)
+            .connect_with(options)
+            .await?;
+        let store = Store { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Wraps an existing pool (tests, tools) without migrating.
+    pub fn from_pool(pool: PgPool) -> Self {
+        Store { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        sqlx::migrate!("./migrations").run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// True when a trivial query succeeds within two seconds.
+    pub async fn ping(&self) -> bool {
+        let query = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&self.pool);
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), query).await,
+            Ok(Ok(1))
+        )
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Checks that a text field is not blank and not longer than `max` characters.
+pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(StoreError::Invalid {
+            field,
+            message: "must not be empty".to_string(),
+        });
+    }
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(StoreError::Invalid {
+            field,
+            message: format!("must be at most {max} characters (got {chars})"),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,513 @@
+//! Turns: the utterance and everything each pipeline stage produced for it, stored atomically.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::conversations::{lock_owned, next_seq};
+use super::ptkb::visible_at;
+use super::{require_text, Result, Store, StoreError};
+
+/// A PTKB statement as ranked for one turn.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RankedStatement {
+    pub id: String,
+    pub text: String,
+    pub score: f64,
+    pub rank: i32,
+    pub selected: bool,
+}
+
+/// A passage of a turn's provenance, in final rank order.
+#[derive(Debug, Clone, Serialize, PartialEq, sqlx::FromRow)]
+pub struct TurnPassage {
+    pub rank: i32,
+    pub passage_id: String,
+    pub collection: Option<String>,
+    pub retrieval_score: Option<f64>,
+    pub rerank_score: Option<f64>,
+    pub score: f64,
+    pub used: bool,
+    pub title: Option<String>,
+    pub url: Option<String>,
+    pub text: Option<String>,
+}
+
+/// A response sentence and the ranks (1-based, into the turn's passages) it cites, in order.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Sentence {
+    pub text: String,
+    pub citations: Vec<i32>,
+}
+
+/// A stored turn with all its stage outputs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Turn {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub seq: i32,
+    pub version: i32,
+    pub is_current: bool,
+    pub external_turn_id: Option<String>,
+    pub utterance: String,
+    pub reference_rewrite: Option<String>,
+    pub reference_ptkb: Option<Vec<String>>,
+    pub canonical_response: Option<String>,
+    pub rewritten_utterance: Option<String>,
+    pub response_text: Option<String>,
+    pub generator: Option<String>,
+    pub settings: serde_json::Value,
+    pub timings_ms: serde_json::Value,
+    pub diagnostics: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub ptkb_ranking: Vec<RankedStatement>,
+    pub passages: Vec<TurnPassage>,
+    pub sentences: Vec<Sentence>,
+}
+
+/// What the pipeline hands to the store for one turn.
+#[derive(Debug, Clone, Default)]
+pub struct NewTurn {
+    pub external_turn_id: Option<String>,
+    pub utterance: String,
+    pub reference_rewrite: Option<String>,
+    pub reference_ptkb: Option<Vec<String>>,
+    pub canonical_response: Option<String>,
+    pub rewritten_utterance: Option<String>,
+    pub response_text: Option<String>,
+    pub generator: Option<String>,
+    pub settings: serde_json::Value,
+    pub timings_ms: serde_json::Value,
+    pub diagnostics: serde_json::Value,
+    /// Statement ids in rank order with score and selection.
+    pub ptkb_ranking: Vec<NewRankedStatement>,
+    /// Passages in rank order (rank = index + 1).
+    pub passages: Vec<NewTurnPassage>,
+    pub sentences: Vec<Sentence>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewRankedStatement {
+    pub statement_id: String,
+    pub score: f64,
+    pub selected: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NewTurnPassage {
+    pub passage_id: String,
+    pub collection: Option<String>,
+    pub retrieval_score: Option<f64>,
+    pub rerank_score: Option<f64>,
+    pub score: f64,
+    pub used: bool,
+    pub title: Option<String>,
+    pub url: Option<String>,
+    pub text: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct TurnRow {
+    id: Uuid,
+    conversation_id: Uuid,
+    seq: i32,
+    version: i32,
+    is_current: bool,
+    external_turn_id: Option<String>,
+    utterance: String,
+    reference_rewrite: Option<String>,
+    reference_ptkb: Option<Vec<String>>,
+    canonical_response: Option<String>,
+    rewritten_utterance: Option<String>,
+    response_text: Option<String>,
+    generator: Option<String>,
+    settings: serde_json::Value,
+    timings_ms: serde_json::Value,
+    diagnostics: serde_json::Value,
+    created_at: DateTime<Utc>,
+}
+
+/// Where a new turn goes: a new position, or a new version of an existing one.
+#[derive(Debug, Clone, Copy)]
+pub enum TurnSlot {
+    Next,
+    Regenerate { seq: i32 },
+}
+
+fn check_new_turn(turn: &NewTurn) -> Result<()> {
+    require_text("utterance", &turn.utterance, 10_000)?;
+    let n = turn.passages.len() as i32;
+    for (i, sentence) in turn.sentences.iter().enumerate() {
+        require_text("sentences", &sentence.text, 100_000)?;
+        for &rank in &sentence.citations {
+            if rank < 1 || rank > n {
+                return Err(StoreError::Invalid {
+                    field: "sentences",
+                    message: format!(
+                        "sentence {i} cites passage rank {rank}, but the turn has {n} passages"
+                    ),
+                });
+            }
+        }
+    }
+    for score in turn
+        .ptkb_ranking
+        .iter()
+        .map(|s| s.score)
+        .chain(turn.passages.iter().map(|p| p.score))
+    {
+        if !score.is_finite() {
+            return Err(StoreError::Invalid {
+                field: "score",
+                message: "scores must be finite numbers".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Stores a whole turn in one transaction, under the conversation's lock (so two turns of one
+    /// conversation never interleave). With `TurnSlot::Regenerate` the earlier version stays stored
+    /// but is no longer current.
+    pub async fn insert_turn(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+        turn: NewTurn,
+    ) -> Result<Turn> {
+        check_new_turn(&turn)?;
+        let mut tx = self.pool().begin().await?;
+        lock_owned(&mut tx, user_id, conversation_id).await?;
+        let (seq, version) = match slot {
+            TurnSlot::Next => (next_seq(&mut tx, conversation_id).await?, 1),
+            TurnSlot::Regenerate { seq } => {
+                let max: Option<i32> = sqlx::query_scalar(
+                    "SELECT max(version) FROM turns WHERE conversation_id = $1 AND seq = $2",
+                )
+                .bind(conversation_id)
+                .bind(seq)
+                .fetch_one(&mut *tx)
+                .await?;
+                let max = max.ok_or(StoreError::NotFound { entity: "turn" })?;
+                sqlx::query(
+                    "UPDATE turns SET is_current = false WHERE conversation_id = $1 AND seq = $2",
+                )
+                .bind(conversation_id)
+                .bind(seq)
+                .execute(&mut *tx)
+                .await?;
+                (seq, max + 1)
+            }
+        };
+
+        let id = Uuid::new_v4();
+        sqlx::query(
+            "INSERT INTO turns (id, conversation_id, seq, version, is_current, external_turn_id, utterance, \
+               reference_rewrite, reference_ptkb, canonical_response, rewritten_utterance, response_text, \
+               generator, settings, timings_ms, diagnostics) \
+             VALUES ($1, $2, $3, $4, true, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        )
+        .bind(id)
+        .bind(conversation_id)
+        .bind(seq)
+        .bind(version)
+        .bind(&turn.external_turn_id)
+        .bind(&turn.utterance)
+        .bind(&turn.reference_rewrite)
+        .bind(&turn.reference_ptkb)
+        .bind(&turn.canonical_response)
+        .bind(&turn.rewritten_utterance)
+        .bind(&turn.response_text)
+        .bind(&turn.generator)
+        .bind(json_or_empty(&turn.settings))
+        .bind(json_or_empty(&turn.timings_ms))
+        .bind(json_or_empty(&turn.diagnostics))
+        .execute(&mut *tx)
+        .await?;
+
+        // Rankings refer to the statement versions this turn position sees.
+        let visible = visible_at(&mut tx, conversation_id, seq).await?;
+        let by_id: HashMap<&str, i64> = visible.iter().map(|s| (s.id.as_str(), s.row_id)).collect();
+        for (i, ranked) in turn.ptkb_ranking.iter().enumerate() {
+            let row =
+                *by_id
+                    .get(ranked.statement_id.as_str())
+                    .ok_or_else(|| StoreError::Invalid {
+                        field: "ptkb_ranking",
+                        message: format!(
+                            "statement {:?} is not in the PTKB seen by this turn",
+                            ranked.statement_id
+                        ),
+                    })?;
+            sqlx::query(
+                "INSERT INTO turn_ptkb_rankings (turn_id, conversation_id, rank, statement_row, score, selected) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(id)
+            .bind(conversation_id)
+            .bind(i as i32 + 1)
+            .bind(row)
+            .bind(ranked.score)
+            .bind(ranked.selected)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match super::sqlstate(&e).as_deref() {
+                Some("23505") => StoreError::Invalid {
+                    field: "ptkb_ranking",
+                    message: format!("statement {:?} is ranked twice", ranked.statement_id),
+                },
+                _ => e.into(),
+            })?;
+        }
+        for (i, p) in turn.passages.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO turn_passages (turn_id, rank, passage_id, collection, retrieval_score, rerank_score, \
+                   score, used, title, url, text) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(id)
+            .bind(i as i32 + 1)
+            .bind(&p.passage_id)
+            .bind(&p.collection)
+            .bind(p.retrieval_score)
+            .bind(p.rerank_score)
+            .bind(p.score)
+            .bind(p.used)
+            .bind(&p.title)
+            .bind(&p.url)
+            .bind(&p.text)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match super::sqlstate(&e).as_deref() {
+                Some("23505") => StoreError::Invalid {
+                    field: "passages",
+                    message: format!("passage {:?} appears twice", p.passage_id),
+                },
+                _ => e.into(),
+            })?;
+        }
+        for (position, sentence) in turn.sentences.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO response_sentences (turn_id, position, text) VALUES ($1, $2, $3)",
+            )
+            .bind(id)
+            .bind(position as i32)
+            .bind(&sentence.text)
+            .execute(&mut *tx)
+            .await?;
+            for (order, rank) in sentence.citations.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO sentence_citations (turn_id, sentence_position, citation_order, passage_rank) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(id)
+                .bind(position as i32)
+                .bind(order as i32)
+                .bind(rank)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| match super::sqlstate(&e).as_deref() {
+                    Some("23505") => StoreError::Invalid {
+                        field: "sentences",
+                        message: format!("sentence {position} cites passage {rank} twice"),
+                    },
+                    _ => e.into(),
+                })?;
+            }
+        }
+        sqlx::query("UPDATE conversations SET updated_at = now() WHERE id = $1")
+            .bind(conversation_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.turn(user_id, conversation_id, id).await
+    }
+
+    /// The conversation's turns in order; only current versions unless `all_versions`.
+    pub async fn list_turns(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        all_versions: bool,
+    ) -> Result<Vec<Turn>> {
+        self.conversation(user_id, conversation_id).await?;
+        let rows: Vec<TurnRow> = sqlx::query_as(&format!(
+            "{SELECT_TURN} WHERE conversation_id = $1 AND ($2 OR is_current) ORDER BY seq, version"
+        ))
+        .bind(conversation_id)
+        .bind(all_versions)
+        .fetch_all(self.pool())
+        .await?;
+        self.assemble(rows).await
+    }
+
+    /// One turn (any version) of one of the user's conversations.
+    pub async fn turn(&self, user_id: i64, conversation_id: Uuid, turn_id: Uuid) -> Result<Turn> {
+        self.conversation(user_id, conversation_id).await?;
+        let row: TurnRow = sqlx::query_as(&format!(
+            "{SELECT_TURN} WHERE conversation_id = $1 AND id = $2"
+        ))
+        .bind(conversation_id)
+        .bind(turn_id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or(StoreError::NotFound { entity: "turn" })?;
+        Ok(self.assemble(vec![row]).await?.remove(0))
+    }
+
+    async fn assemble(&self, rows: Vec<TurnRow>) -> Result<Vec<Turn>> {
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        let rankings: Vec<(Uuid, String, String, f64, i32, bool)> = sqlx::query_as(
+            "SELECT r.turn_id, s.statement_id, s.text, r.score, r.rank, r.selected \
+             FROM turn_ptkb_rankings r JOIN ptkb_statements s ON s.id = r.statement_row \
+             WHERE r.turn_id = ANY($1) ORDER BY r.turn_id, r.rank",
+        )
+        .bind(&ids)
+        .fetch_all(self.pool())
+        .await?;
+        #[derive(sqlx::FromRow)]
+        struct PassageRow {
+            turn_id: Uuid,
+            #[sqlx(flatten)]
+            passage: TurnPassage,
+        }
+        let passages: Vec<PassageRow> = sqlx::query_as(
+            "SELECT turn_id, rank, passage_id, collection, retrieval_score, rerank_score, score, used, title, url, text \
+             FROM turn_passages WHERE turn_id = ANY($1) ORDER BY turn_id, rank",
+        )
+        .bind(&ids)
+        .fetch_all(self.pool())
+        .await?;
+        let sentences: Vec<(Uuid, i32, String)> = sqlx::query_as(
+            "SELECT turn_id, position, text FROM response_sentences WHERE turn_id = ANY($1) ORDER BY turn_id, position",
+        )
+        .bind(&ids)
+        .fetch_all(self.pool())
+        .await?;
+        let citations: Vec<(Uuid, i32, i32)> = sqlx::query_as(
+            "SELECT turn_id, sentence_position, passage_rank FROM sentence_citations \
+             WHERE turn_id = ANY($1) ORDER BY turn_id, sentence_position, citation_order",
+        )
+        .bind(&ids)
+        .fetch_all(self.pool())
+        .await?;
+
+        let mut by_turn_rank: HashMap<Uuid, Vec<RankedStatement>> = HashMap::new();
+        for (turn_id, id, text, score, rank, selected) in rankings {
+            by_turn_rank
+                .entry(turn_id)
+                .or_default()
+                .push(RankedStatement {
+                    id,
+                    text,
+                    score,
+                    rank,
+                    selected,
+                });
+        }
+        let mut by_turn_passages: HashMap<Uuid, Vec<TurnPassage>> = HashMap::new();
+        for row in passages {
+            by_turn_passages
+                .entry(row.turn_id)
+                .or_default()
+                .push(row.passage);
+        }
+        let mut by_turn_sentences: HashMap<Uuid, Vec<Sentence>> = HashMap::new();
+        for (turn_id, _, text) in sentences {
+            by_turn_sentences
+                .entry(turn_id)
+                .or_default()
+                .push(Sentence {
+                    text,
+                    citations: Vec::new(),
+                });
+        }
+        for (turn_id, position, rank) in citations {
+            if let Some(sentence) = by_turn_sentences
+                .get_mut(&turn_id)
+                .and_then(|s| s.get_mut(position as usize))
+            {
+                sentence.citations.push(rank);
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|r| Turn {
+                ptkb_ranking: by_turn_rank.remove(&r.id).unwrap_or_default(),
+                passages: by_turn_passages.remove(&r.id).unwrap_or_default(),
+                sentences: by_turn_sentences.remove(&r.id).unwrap_or_default(),
+                id: r.id,
+                conversation_id: r.conversation_id,
+                seq: r.seq,
+                version: r.version,
+                is_current: r.is_current,
+                external_turn_id: r.external_turn_id,
+                utterance: r.utterance,
+                reference_rewrite: r.reference_rewrite,
+                reference_ptkb: r.reference_ptkb,
+                canonical_response: r.canonical_response,
+                rewritten_utterance: r.rewritten_utterance,
+                response_text: r.response_text,
+                generator: r.generator,
+                settings: r.settings,
+                timings_ms: r.timings_ms,
+                diagnostics: r.diagnostics,
+                created_at: r.created_at,
+            })
+            .collect())
+    }
+}
+
+const SELECT_TURN: &str = "SELECT id, conversation_id, seq, version, is_current, external_turn_id, utterance, \
+    reference_rewrite, reference_ptkb, canonical_response, rewritten_utterance, response_text, generator, \
+    settings, timings_ms, diagnostics, created_at FROM turns";
+
+fn json_or_empty(value: &serde_json::Value) -> serde_json::Value {
+    if value.is_null() {
+        serde_json::json!({})
+    } else {
+        value.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn citations_outside_the_passages_are_refused() {
+        let turn = NewTurn {
+            utterance: "q".into(),
+            passages: vec![NewTurnPassage {
+                passage_id: "p".into(),
+                score: 1.0,
+                ..Default::default()
+            }],
+            sentences: vec![Sentence {
+                text: "s".into(),
+                citations: vec![2],
+            }],
+            ..Default::default()
+        };
+        let err = check_new_turn(&turn).unwrap_err();
+        assert!(err.to_string().contains("cites passage rank 2"), "{err}");
+    }
+
+    #[test]
+    fn blank_utterance_is_refused() {
+        let turn = NewTurn {
+            utterance: "  ".into(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            check_new_turn(&turn),
+            Err(StoreError::Invalid {
+                field: "utterance",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,255 @@
+//! The embedded PostgreSQL cluster: create, start, stop, restart, crash leftovers, losing the
+//! database while serving, and the `convrag serve` binary on embedded defaults.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{shared_tempdir, Client};
+use convrag::api::{self, AppState};
+use convrag::config::Config;
+use convrag::store::{EmbeddedCluster, Store};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_starts_stops_restarts_and_survives_stale_locks() {
+    let home = shared_tempdir();
+    let cluster = EmbeddedCluster::new(&home.path().join("pgdata")).unwrap();
+    assert!(!cluster.is_initialized());
+    cluster.start().await.unwrap();
+    assert!(cluster.is_running());
+    // Listens on its own socket only: the socket file is in the data directory.
+    assert!(home.path().join("pgdata/.s.PGSQL.5432").exists());
+
+    let store = Store::connect(&cluster.target()).await.unwrap();
+    store.create_user("alice").await.unwrap();
+    store.close().await;
+    cluster.stop().unwrap();
+    assert!(!cluster.is_running());
+    assert!(!home.path().join("pgdata/postmaster.pid").exists());
+
+    // A stale postmaster.pid naming a live process that is not our server (PID reuse after a
+    // crash) must not block the start.
+    std::fs::write(
+        home.path().join("pgdata/postmaster.pid"),
+        format!(
+            "{}\n{}\n",
+            std::process::id(),
+            home.path().join("pgdata").display()
+        ),
+    )
+    .unwrap();
+    cluster.start().await.unwrap();
+    let store = Store::connect(&cluster.target()).await.unwrap();
+    assert!(
+        store.user_by_name("alice").await.unwrap().is_some(),
+        "data survives a restart"
+    );
+    store.close().await;
+
+    // A crash of the server itself: SIGKILL the postmaster, then start again.
+    let pid: i32 = std::fs::read_to_string(home.path().join("pgdata/postmaster.pid"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let the orphaned backends notice their postmaster is gone.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.start().await.unwrap();
+    let store = Store::connect(&cluster.target()).await.unwrap();
+    assert!(
+        store.user_by_name("alice").await.unwrap().is_some(),
+        "data survives a crash"
+    );
+    store.close().await;
+    cluster.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_database_gives_503_and_the_server_recovers() {
+    let home = shared_tempdir();
+    let cluster = EmbeddedCluster::new(&home.path().join("pgdata")).unwrap();
+    cluster.start().await.unwrap();
+    let store = Store::connect(&cluster.target()).await.unwrap();
+    let config = Config {
+        home: home.path().to_path_buf(),
+        admin_token: Some(common::ADMIN_TOKEN.into()),
+        ..Config::default()
+    };
+    let server = api::spawn(AppState::new(
+        store.clone(),
+        config.into(),
+        common::ADMIN_TOKEN,
+    ))
+    .unwrap();
+    let anon = Client::new(&server, None);
+    let alice = common::new_user(&anon, "alice").await;
+    assert_eq!(
+        alice
+            .post("/v1/conversations", json!({"title": "kept"}))
+            .await
+            .status,
+        201
+    );
+
+    cluster.stop().unwrap();
+    let r = anon.get("/readyz").await;
+    assert_eq!((r.status, r.code()), (503, "database_unavailable"));
+    let r = alice.get("/v1/conversations").await;
+    assert_eq!((r.status, r.code()), (503, "database_unavailable"));
+    assert_eq!(
+        anon.get("/healthz").await.status,
+        200,
+        "the process itself is still up"
+    );
+
+    cluster.start().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if anon.get("/readyz").await.status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not recover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = alice.get("/v1/conversations").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["conversations"][0]["title"], "kept");
+    server.stop().await;
+    store.close().await;
+    cluster.stop().unwrap();
+}
+
+/// `convrag serve` as a user starts it: no DATABASE_URL, a fresh data directory.
+fn spawn_serve(home: &std::path::Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env_remove("CONVRAG_ADMIN_TOKEN")
+        .env_remove("CONVRAG_CONFIG")
+        .env("CONVRAG_HOME", home)
+        .env("CONVRAG_BIND", "127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let url = loop {
+        let line = lines.next().expect("serve printed its address").unwrap();
+        if let Some(url) = line.strip_prefix("convrag listening on ") {
+            break url.to_string();
+        }
+    };
+    (child, url)
+}
+
+fn terminate(mut child: Child, signal: i32) {
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "serve exited with {status}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_binary_runs_on_embedded_defaults_and_keeps_data_across_restarts() {
+    let home = shared_tempdir();
+    let (child, url) = spawn_serve(home.path());
+    let admin_token = std::fs::read_to_string(home.path().join("admin_token")).unwrap();
+    let http = reqwest::Client::new();
+    let r: serde_json::Value = http
+        .post(format!("{url}/v1/users"))
+        .bearer_auth(admin_token.trim())
+        .json(&json!({"name": "carol"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = r["token"].as_str().unwrap().to_string();
+    let r = http
+        .post(format!("{url}/v1/conversations"))
+        .bearer_auth(&token)
+        .json(&json!({"title": "trip", "ptkb": [{"text": "I am afraid of flying."}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    terminate(child, libc::SIGTERM);
+    assert!(
+        !home.path().join("pgdata/postmaster.pid").exists(),
+        "the embedded cluster is stopped on shutdown"
+    );
+
+    let (child, url) = spawn_serve(home.path());
+    let r: serde_json::Value = http
+        .get(format!("{url}/v1/conversations"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["conversations"][0]["title"], "trip");
+    assert_eq!(r["conversations"][0]["ptkb_count"], 1);
+    terminate(child, libc::SIGINT);
+    assert!(!home.path().join("pgdata/postmaster.pid").exists());
+}
+
+#[test]
+fn unreachable_database_at_start_up_is_a_clear_error() {
+    let home = shared_tempdir();
+    let output = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .arg("serve")
+        .env("CONVRAG_HOME", home.path())
+        .env("DATABASE_URL", "postgres://postgres@127.0.0.1:1/nothing")
+        .env("CONVRAG_BIND", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("error: cannot use the database at DATABASE_URL"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_command_prints_the_effective_configuration() {
+    let output = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .arg("config")
+        .env("CONVRAG_BIND", "127.0.0.1:9999")
+        .env("CONVRAG_ADMIN_TOKEN", "very-secret")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("bind = \"127.0.0.1:9999\""), "{stdout}");
+    assert!(!stdout.contains("very-secret"));
+    assert!(stdout.contains("CONVRAG_HOME"));
+
+    let output = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .arg("config")
+        .env("CONVRAG_MAX_BODY_BYTES", "many")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("CONVRAG_MAX_BODY_BYTES"));
+}
