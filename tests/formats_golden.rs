@@ -117,7 +117,7 @@ fn rag24_answer_golden() {
         a.response_length, 192,
         "the guidelines' example says 192 words"
     );
-    let text = trec_rag::render_jsonl(&[a.clone()]).unwrap();
+    let text = trec_rag::render_jsonl(std::slice::from_ref(&a)).unwrap();
     golden("rag24_answer.jsonl", &text);
     let report = trec_rag::validate_answers_text(
         &text,
@@ -165,7 +165,7 @@ fn rag25_answer_golden() {
     };
     let a = Rag25Answer::new(md, &topics[0], refs, sentences);
     assert_eq!(a.answer[0].citations, vec![0, 8, 15]);
-    let f1 = trec_rag::render_jsonl(&[a.clone()]).unwrap();
+    let f1 = trec_rag::render_jsonl(std::slice::from_ref(&a)).unwrap();
     golden("rag25_format1.jsonl", &f1);
     let f2 = trec_rag::render_jsonl(&[a.to_format2().unwrap()]).unwrap();
     golden("rag25_format2.jsonl", &f2);
