@@ -169,7 +169,16 @@ fn rag25_answer_golden() {
     golden("rag25_format1.jsonl", &f1);
     let f2 = trec_rag::render_jsonl(&[a.to_format2().unwrap()]).unwrap();
     golden("rag25_format2.jsonl", &f2);
+    let checker = trec_rag::render_jsonl(&[a.to_checker_layout()]).unwrap();
+    golden("rag25_format1_checker_layout.jsonl", &checker);
     let ctx = ValidationContext::default();
+    let r3 = trec_rag::validate_answers_text(
+        &checker,
+        AnswerFormat::Rag25Format1,
+        Some(&topics[..1]),
+        &ctx,
+    );
+    assert!(r3.is_clean(), "{r3:?}");
     let r1 =
         trec_rag::validate_answers_text(&f1, AnswerFormat::Rag25Format1, Some(&topics[..1]), &ctx);
     assert!(r1.is_clean(), "{r1:?}");

@@ -324,6 +324,28 @@ pub struct Rag25AnswerIds {
     pub answer: Vec<SentenceIds>,
 }
 
+/// `metadata` in the layout of the organizers' 2025 tooling (Ragnarök's
+/// `convert_to_trec25_format.py` output, required by `check_trec_rag25_gen.py`): the
+/// narrative id and text move into `metadata`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rag25CheckerMetadata {
+    pub team_id: String,
+    pub run_id: String,
+    #[serde(rename = "type")]
+    pub run_type: String,
+    pub narrative_id: String,
+    pub narrative: String,
+}
+
+/// A Format 1 answer in the organizers' checker layout (see [`Rag25CheckerMetadata`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rag25AnswerCheckerLayout {
+    pub metadata: Rag25CheckerMetadata,
+    pub references: Vec<String>,
+    pub response_length: usize,
+    pub answer: Vec<Sentence>,
+}
+
 /// Orders citations from highest to lowest support (ties keep their given order; NaN last), as
 /// 2025 asks: "sorted from highest to lowest citation support".
 pub fn sort_by_support<T>(cited: Vec<(T, f64)>) -> Vec<T> {
@@ -361,6 +383,24 @@ impl Rag25Answer {
                 answer.iter().map(|s| s.text.as_str()),
             ),
             answer,
+        }
+    }
+
+    /// The same answer in the organizers' checker layout. The guidelines put `narrative_id`
+    /// and `narrative` at the top level, but the official 2025 checker rejects a line whose
+    /// `metadata` lacks `narrative_id`; this layout satisfies both readers of the file.
+    pub fn to_checker_layout(&self) -> Rag25AnswerCheckerLayout {
+        Rag25AnswerCheckerLayout {
+            metadata: Rag25CheckerMetadata {
+                team_id: self.metadata.team_id.clone(),
+                run_id: self.metadata.run_id.clone(),
+                run_type: self.metadata.run_type.clone(),
+                narrative_id: self.narrative_id.clone(),
+                narrative: self.narrative.clone(),
+            },
+            references: self.references.clone(),
+            response_length: self.response_length,
+            answer: self.answer.clone(),
         }
     }
 
