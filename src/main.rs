@@ -35,6 +35,8 @@ enum Command {
     Migrate,
     /// Print the effective configuration and the settings convrag reads.
     Config,
+    /// Check a submission file against its official format (one line per problem).
+    Validate(convrag::formats::cli::ValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +76,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Validate(args) => convrag::formats::cli::run(&Config::load(&overrides)?, args),
     }
 }
 

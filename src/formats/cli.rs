@@ -1,0 +1,151 @@
+//! `convrag validate FORMAT FILE [--topics FILE] [--collection-ids FILE]`: one line per problem
+//! (`FILE:LINE: error|warning: message`), non-zero exit when there is an error (or, with
+//! `--strict`, any problem).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use super::validate::{read_id_list, Report, ValidationContext};
+use super::{ikat, poleval, qrecc, trec_rag, trec_run};
+
+/// The output formats `convrag validate` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatName {
+    /// TREC run (R task; TREC RAG 2024/2025): topics = TSV, JSONL or JSON topics.
+    TrecRun,
+    /// TREC RAG 2024 AG/RAG answers (JSONL, `.gz` accepted); topics = the TSV.
+    Rag24,
+    /// TREC RAG 2025 Format 1 (citations index `references`); topics = narratives file.
+    Rag25F1,
+    /// TREC RAG 2025 Format 2 (citations are segment ids).
+    Rag25F2,
+    /// iKAT run JSON; topics = iKAT topics JSON.
+    Ikat,
+    /// TREC run converted from an iKAT run (1000 per turn); topics = iKAT topics JSON.
+    IkatTrecRun,
+    /// SCAI-QReCC `run.json`; topics = `questions.json`.
+    Qrecc,
+    /// PolEval 2022 `out.tsv`; topics = the matching `in.tsv`.
+    Poleval,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ValidateArgs {
+    /// Format of FILE.
+    #[arg(value_enum)]
+    pub format: FormatName,
+    /// The file to check.
+    pub file: PathBuf,
+    /// Official topics/questions: enables topic coverage and topic-text checks.
+    #[arg(long, value_name = "FILE")]
+    pub topics: Option<PathBuf>,
+    /// Ids that exist in the collection (first column of each line): every cited id must be one.
+    #[arg(long, value_name = "FILE")]
+    pub collection_ids: Option<PathBuf>,
+    /// Most results per topic for TREC runs (default 100; 1000 for ikat-trec-run).
+    #[arg(long, value_name = "N")]
+    pub max_per_topic: Option<usize>,
+    /// Fail on warnings too.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Validates FILE, prints the problems, and fails when the file is not acceptable.
+pub fn run(_config: &crate::Config, args: ValidateArgs) -> anyhow::Result<()> {
+    let report = validate(&args)?.sorted();
+    print!("{}", report.display(&args.file));
+    let errors = report.errors().count();
+    let warnings = report.problems.len() - errors;
+    if errors > 0 || (args.strict && warnings > 0) {
+        anyhow::bail!(
+            "{}: {errors} error(s), {warnings} warning(s)",
+            args.file.display()
+        );
+    }
+    eprintln!("{}: valid ({warnings} warning(s))", args.file.display());
+    Ok(())
+}
+
+/// Runs the validator chosen by `args` (library entry point of the command).
+pub fn validate(args: &ValidateArgs) -> anyhow::Result<Report> {
+    let ctx = ValidationContext {
+        collection_ids: args
+            .collection_ids
+            .as_deref()
+            .map(read_id_list)
+            .transpose()?,
+    };
+    let topics = args.topics.as_deref();
+    let file = args.file.as_path();
+    Ok(match args.format {
+        FormatName::TrecRun => {
+            let ids = topics
+                .map(|t| {
+                    trec_rag::read_rag25_topics(t).map(|ts| ts.into_iter().map(|t| t.id).collect())
+                })
+                .transpose()?;
+            trec_run_report(file, args.max_per_topic.unwrap_or(100), ids, &ctx)?
+        }
+        FormatName::IkatTrecRun => {
+            let ids = topics
+                .map(|t| {
+                    ikat::read_topics(t).map(|ts| {
+                        ts.iter()
+                            .flat_map(|t| t.turns.iter().map(|u| t.turn_key(u)))
+                            .collect()
+                    })
+                })
+                .transpose()?;
+            trec_run_report(
+                file,
+                args.max_per_topic.unwrap_or(ikat::MAX_PROVENANCE),
+                ids,
+                &ctx,
+            )?
+        }
+        FormatName::Rag24 => {
+            let ts = topics.map(trec_rag::read_topics_tsv).transpose()?;
+            trec_rag::validate_answers_file(
+                file,
+                trec_rag::AnswerFormat::Rag24,
+                ts.as_deref(),
+                &ctx,
+            )?
+        }
+        FormatName::Rag25F1 | FormatName::Rag25F2 => {
+            let ts = topics.map(trec_rag::read_rag25_topics).transpose()?;
+            let f = if args.format == FormatName::Rag25F1 {
+                trec_rag::AnswerFormat::Rag25Format1
+            } else {
+                trec_rag::AnswerFormat::Rag25Format2
+            };
+            trec_rag::validate_answers_file(file, f, ts.as_deref(), &ctx)?
+        }
+        FormatName::Ikat => {
+            let ts = topics.map(ikat::read_topics).transpose()?;
+            ikat::validate_run_file(file, ts.as_deref(), &ctx)?
+        }
+        FormatName::Qrecc => {
+            let qs = topics.map(qrecc::read_questions).transpose()?;
+            qrecc::validate_run_file(file, qs.as_deref(), &ctx)?
+        }
+        FormatName::Poleval => {
+            let qs = topics.map(poleval::read_questions).transpose()?;
+            poleval::validate_out_file(file, qs.as_deref(), &ctx)?
+        }
+    })
+}
+
+fn trec_run_report(
+    file: &Path,
+    max: usize,
+    topics: Option<Vec<String>>,
+    ctx: &ValidationContext,
+) -> anyhow::Result<Report> {
+    let rules = trec_run::RunRules {
+        max_per_topic: max,
+        topics,
+    };
+    Ok(trec_run::validate_file(file, &rules, ctx)?)
+}
