@@ -10,7 +10,7 @@
 //! - nDCG uses linear gains (the grade) and ignores the relevance level: the ideal ranking is every
 //!   judged document with a positive grade, by grade, and log2(rank + 1) discounts.
 //! - Only queries present in both run and qrels are evaluated; averages are arithmetic means over
-//!   them, accumulated in query-id byte order, or over all qrels queries with `-c`
+//!   them (accumulated in the run's query order, see [`evaluate`]), or over all qrels queries with `-c`
 //!   (`average_complete`), where qrels queries missing from the run score 0. The `num_*` counts
 //!   are summed, not averaged.
 
@@ -361,7 +361,10 @@ pub fn evaluate_query(
 pub fn evaluate(qrels: &Qrels, run: &Run, measures: &[Measure], opts: &EvalOptions) -> Evaluation {
     let mut per_query = BTreeMap::new();
     let mut sums = vec![0.0f64; measures.len()];
-    for (qid, docs) in &run.queries {
+    // Sums accumulate in the run's query order: the averages then equal, to the last bit, the
+    // mean of pytrec_eval's per-query dict that iKAT and other tooling publish (trec_eval sums in
+    // qid order; the printed 4 decimals never differ).
+    for (qid, docs) in run.iter() {
         let Some(judged) = qrels.get(qid) else {
             continue;
         };
@@ -370,7 +373,7 @@ pub fn evaluate(qrels: &Qrels, run: &Run, measures: &[Measure], opts: &EvalOptio
         for (s, v) in sums.iter_mut().zip(&values) {
             *s += v;
         }
-        per_query.insert(qid.clone(), values);
+        per_query.insert(qid.to_string(), values);
     }
     let mut num_q = per_query.len();
     if opts.average_complete {

@@ -203,7 +203,7 @@ pub fn evaluate_ptkb(qrels: &Qrels, run: &Run, measures: &[Measure]) -> PtkbRepo
     let mut run_turns_judged = 0;
     for (qid, judged) in &qrels.queries {
         micro.relevant += judged.values().filter(|&&r| r >= 1).count();
-        if let Some(docs) = run.queries.get(qid) {
+        if let Some(docs) = run.get(qid) {
             run_turns_judged += 1;
             micro.selected += docs.len();
             micro.selected_relevant += docs

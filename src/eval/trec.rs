@@ -56,10 +56,12 @@ impl Qrels {
     }
 }
 
-/// A run: query id → retrieved (document id, score) in file order (ranking happens at evaluation).
+/// A run: per query (in the order queries first appear in the file) the retrieved
+/// (document id, score) pairs in file order; ranking happens at evaluation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Run {
-    pub queries: BTreeMap<String, Vec<(String, f64)>>,
+    queries: Vec<(String, Vec<(String, f64)>)>,
+    index: HashMap<String, usize>,
 }
 
 impl Run {
@@ -68,6 +70,35 @@ impl Run {
     }
     pub fn is_empty(&self) -> bool {
         self.queries.is_empty()
+    }
+    /// Queries in file order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[(String, f64)])> {
+        self.queries.iter().map(|(q, d)| (q.as_str(), d.as_slice()))
+    }
+    pub fn get(&self, qid: &str) -> Option<&[(String, f64)]> {
+        self.index.get(qid).map(|&i| self.queries[i].1.as_slice())
+    }
+    /// Appends a document to a query (creating the query at the end if new).
+    pub fn push(&mut self, qid: &str, docid: String, score: f64) {
+        let i = match self.index.get(qid) {
+            Some(&i) => i,
+            None => {
+                self.queries.push((qid.to_string(), Vec::new()));
+                self.index.insert(qid.to_string(), self.queries.len() - 1);
+                self.queries.len() - 1
+            }
+        };
+        self.queries[i].1.push((docid, score));
+    }
+    /// Sets a query's documents (replacing them if the query exists).
+    pub fn insert(&mut self, qid: String, docs: Vec<(String, f64)>) {
+        match self.index.get(&qid) {
+            Some(&i) => self.queries[i].1 = docs,
+            None => {
+                self.index.insert(qid.clone(), self.queries.len());
+                self.queries.push((qid, docs));
+            }
+        }
     }
     /// Builds a run from ranked lists: the first document gets the highest score.
     pub fn from_rankings<I, S>(rankings: I) -> Run
@@ -83,7 +114,7 @@ impl Run {
                 .enumerate()
                 .map(|(i, d)| (d, (n - i) as f64))
                 .collect();
-            run.queries.insert(qid.into(), list);
+            run.insert(qid.into(), list);
         }
         run
     }
@@ -192,10 +223,7 @@ pub fn parse_trec_run(path: &Path, text: &str) -> Result<Run> {
             ));
         }
         seen.insert(key, no);
-        run.queries
-            .entry(fields[0].to_string())
-            .or_default()
-            .push((fields[2].to_string(), score));
+        run.push(fields[0], fields[2].to_string(), score);
     }
     Ok(run)
 }
@@ -278,7 +306,7 @@ pub fn parse_json_run(path: &Path, text: &str) -> Result<Run> {
     let parsed: JsonRun = serde_json::from_str(text).map_err(|e| EvalError::json(path, &e))?;
     let mut run = Run::default();
     for (qid, docs) in parsed.0 {
-        run.queries.insert(qid, docs);
+        run.insert(qid, docs);
     }
     Ok(run)
 }
@@ -441,7 +469,7 @@ mod tests {
         );
         // Extra columns are ignored, as trec_eval does.
         let r = parse_trec_run(p(), "q1 Q0 d1 1 2.5 t extra\n").unwrap();
-        assert_eq!(r.queries["q1"], vec![("d1".to_string(), 2.5)]);
+        assert_eq!(r.get("q1").unwrap(), vec![("d1".to_string(), 2.5)]);
     }
 
     #[test]
@@ -456,7 +484,7 @@ mod tests {
         assert!(e.to_string().starts_with("x.txt:3: "), "{e}");
         let r = parse_json_run(p(), "{\"q1\": {\"d2\": 1.0, \"d1\": 3}}").unwrap();
         assert_eq!(
-            r.queries["q1"],
+            r.get("q1").unwrap(),
             vec![("d2".to_string(), 1.0), ("d1".to_string(), 3.0)]
         );
     }
@@ -469,12 +497,14 @@ mod tests {
             {"rank": 1, "text": "a", "ptkb_provenance": [2, 1], "passage_provenance": [{"id": "a", "score": 0.5, "used": true}, {"id": "b", "score": 0.4}]}
           ]}]}"#;
         let run = parse_json_run(p(), text).unwrap();
-        let ids: Vec<&str> = run.queries["1-2_3"]
+        let ids: Vec<&str> = run
+            .get("1-2_3")
+            .unwrap()
             .iter()
             .map(|(d, _)| d.as_str())
             .collect();
         assert_eq!(ids, ["a", "b", "c"]);
-        assert!(run.queries["1-2_3"][0].1 > run.queries["1-2_3"][2].1);
+        assert!(run.get("1-2_3").unwrap()[0].1 > run.get("1-2_3").unwrap()[2].1);
         let e = parse_ikat_run(p(), "{\"turns\": [{\"turn_id\": 3}]}").unwrap_err();
         assert!(e.to_string().contains("turns[0].turn_id"), "{e}");
     }
