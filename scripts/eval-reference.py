@@ -26,6 +26,10 @@ What it produces and how:
   test utterance vs resolved_utterance.
 - `porter_nltk.tsv`: NLTK PorterStemmer() stems of every distinct token (longer than 3) of those
   texts and of the iKAT 2023 responses.
+- `ptkb_overlap_run.json` + `ptkb_overlap.nist.trec_eval.txt`: an iKAT run whose per-turn
+  `ptkb_provenance` lists the statements sharing a (rouge-score) token with the utterance, most
+  shared first (ties: lower statement id first), for the 2023 test topics; and trec_eval's values
+  for it against the NIST PTKB qrels (per turn, and `all` averaged over every judged turn: -c).
 - `squad_batch1.tsv`: SQuAD 2.0-script F1/EM of the SCAI batch1.csv (gt vs predicted) rows.
 The Rust tests rebuild the runs from ../shared/data with the same rules and compare every value.
 """
@@ -278,6 +282,34 @@ def main():
     for t in texts:
         words.update(w for w in tokenize.tokenize(t, None) if len(w) > 3)
     write("porter_nltk.tsv", "".join(f"{w}\t{stemmer.stem(w)}\n" for w in sorted(words)))
+
+    ptkb_run = {"run_name": "overlap", "run_type": "automatic", "turns": []}
+    trec_ptkb = {}
+    for topic in topics:
+        for turn in topic["turns"]:
+            tid = f"{topic['number']}_{turn['turn_id']}"
+            utt = set(tokenize.tokenize(turn["utterance"], None))
+            shared = []
+            for sid, text in topic["ptkb"].items():
+                n = len(utt & set(tokenize.tokenize(text, None)))
+                if n > 0:
+                    shared.append((-n, int(sid)))
+            ranked = [sid for _, sid in sorted(shared)]
+            ptkb_run["turns"].append({"turn_id": tid, "responses": [
+                {"rank": 1, "text": "", "ptkb_provenance": ranked, "passage_provenance": []}]})
+            if ranked:
+                trec_ptkb[tid] = {str(sid): float(len(ranked) - i) for i, sid in enumerate(ranked)}
+    write("ptkb_overlap_run.json", json.dumps(ptkb_run, indent=0) + "\n")
+    nist = read_qrels(os.path.join(DATA, "ikat", "qrels", "2023_ptkb_qrels_nist.txt"))
+    ptkb_measures = ["ndcg_cut.3,5", "P.1,3,5", "recall.3,5", "map", "recip_rank", "set_P", "set_recall", "set_F"]
+    ev = pytrec_eval.RelevanceEvaluator(nist, set(ptkb_measures))
+    res = ev.evaluate(trec_ptkb)
+    names = ["ndcg_cut_3", "ndcg_cut_5", "P_1", "P_3", "P_5", "recall_3", "recall_5", "map", "recip_rank", "set_P", "set_recall", "set_F"]
+    lines = [f"{n:<22}\t{q}\t{res[q][n]!r}" for q in sorted(res) for n in names]
+    lines.append(f"{'num_q':<22}\tall\t{len(nist)}")
+    for n in names:
+        lines.append(f"{n:<22}\tall\t{sum(res[q][n] for q in sorted(res)) / len(nist):.4f}")
+    write("ptkb_overlap.nist.trec_eval.txt", "\n".join(lines) + "\n")
 
     rows = ["row\tf1\tem"]
     with open(os.path.join(DATA, "qrecc-scai", "scai_official", "batch1.csv"), newline="") as f:
