@@ -31,6 +31,10 @@ What it produces and how:
   shared first (ties: lower statement id first), for the 2023 test topics; and trec_eval's values
   for it against the NIST PTKB qrels (per turn, and `all` averaged over every judged turn: -c).
 - `squad_batch1.tsv`: SQuAD 2.0-script F1/EM of the SCAI batch1.csv (gt vs predicted) rows.
+- `rag24_gpt4o_stats.json`: statistics of the TREC RAG 2024 GPT-4o baseline answers (words =
+  whitespace tokens of the sentence texts, as `response_length`).
+- `poleval_dev0_samples.tsv`: NDCG@10 (binary gains, expected ids de-duplicated, a repeated
+  output id gains once) of the two sample dev-0 submissions, computed here independently.
 The Rust tests rebuild the runs from ../shared/data with the same rules and compare every value.
 """
 import csv
@@ -317,6 +321,42 @@ def main():
             em = float(squad_normalize(rec["predicted"]) == squad_normalize(rec["gt"]))
             rows.append(f"{n}\t{squad_f1(rec['predicted'], rec['gt'])!r}\t{em!r}")
     write("squad_batch1.tsv", "\n".join(rows) + "\n")
+
+    answers = []
+    with gzip.open(os.path.join(DATA, "trec-rag", "rag24", "ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz"), "rt") as f:
+        answers = [json.loads(l) for l in f if l.strip()]
+    words = [sum(len(s["text"].split()) for s in a["answer"]) for a in answers]
+    sents = [len(a["answer"]) for a in answers]
+    cited = [sum(1 for s in a["answer"] if s["citations"]) for a in answers]
+    outside = [sum(1 for s in a["answer"] for c in s["citations"] if not (0 <= c < len(a["references"]))) for a in answers]
+    stats = {
+        "answers": len(answers),
+        "mean_words": sum(words) / len(answers),
+        "mean_sentences": sum(sents) / len(answers),
+        "cited_sentence_share": sum(cited) / sum(sents),
+        "citations_outside_references": sum(outside),
+        "length_mismatches": sum(1 for a, w in zip(answers, words) if a["response_length"] != w),
+    }
+    write("rag24_gpt4o_stats.json", json.dumps(stats, indent=1) + "\n")
+
+    pol = os.path.join(DATA, "poleval2022-passage-retrieval")
+    with open(os.path.join(pol, "dev-0", "expected.tsv")) as f:
+        expected = [set(x for x in l.rstrip("\n").split("\t") if x) for l in f]
+    rows = []
+    for sub in sorted(os.listdir(os.path.join(pol, "sample_submissions"))):
+        with open(os.path.join(pol, "sample_submissions", sub)) as f:
+            outs = [l.rstrip("\n").split("\t") for l in f]
+        scores = []
+        for rel, got in zip(expected, outs):
+            seen, dcg = set(), 0.0
+            for i, d in enumerate(got[:10]):
+                if d not in seen and d in rel:
+                    dcg += 1 / math.log2(i + 2)
+                seen.add(d)
+            idcg = sum(1 / math.log2(i + 2) for i in range(min(10, len(rel))))
+            scores.append(dcg / idcg if rel else 0.0)
+        rows.append(f"{sub}\t{sum(scores) / len(scores)!r}")
+    write("poleval_dev0_samples.tsv", "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

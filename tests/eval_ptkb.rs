@@ -1,24 +1,12 @@
 //! PTKB evaluation on the real iKAT 2023 judgments.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod eval_common;
+use eval_common::*;
+
+use std::path::Path;
 
 use convrag::eval::ptkb::{default_measures, evaluate_ptkb, ptkb_qrels_from_topics, read_ptkb_run};
 use convrag::eval::trec::read_qrels;
-
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval").join(name)
-}
 
 #[test]
 fn topics_provenance_equals_organizers_qrels() {
@@ -74,15 +62,15 @@ fn ptkb_cli_with_topics_and_qrels() {
         return;
     };
     let run = |judg: &str, path: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
-            .args(["eval", "ptkb", judg])
-            .arg(path)
-            .arg("--run")
-            .arg(fixture("ptkb_overlap_run.json"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
+        let run = fixture("ptkb_overlap_run.json");
+        convrag_eval([
+            "ptkb".as_ref(),
+            judg.as_ref(),
+            path.as_os_str(),
+            "--run".as_ref(),
+            run.as_os_str(),
+        ] as [&std::ffi::OsStr; 5])
+        .unwrap()
     };
     let a = run("--topics", &topics);
     let b = run("--qrels", &org);
@@ -93,14 +81,16 @@ fn ptkb_cli_with_topics_and_qrels() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("run.json");
     std::fs::write(&bad, "{\"run_name\": \"x\", \"turns\": [\n{\"turn_id\": \"9-1_1\", \"responses\": [{\"ptkb_provenance\": [1.5]}]}]}").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .args(["eval", "ptkb", "--topics"])
-        .arg(&topics)
-        .arg("--run")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains(&format!("error: {}:2: ", bad.display())), "{err}");
+    let err = convrag_eval([
+        "ptkb".as_ref(),
+        "--topics".as_ref(),
+        topics.as_os_str(),
+        "--run".as_ref(),
+        bad.as_os_str(),
+    ] as [&std::ffi::OsStr; 5])
+    .unwrap_err();
+    assert!(
+        err.starts_with(&format!("error: {}:2: ", bad.display())),
+        "{err}"
+    );
 }

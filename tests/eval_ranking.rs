@@ -2,29 +2,13 @@
 //! nDCG@10, and trec_eval's full output (per query and `all`) for DL19, a run derived from the
 //! iKAT 2023 qrels and a Cranfield BM25 run (fixtures made by scripts/eval-reference.py).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod eval_common;
+use eval_common::*;
+
+use std::path::Path;
 
 use convrag::eval::measures::{evaluate, EvalOptions, Measure};
 use convrag::eval::trec::{read_qrels, read_run, Run};
-
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/eval")
-        .join(name)
-}
 
 /// The measures of the fixtures, in their order (see scripts/eval-reference.py).
 fn fixture_measures() -> Vec<Measure> {
@@ -201,10 +185,8 @@ fn cli_prints_trec_eval_output_and_json() {
     let Some(qrels) = shared("classic-ir/cranfield/QRelsCorrectedforTRECeval") else {
         return;
     };
-    let bin = env!("CARGO_BIN_EXE_convrag");
     let mut args = vec![
-        "eval".to_string(),
-        "ranking".into(),
+        "ranking".to_string(),
         "--qrels".into(),
         qrels.display().to_string(),
         "--run".into(),
@@ -230,20 +212,11 @@ fn cli_prints_trec_eval_output_and_json() {
         args.push("-m".into());
         args.push(m.into());
     }
-    let out = Command::new(bin).args(&args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_same_output(
-        &String::from_utf8(out.stdout).unwrap(),
-        "cranfield_bm25.l1.trec_eval.txt",
-    );
+    let out = convrag_eval(args.clone()).unwrap();
+    assert_same_output(&out, "cranfield_bm25.l1.trec_eval.txt");
 
     args.push("--json".into());
-    let out = Command::new(bin).args(&args).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&convrag_eval(args).unwrap()).unwrap();
     assert_eq!(v["all"]["num_q"], 225);
     assert_eq!(v["per_query"].as_object().unwrap().len(), 225);
     assert!(v["per_query"]["1"]["ndcg_cut_10"].is_f64());
@@ -256,20 +229,19 @@ fn cli_reports_file_and_line_of_bad_input() {
     let run = dir.path().join("run.txt");
     std::fs::write(&qrels, "1 0 d1 1\n1 0 d2 0\n").unwrap();
     std::fs::write(&run, "1 Q0 d1 1 3.5 t\n1 Q0 d2 2 high t\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .args(["eval", "ranking", "--qrels"])
-        .arg(&qrels)
-        .arg("--run")
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        err.contains(&format!(
+    let err = convrag_eval([
+        "ranking".as_ref(),
+        "--qrels".as_ref(),
+        qrels.as_os_str(),
+        "--run".as_ref(),
+        run.as_os_str(),
+    ] as [&std::ffi::OsStr; 5])
+    .unwrap_err();
+    assert_eq!(
+        err,
+        format!(
             "error: {}:2: score `high` is not a finite number",
             run.display()
-        )),
-        "{err}"
+        )
     );
 }

@@ -1,31 +1,22 @@
 //! ROUGE-1 and the Porter stemmer against rouge-score 0.1.2 and NLTK (fixtures made by
 //! scripts/eval-reference.py from real rewrite pairs).
 
+mod eval_common;
+use eval_common::*;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use convrag::eval::porter::stem;
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
 use convrag::eval::rouge::rouge1;
 
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
-}
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval").join(name)).unwrap()
+fn fixture_text(name: &str) -> String {
+    std::fs::read_to_string(fixture(name)).unwrap()
 }
 
 #[test]
 fn porter_matches_nltk_on_real_words() {
-    let table = fixture("porter_nltk.tsv");
+    let table = fixture_text("porter_nltk.tsv");
     let mut n = 0;
     let mut wrong = Vec::new();
     for line in table.lines() {
@@ -36,12 +27,17 @@ fn porter_matches_nltk_on_real_words() {
         n += 1;
     }
     assert!(n > 3000, "{n} words");
-    assert!(wrong.is_empty(), "{} of {n} differ: {:?}", wrong.len(), &wrong[..wrong.len().min(20)]);
+    assert!(
+        wrong.is_empty(),
+        "{} of {n} differ: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(20)]
+    );
 }
 
 /// (source, id) → [p, r, f, stem p, stem r, stem f] from rouge-score.
 fn reference_scores() -> HashMap<(String, String), Vec<f64>> {
-    fixture("rouge1_pairs.tsv")
+    fixture_text("rouge1_pairs.tsv")
         .lines()
         .skip(1)
         .map(|l| {
@@ -65,7 +61,11 @@ fn rouge1_equals_rouge_score_on_real_rewrites() {
             "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
             "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
         ),
-        ("ikat2023", "ikat/official/2023_test_topics.json", "ikat/official/2023_test_topics.json"),
+        (
+            "ikat2023",
+            "ikat/official/2023_test_topics.json",
+            "ikat/official/2023_test_topics.json",
+        ),
     ];
     let expected = reference_scores();
     let mut checked = 0;
@@ -74,14 +74,23 @@ fn rouge1_equals_rouge_score_on_real_rewrites() {
             return;
         };
         let refs = read_texts(&reference, TextRole::ReferenceRewrite).unwrap();
-        let raws: HashMap<String, String> =
-            read_texts(&raw, TextRole::RunRewrite).unwrap().into_iter().collect();
+        let raws: HashMap<String, String> = read_texts(&raw, TextRole::RunRewrite)
+            .unwrap()
+            .into_iter()
+            .collect();
         for (id, target) in &refs {
             let Some(pred) = raws.get(id) else { continue };
             let want = &expected[&(name.to_string(), id.clone())];
             let a = rouge1(target, pred, false);
             let s = rouge1(target, pred, true);
-            let got = [a.precision, a.recall, a.fmeasure, s.precision, s.recall, s.fmeasure];
+            let got = [
+                a.precision,
+                a.recall,
+                a.fmeasure,
+                s.precision,
+                s.recall,
+                s.fmeasure,
+            ];
             assert_eq!(&got[..], &want[..], "{name} {id}");
             checked += 1;
         }
@@ -102,18 +111,29 @@ fn rewrite_cli_raw_baseline_on_ikat2023() {
         sum += expected[&("ikat2023".to_string(), id.clone())][4];
     }
     let mean_stemmed_recall = sum / refs.len() as f64;
-    let report = evaluate_rewrites(&refs, &read_texts(&topics, TextRole::RunRewrite).unwrap(), true);
+    let report = evaluate_rewrites(
+        &refs,
+        &read_texts(&topics, TextRole::RunRewrite).unwrap(),
+        true,
+    );
     assert_eq!(report.all.recall, mean_stemmed_recall);
-    let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .args(["eval", "rewrite", "--stem", "--json", "--reference"])
-        .arg(&topics)
-        .arg("--run")
-        .arg(&topics)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["all"]["rouge1_recall"].as_f64(), Some(mean_stemmed_recall));
+    let out = convrag_eval([
+        "rewrite".as_ref(),
+        "--stem".as_ref(),
+        "--json".as_ref(),
+        "--reference".as_ref(),
+        topics.as_os_str(),
+        "--run".as_ref(),
+        topics.as_os_str(),
+    ] as [&std::ffi::OsStr; 7])
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["all"]["rouge1_recall"].as_f64(),
+        Some(mean_stemmed_recall)
+    );
     assert_eq!(v["all"]["num_q"], 332);
-    eprintln!("iKAT 2023 raw utterance vs resolved: ROUGE-1 recall (stemmed) {mean_stemmed_recall:.4}");
+    eprintln!(
+        "iKAT 2023 raw utterance vs resolved: ROUGE-1 recall (stemmed) {mean_stemmed_recall:.4}"
+    );
 }

@@ -552,4 +552,18 @@ mod tests {
         );
         assert!(text.contains("num_rel               \tall\t2\n"), "{text}");
     }
+
+    #[test]
+    fn four_decimals_round_like_printf() {
+        // Exact binary ties round half to even, as glibc's printf("%.4f") in trec_eval.
+        let mut out = String::new();
+        let m = Measure::new(MeasureKind::P, Some(5));
+        trec_line(&mut out, &m, "q", 0.03125);
+        trec_line(&mut out, &m, "q", 0.09375);
+        trec_line(&mut out, &m, "q", 0.99995);
+        assert_eq!(
+            out,
+            "P_5                   \tq\t0.0312\nP_5                   \tq\t0.0938\nP_5                   \tq\t1.0000\n"
+        );
+    }
 }

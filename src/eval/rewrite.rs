@@ -337,4 +337,29 @@ mod tests {
         let rep = evaluate_rewrites(&r, &vec![], false);
         assert_eq!((rep.missing, rep.all.recall), (1, 0.0));
     }
+
+    #[test]
+    fn qrecc_records_and_scai_runs() {
+        let (_d, p) = write(
+            "qrecc_test.json",
+            r#"[{"Context": [], "Question": "What are the educational requirements required to become one?", "Rewrite": "What are the educational requirements required to become a physician's assistant?", "Answer": "a", "Conversation_no": 1, "Turn_no": 2}]"#,
+        );
+        let r = read_texts(&p, TextRole::ReferenceRewrite).unwrap();
+        assert_eq!(r[0].0, "1_2");
+        assert!(r[0].1.ends_with("physician's assistant?"));
+        let raw = read_texts(&p, TextRole::RunRewrite).unwrap();
+        assert!(raw[0].1.ends_with("become one?"));
+        assert_eq!(read_texts(&p, TextRole::ReferenceAnswer).unwrap()[0].1, "a");
+        let (_d, p) = write(
+            "run.json",
+            r#"[{"Conversation_no": 1, "Turn_no": 2, "Model_rewrite": "x", "Model_answer": "y", "Model_passages": {}}]"#,
+        );
+        assert_eq!(read_texts(&p, TextRole::RunRewrite).unwrap()[0].1, "x");
+        assert_eq!(read_texts(&p, TextRole::RunAnswer).unwrap()[0].1, "y");
+        let (_d, p) = write("dup.tsv", "1_1\ta\n1_1\tb\n");
+        let e = read_texts(&p, TextRole::RunRewrite)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("appears twice"), "{e}");
+    }
 }
