@@ -85,27 +85,6 @@ fn ikat2024_third_party_run_reproduces_published_scores() {
     assert_eq!(checked, 18);
 }
 
-/// The BM25 top-100 of trec-dl-rerank as a run (scores as given).
-fn dl19_run(path: &Path) -> Run {
-    let text = convrag::eval::read_text(path).unwrap();
-    let data: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut run = Run::default();
-    for q in data.as_array().unwrap() {
-        for h in q["hits"].as_array().unwrap() {
-            let qid = match &h["qid"] {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            run.push(
-                &qid,
-                h["docid"].as_str().unwrap().to_string(),
-                h["score"].as_f64().unwrap(),
-            );
-        }
-    }
-    run
-}
-
 #[test]
 fn dl19_bm25_matches_trec_eval() {
     let (Some(qrels), Some(json)) = (
@@ -115,7 +94,9 @@ fn dl19_bm25_matches_trec_eval() {
         return;
     };
     let q = read_qrels(&qrels).unwrap();
-    let run = dl19_run(&json);
+    // rank_llm candidate lists, read as a run (scores as given).
+    let run = read_run(&json).unwrap();
+    assert_eq!(run.len(), 43);
     for l in [1, 2] {
         let e = evaluate(&q, &run, &fixture_measures(), &level(l));
         assert_eq!(format!("{:.4}", e.get("ndcg_cut_10").unwrap()), "0.5058");

@@ -173,14 +173,63 @@ pub fn parse_qrels(path: &Path, text: &str) -> Result<Qrels> {
 }
 
 /// Reads a run, detecting the format: JSON (`{"qid": {"docid": score}}` or an iKAT submission)
-/// when the file starts with `{`, TREC 6-column text otherwise.
+/// when the file starts with `{`, rank_llm hits when it starts with `[`, TREC 6-column text
+/// otherwise.
 pub fn read_run(path: &Path) -> Result<Run> {
     let text = read_text(path)?;
-    if text.trim_start().starts_with('{') {
+    let start = text.trim_start();
+    if start.starts_with('{') {
         parse_json_run(path, &text)
+    } else if start.starts_with('[') {
+        parse_rank_llm_run(path, &text)
     } else {
         parse_trec_run(path, &text)
     }
+}
+
+#[derive(Deserialize)]
+struct RankLlmQuery {
+    hits: Vec<RankLlmHit>,
+}
+
+#[derive(Deserialize)]
+struct RankLlmHit {
+    qid: StatementId,
+    docid: StatementId,
+    score: f64,
+}
+
+/// rank_llm candidate lists: `[{"query", "hits": [{"qid", "docid", "score", ...}]}]`.
+pub fn parse_rank_llm_run(path: &Path, text: &str) -> Result<Run> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let queries: Vec<RankLlmQuery> = serde_path_to_error::deserialize(de).map_err(|e| {
+        EvalError::parse(
+            path,
+            e.inner().line().max(1),
+            format!("{} (at {})", e.inner(), e.path()),
+        )
+    })?;
+    let mut run = Run::default();
+    let mut seen = std::collections::HashSet::new();
+    for (i, q) in queries.iter().enumerate() {
+        for h in &q.hits {
+            let (qid, docid) = (h.qid.to_string(), h.docid.to_string());
+            if !h.score.is_finite() {
+                return Err(EvalError::file(
+                    path,
+                    format!("query {}: score of `{docid}` is not finite", i + 1),
+                ));
+            }
+            if !seen.insert((qid.clone(), docid.clone())) {
+                return Err(EvalError::file(
+                    path,
+                    format!("duplicate document `{docid}` for query `{qid}`"),
+                ));
+            }
+            run.push(&qid, docid, h.score);
+        }
+    }
+    Ok(run)
 }
 
 fn parse_score(path: &Path, line: usize, s: &str) -> Result<f64> {
@@ -486,6 +535,21 @@ mod tests {
         assert_eq!(
             r.get("q1").unwrap(),
             vec![("d2".to_string(), 1.0), ("d1".to_string(), 3.0)]
+        );
+    }
+
+    #[test]
+    fn rank_llm_hits() {
+        let r = parse_rank_llm_run(p(), r#"[{"query": "q", "hits": [{"content": "c", "qid": 7, "docid": "d1", "rank": 1, "score": 2.5}]}]"#).unwrap();
+        assert_eq!(r.get("7").unwrap(), &[("d1".to_string(), 2.5)]);
+        let e = parse_rank_llm_run(
+            p(),
+            "[{\"query\": \"q\",\n \"hits\": [{\"qid\": 7, \"docid\": \"d1\"}]}]",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("x.txt:2: missing field `score`"),
+            "{e}"
         );
     }
 
