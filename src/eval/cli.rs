@@ -157,6 +157,14 @@ pub fn run(_config: &crate::Config, args: EvalArgs) -> anyhow::Result<()> {
                 average_complete: complete,
             };
             let e = evaluate(&q, &r, &measures, &opts);
+            let unjudged = r.iter().filter(|(qid, _)| q.get(qid).is_none()).count();
+            if unjudged > 0 {
+                tracing::info!(
+                    "{unjudged} of {} run queries have no judgments in {} and are skipped (as trec_eval does)",
+                    r.len(),
+                    qrels.display()
+                );
+            }
             if e.num_q == 0 {
                 tracing::warn!(
                     "no query of {} is judged in {}",
