@@ -7,6 +7,20 @@
 //!
 //! Readers report the file and the 1-based line of every problem (`EvalError::Parse`); the rules
 //! for duplicates and unknown queries follow trec_eval and are documented in [`trec`].
+//!
+//! Command line (`convrag eval ...`, see [`cli`]):
+//! - `ranking --qrels F --run F [-m ndcg_cut.10 ...] [-l N] [-c] [-q] [--json]`
+//! - `ptkb --qrels F|--topics F --run F` (iKAT run file or TREC/JSON run)
+//! - `rewrite --reference F --run F [--stem]`
+//! - `answers --reference F --run F` (SQuAD F1/EM) or `answers --rag F` (TREC RAG statistics)
+//! - `poleval --expected F --out F [--in F]`
+//!
+//! Text output uses trec_eval's layout (`measure<TAB>qid|all<TAB>value`, 4 decimals); `--json`
+//! prints `{"all": {...}, "per_query": {...}}` at full precision; `-o FILE` writes atomically.
+//!
+//! Reference values: `scripts/eval-reference.py` regenerates `tests/fixtures/eval/` (trec_eval's
+//! C code through pytrec_eval-terrier, rouge-score, NLTK). JSON numbers are parsed with
+//! serde_json's `float_roundtrip` (correctly rounded), as Python does: run scores decide ties.
 
 pub mod answers;
 pub mod cli;
