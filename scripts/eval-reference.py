@@ -31,6 +31,8 @@ What it produces and how:
   shared first (ties: lower statement id first), for the 2023 test topics; and trec_eval's values
   for it against the NIST PTKB qrels (per turn, and `all` averaged over every judged turn: -c).
 - `squad_batch1.tsv`: SQuAD 2.0-script F1/EM of the SCAI batch1.csv (gt vs predicted) rows.
+- `squad_scai_sample.tsv`: F1/EM of the GPT-3 baseline run (gpt3_run.json.gz) on the turns of
+  SCAI's ground-truth sample (Truth_answer), per `<Conversation_no>_<Turn_no>`.
 - `rag24_gpt4o_stats.json`: statistics of the TREC RAG 2024 GPT-4o baseline answers (words =
   whitespace tokens of the sentence texts, as `response_length`).
 - `poleval_dev0_samples.tsv`: NDCG@10 (binary gains, expected ids de-duplicated, a repeated
@@ -321,6 +323,17 @@ def main():
             em = float(squad_normalize(rec["predicted"]) == squad_normalize(rec["gt"]))
             rows.append(f"{n}\t{squad_f1(rec['predicted'], rec['gt'])!r}\t{em!r}")
     write("squad_batch1.tsv", "\n".join(rows) + "\n")
+
+    scai = os.path.join(DATA, "qrecc-scai", "scai_official")
+    with open(os.path.join(scai, "ground-truth.sample.json")) as f:
+        truth = {f"{r['Conversation_no']}_{r['Turn_no']}": r["Truth_answer"] for r in json.load(f)}
+    with gzip.open(os.path.join(scai, "gpt3_run.json.gz"), "rt") as f:
+        gpt3 = {f"{r['Conversation_no']}_{r['Turn_no']}": r["Model_answer"] for r in json.load(f)}
+    rows = ["id\tf1\tem"]
+    for i, gold in truth.items():
+        pred = gpt3.get(i, "")
+        rows.append(f"{i}\t{squad_f1(pred, gold)!r}\t{float(squad_normalize(pred) == squad_normalize(gold))!r}")
+    write("squad_scai_sample.tsv", "\n".join(rows) + "\n")
 
     answers = []
     with gzip.open(os.path.join(DATA, "trec-rag", "rag24", "ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz"), "rt") as f:

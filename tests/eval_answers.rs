@@ -141,3 +141,44 @@ fn poleval_sample_submissions() {
     .unwrap_err();
     assert!(e.to_string().contains("1200 lines"), "{e}");
 }
+
+#[test]
+fn squad_cli_on_scai_ground_truth_sample_and_gpt3_run() {
+    let (Some(truth), Some(gpt3)) = (
+        shared("qrecc-scai/scai_official/ground-truth.sample.json"),
+        shared("qrecc-scai/scai_official/gpt3_run.json.gz"),
+    ) else {
+        return;
+    };
+    let out = convrag_eval([
+        "answers".as_ref(),
+        "--reference".as_ref(),
+        truth.as_os_str(),
+        "--run".as_ref(),
+        gpt3.as_os_str(),
+        "--json".as_ref(),
+    ] as [&std::ffi::OsStr; 6])
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let reference = std::fs::read_to_string(fixture("squad_scai_sample.tsv")).unwrap();
+    let mut sum = 0.0;
+    let mut n = 0;
+    for line in reference.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let want_f1: f64 = f[1].parse().unwrap();
+        assert_eq!(
+            v["per_query"][f[0]]["F1"].as_f64(),
+            Some(want_f1),
+            "{}",
+            f[0]
+        );
+        assert_eq!(
+            v["per_query"][f[0]]["EM"].as_f64(),
+            Some(f[2].parse().unwrap())
+        );
+        sum += want_f1;
+        n += 1;
+    }
+    assert_eq!(v["all"]["num_q"], n);
+    assert_eq!(v["all"]["F1"].as_f64(), Some(sum / n as f64));
+}
