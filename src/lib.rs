@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod config;
+pub mod eval;
 pub mod formats;
 pub mod server;
 pub mod store;

@@ -37,6 +37,8 @@ enum Command {
     Config,
     /// Check a submission file against its official format (one line per problem).
     Validate(convrag::formats::cli::ValidateArgs),
+    /// Evaluate runs, PTKB rankings, rewrites and answers (trec_eval-exact).
+    Eval(convrag::eval::cli::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +79,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Validate(args) => convrag::formats::cli::run(&Config::load(&overrides)?, args),
+        Command::Eval(args) => convrag::eval::cli::run(&Config::load(&overrides)?, args),
     }
 }
 
