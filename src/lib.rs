@@ -3,6 +3,8 @@
 //! The library holds everything; `src/main.rs` is only the command line. Each area has its own
 //! error enum and `Result` alias; the HTTP layer maps them to responses in one place.
 
+pub mod collection;
 pub mod config;
+pub mod index;
 
 pub use config::Config;

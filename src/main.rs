@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use convrag::config::{Config, Overrides, SETTINGS};
 
 #[derive(Parser)]
-#[command(name = "convrag", version, about = "Conversational, personalized RAG server and TREC toolkit")]
+#[command(
+    name = "convrag",
+    version,
+    about = "Conversational, personalized RAG server and TREC toolkit"
+)]
 struct Cli {
     /// Configuration file (default: ./convrag.toml when present).
     #[arg(long, global = true, value_name = "FILE")]
@@ -23,6 +27,10 @@ struct Cli {
 enum Command {
     /// Print the effective configuration and the settings convrag reads.
     Config,
+    /// Index a passage collection (BM25, tantivy).
+    Index(convrag::index::cli::IndexArgs),
+    /// Search a collection: one query, or a topics file into a TREC run.
+    Search(convrag::index::cli::SearchArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +62,8 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Index(args) => convrag::index::cli::run_index(&Config::load(&overrides)?, args),
+        Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
     }
 }
 
