@@ -214,7 +214,7 @@ fn trec_dl_candidates_dedupe_and_locate_bad_hits() {
 #[test]
 fn text_folder_files_are_documents_segmented_into_passages() {
     let root = fixture("text");
-    let inputs = list_inputs(Format::Text, &[root.clone()]).unwrap();
+    let inputs = list_inputs(Format::Text, std::slice::from_ref(&root)).unwrap();
     let names: Vec<String> = inputs
         .iter()
         .map(|f| {

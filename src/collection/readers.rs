@@ -313,14 +313,21 @@ fn read_candidates(
     open(path, opts)?
         .read_to_string(&mut text)
         .map_err(io_err(path))?;
-    let line_of = |ptr: *const u8| -> u64 {
+    // Offsets only grow while walking the array, so lines are counted incrementally.
+    let mut counted = (0usize, 1u64); // (byte offset, line at that offset)
+    let mut line_of = |ptr: *const u8| -> u64 {
         let off = (ptr as usize)
             .saturating_sub(text.as_ptr() as usize)
             .min(text.len());
-        1 + text.as_bytes()[..off]
+        if off < counted.0 {
+            counted = (0, 1);
+        }
+        counted.1 += text.as_bytes()[counted.0..off]
             .iter()
             .filter(|b| **b == b'\n')
-            .count() as u64
+            .count() as u64;
+        counted.0 = off;
+        counted.1
     };
     let queries: Vec<&serde_json::value::RawValue> = match serde_json::from_str(&text) {
         Ok(q) => q,
