@@ -110,6 +110,51 @@ fn class(c: char) -> Class {
         | '\u{4E00}'..='\u{9FFF}'
         | '\u{F900}'..='\u{FAFF}'
         | '\u{20000}'..='\u{2FA1F}' => Class::Ideo,
+        // Extended_Pictographic (emoji and symbols such as © ®): one token each, as Lucene's
+        // StandardTokenizer emits <EMOJI> tokens.
+        '\u{00A9}'
+        | '\u{00AE}'
+        | '\u{203C}'
+        | '\u{2049}'
+        | '\u{2122}'
+        | '\u{2139}'
+        | '\u{2194}'..='\u{2199}'
+        | '\u{21A9}'
+        | '\u{21AA}'
+        | '\u{231A}'
+        | '\u{231B}'
+        | '\u{2328}'
+        | '\u{23CF}'
+        | '\u{23E9}'..='\u{23FA}'
+        | '\u{24C2}'
+        | '\u{25AA}'
+        | '\u{25AB}'
+        | '\u{25B6}'
+        | '\u{25C0}'
+        | '\u{25FB}'..='\u{25FE}'
+        | '\u{2600}'..='\u{27BF}'
+        | '\u{2934}'
+        | '\u{2935}'
+        | '\u{2B05}'..='\u{2B07}'
+        | '\u{2B1B}'
+        | '\u{2B1C}'
+        | '\u{2B50}'
+        | '\u{2B55}'
+        | '\u{3030}'
+        | '\u{303D}'
+        | '\u{3297}'
+        | '\u{3299}'
+        | '\u{1F000}'..='\u{1FAFF}' => Class::Ideo,
+        // Superscripts, fractions and other non-decimal numbers (¹ ² ½ …) are not word
+        // characters in UAX #29 (Numeric there means decimal digits).
+        '\u{00B2}'
+        | '\u{00B3}'
+        | '\u{00B9}'
+        | '\u{00BC}'..='\u{00BE}'
+        | '\u{2070}'..='\u{209F}'
+        | '\u{2150}'..='\u{218F}'
+        | '\u{2460}'..='\u{24FF}'
+        | '\u{2776}'..='\u{2793}' => Class::Other,
         c if c.is_alphabetic() => Class::Letter,
         c if c.is_numeric() => Class::Digit,
         _ => Class::Other,
@@ -323,6 +368,10 @@ mod tests {
         );
         assert_eq!(words("日本語 text"), vec!["日", "本", "語", "text"]);
         assert_eq!(words("  ...  "), Vec::<String>::new());
+        assert_eq!(
+            words("Acme© 10²m ½ cup"),
+            vec!["Acme", "©", "10", "m", "cup"]
+        );
     }
 
     #[test]
