@@ -153,8 +153,7 @@ fn class(c: char) -> Class {
         | '\u{00BC}'..='\u{00BE}'
         | '\u{2070}'..='\u{209F}'
         | '\u{2150}'..='\u{218F}'
-        | '\u{2460}'..='\u{24FF}'
-        | '\u{2776}'..='\u{2793}' => Class::Other,
+        | '\u{2460}'..='\u{24FF}' => Class::Other,
         c if c.is_alphabetic() => Class::Letter,
         c if c.is_numeric() => Class::Digit,
         _ => Class::Other,

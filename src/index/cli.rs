@@ -96,6 +96,9 @@ pub struct SearchArgs {
     /// BM25 b (default: the collection's).
     #[arg(long)]
     pub b: Option<f32>,
+    /// With --topics: run the queries one at a time and print latency percentiles (p50/p95).
+    #[arg(long)]
+    pub timing: bool,
     /// Print hits as JSON lines instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -271,6 +274,9 @@ pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
     if let (Some(topics), Some(output)) = (&args.topics, &args.output) {
         let topics = read_topics(topics)?;
         options.with_fields = false;
+        if args.timing {
+            print_latencies(retriever.as_ref(), &topics, &options)?;
+        }
         let started = std::time::Instant::now();
         let lines = write_run(retriever.as_ref(), &topics, &options, &args.run_tag, output)?;
         eprintln!(
@@ -304,5 +310,33 @@ pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
             writeln!(out, "              {}", snippet.replace('\n', " "))?;
         }
     }
+    Ok(())
+}
+
+/// Runs each topic once to warm up, then once more timed, sequentially; prints p50/p95/mean.
+fn print_latencies(
+    retriever: &dyn Retriever,
+    topics: &[Topic],
+    options: &SearchOptions,
+) -> anyhow::Result<()> {
+    for t in topics {
+        retriever.search_with(&WeightedQuery::text(&t.text), options)?;
+    }
+    let mut ms = Vec::with_capacity(topics.len());
+    for t in topics {
+        let started = std::time::Instant::now();
+        retriever.search_with(&WeightedQuery::text(&t.text), options)?;
+        ms.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    let pct = |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
+    eprintln!(
+        "latency k={}: p50 {:.2} ms, p95 {:.2} ms, mean {:.2} ms over {} queries (one thread, warm)",
+        options.k,
+        pct(0.50),
+        pct(0.95),
+        ms.iter().sum::<f64>() / ms.len().max(1) as f64,
+        ms.len()
+    );
     Ok(())
 }
