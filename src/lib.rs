@@ -5,9 +5,11 @@
 //! (`api::error`).
 
 pub mod api;
+pub mod collection;
 pub mod config;
 pub mod eval;
 pub mod formats;
+pub mod index;
 pub mod server;
 pub mod store;
 

@@ -39,6 +39,10 @@ enum Command {
     Validate(convrag::formats::cli::ValidateArgs),
     /// Evaluate runs, PTKB rankings, rewrites and answers (trec_eval-exact).
     Eval(convrag::eval::cli::EvalArgs),
+    /// Index a passage collection (BM25, tantivy).
+    Index(convrag::index::cli::IndexArgs),
+    /// Search a collection: one query, or a topics file into a TREC run.
+    Search(convrag::index::cli::SearchArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,12 +84,15 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         }
         Command::Validate(args) => convrag::formats::cli::run(&Config::load(&overrides)?, args),
         Command::Eval(args) => convrag::eval::cli::run(&Config::load(&overrides)?, args),
+        Command::Index(args) => convrag::index::cli::run_index(&Config::load(&overrides)?, args),
+        Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
     }
 }
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

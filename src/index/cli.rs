@@ -1,0 +1,342 @@
+//! `convrag index` and `convrag search`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use rayon::prelude::*;
+
+use super::search::{CollectionRegistry, Retriever, SearchOptions, WeightedQuery};
+use super::writer::{index_collection, optimize, IndexOptions};
+use super::{
+    open_tantivy, read_manifest, validate_name, write_atomically, Bm25Params, ContentsPart,
+    FieldWeights, IndexError, Language,
+};
+use crate::collection::{Format, SegmenterConfig};
+use crate::Config;
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Collection name (a directory under the data directory's collections/).
+    #[arg(long)]
+    pub collection: String,
+    /// Input format.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Analysis language.
+    #[arg(long, value_enum, default_value = "english")]
+    pub language: Language,
+    /// Input files or directories (directories are walked recursively).
+    pub paths: Vec<PathBuf>,
+    /// Stop at the first bad record instead of counting and skipping it.
+    #[arg(long)]
+    pub strict: bool,
+    /// Reader threads, and tantivy indexing threads (default: number of cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Indexing memory budget of the writer in MiB (at least 16 per thread).
+    #[arg(long, default_value_t = 512)]
+    pub heap_mb: usize,
+    /// Sentences per passage when convrag segments documents.
+    #[arg(long, default_value_t = 10)]
+    pub window: usize,
+    /// Sentences the passage window moves by.
+    #[arg(long, default_value_t = 5)]
+    pub stride: usize,
+    /// Trim each document to this many characters before segmenting (iKAT: 10000).
+    #[arg(long)]
+    pub max_chars: Option<usize>,
+    /// Default BM25 k1 of the collection.
+    #[arg(long, default_value_t = 0.9)]
+    pub k1: f32,
+    /// Default BM25 b of the collection.
+    #[arg(long, default_value_t = 0.4)]
+    pub b: f32,
+    /// Default extra weight of title matches.
+    #[arg(long, default_value_t = 0.0)]
+    pub title_weight: f32,
+    /// Default extra weight of headings matches.
+    #[arg(long, default_value_t = 0.0)]
+    pub headings_weight: f32,
+    /// Parts of a record indexed as its searchable contents.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "title,text")]
+    pub contents: Vec<ContentsPart>,
+    /// Commit after this many MiB of input (resume granularity).
+    #[arg(long, default_value_t = 1024)]
+    pub commit_mb: u64,
+    /// Merge the index into one segment at the end (also works without PATHs).
+    #[arg(long)]
+    pub optimize: bool,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Collection name.
+    #[arg(long)]
+    pub collection: String,
+    /// Number of passages per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Topics file: TSV `id<TAB>text` or JSONL with `id`/`qid` and `text`/`query`/`title`.
+    #[arg(long, requires = "output")]
+    pub topics: Option<PathBuf>,
+    /// TREC run file to write (atomically).
+    #[arg(long, requires = "topics")]
+    pub output: Option<PathBuf>,
+    /// Run tag (last column of the run).
+    #[arg(long, default_value = "convrag-bm25")]
+    pub run_tag: String,
+    /// BM25 k1 (default: the collection's).
+    #[arg(long)]
+    pub k1: Option<f32>,
+    /// BM25 b (default: the collection's).
+    #[arg(long)]
+    pub b: Option<f32>,
+    /// With --topics: run the queries one at a time and print latency percentiles (p50/p95).
+    #[arg(long)]
+    pub timing: bool,
+    /// Print hits as JSON lines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The query (when no --topics).
+    pub query: Option<String>,
+}
+
+pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
+    let root = config.collections_dir();
+    validate_name(&args.collection)?;
+    if args.paths.is_empty() {
+        anyhow::ensure!(
+            args.optimize,
+            "nothing to do: give input PATHs and --format, or --optimize"
+        );
+        let dir = root.join(&args.collection);
+        let m = read_manifest(&dir)?;
+        let index = open_tantivy(&dir, m.language)?;
+        optimize(&index, &dir)?;
+        eprintln!("optimized collection {}", args.collection);
+        return Ok(());
+    }
+    let format = args
+        .format
+        .context("--format is required when indexing files")?;
+    let mut opts = IndexOptions::new(&args.collection, format);
+    opts.language = args.language;
+    opts.inputs = args.paths;
+    opts.strict = args.strict;
+    if let Some(t) = args.threads {
+        opts.threads = t.max(1);
+    }
+    opts.heap_bytes = args.heap_mb << 20;
+    opts.segmenter = SegmenterConfig {
+        window: args.window,
+        stride: args.stride,
+        max_chars: args.max_chars,
+    };
+    opts.bm25 = Bm25Params {
+        k1: args.k1,
+        b: args.b,
+    };
+    opts.weights = FieldWeights {
+        body: 1.0,
+        title: args.title_weight,
+        headings: args.headings_weight,
+    };
+    opts.contents = args.contents;
+    opts.commit_bytes = args.commit_mb << 20;
+    opts.optimize = args.optimize;
+    opts.progress = !args.quiet;
+    let r = index_collection(&root, &opts)?;
+    eprintln!(
+        "collection {}: {} passages added from {} shard(s) ({} already committed, skipped); {} bad record(s), {} duplicate id(s) skipped; {} passages in total; {:.1}s ({:.0} passages/s, {:.1} MB/s)",
+        args.collection,
+        r.passages_added,
+        r.shards_indexed,
+        r.shards_skipped,
+        r.bad_records,
+        r.duplicates,
+        r.passages_total,
+        r.seconds,
+        r.passages_added as f64 / r.seconds.max(1e-9),
+        r.input_bytes as f64 / 1e6 / r.seconds.max(1e-9),
+    );
+    Ok(())
+}
+
+/// A query of a topics file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topic {
+    pub id: String,
+    pub text: String,
+}
+
+/// Reads topics as TSV (`id<TAB>text`) or JSONL (`{"id"|"qid", "text"|"query"|"title"}`,
+/// where `query` may itself be `{"qid","text"}` as in reranker requests).
+pub fn read_topics(path: &Path) -> anyhow::Result<Vec<Topic>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fail = |reason: String| anyhow::anyhow!("{}:{}: {}", path.display(), line_no, reason);
+        if line.trim_start().starts_with('{') {
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| fail(format!("invalid JSON: {e}")))?;
+            let s = |v: &serde_json::Value| match v {
+                serde_json::Value::String(s) => Some(s.clone()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            };
+            let q = v.get("query");
+            let id = ["id", "qid", "topic_id"]
+                .iter()
+                .find_map(|k| v.get(*k).and_then(s))
+                .or_else(|| q.and_then(|q| q.get("qid")).and_then(s))
+                .ok_or_else(|| fail("missing \"id\" (or \"qid\")".into()))?;
+            let text = ["text", "title"]
+                .iter()
+                .find_map(|k| v.get(*k).and_then(s))
+                .or_else(|| q.and_then(s))
+                .or_else(|| q.and_then(|q| q.get("text")).and_then(s))
+                .ok_or_else(|| fail("missing \"text\" (or \"query\"/\"title\")".into()))?;
+            out.push(Topic { id, text });
+        } else {
+            let (id, text) = line
+                .split_once('\t')
+                .ok_or_else(|| fail("expected id<TAB>text".into()))?;
+            let id = id.trim();
+            if id.is_empty() {
+                return Err(fail("empty topic id".into()));
+            }
+            out.push(Topic {
+                id: id.to_string(),
+                text: text.trim().to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Runs every topic and writes a TREC run (`qid Q0 docid rank score tag`) atomically.
+pub fn write_run(
+    retriever: &dyn Retriever,
+    topics: &[Topic],
+    options: &SearchOptions,
+    run_tag: &str,
+    output: &Path,
+) -> anyhow::Result<usize> {
+    anyhow::ensure!(
+        !run_tag.is_empty() && !run_tag.chars().any(char::is_whitespace),
+        "run tag must be non-empty without spaces"
+    );
+    let results: Vec<_> = topics
+        .par_iter()
+        .map(|t| retriever.search_with(&WeightedQuery::text(&t.text), options))
+        .collect::<Result<_, IndexError>>()?;
+    let mut buf = Vec::new();
+    let mut lines = 0;
+    for (t, hits) in topics.iter().zip(results) {
+        for (rank, h) in hits.iter().enumerate() {
+            writeln!(
+                buf,
+                "{} Q0 {} {} {:.6} {}",
+                t.id,
+                h.id,
+                rank + 1,
+                h.score,
+                run_tag
+            )?;
+            lines += 1;
+        }
+    }
+    write_atomically(output, &buf)?;
+    Ok(lines)
+}
+
+pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
+    let registry = CollectionRegistry::new(config.collections_dir());
+    let retriever = registry.get(&args.collection)?;
+    let mut options = SearchOptions::top(args.k);
+    let m = retriever.manifest();
+    if args.k1.is_some() || args.b.is_some() {
+        options.bm25 = Some(Bm25Params {
+            k1: args.k1.unwrap_or(m.bm25.k1),
+            b: args.b.unwrap_or(m.bm25.b),
+        });
+    }
+    if let (Some(topics), Some(output)) = (&args.topics, &args.output) {
+        let topics = read_topics(topics)?;
+        options.with_fields = false;
+        if args.timing {
+            print_latencies(retriever.as_ref(), &topics, &options)?;
+        }
+        let started = std::time::Instant::now();
+        let lines = write_run(retriever.as_ref(), &topics, &options, &args.run_tag, output)?;
+        eprintln!(
+            "{} topics, {} lines written to {} in {:.2}s",
+            topics.len(),
+            lines,
+            output.display(),
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(());
+    }
+    let query = args
+        .query
+        .context("give a query, or --topics FILE --output RUN")?;
+    let hits = retriever.search_with(&WeightedQuery::text(&query), &options)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for (rank, h) in hits.iter().enumerate() {
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string(h)?)?;
+        } else {
+            let snippet: String = h.text.chars().take(160).collect();
+            writeln!(
+                out,
+                "{:>3} {:>9.4} {}  {}",
+                rank + 1,
+                h.score,
+                h.id,
+                h.title
+            )?;
+            writeln!(out, "              {}", snippet.replace('\n', " "))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs each topic once to warm up, then once more timed, sequentially; prints p50/p95/mean.
+fn print_latencies(
+    retriever: &dyn Retriever,
+    topics: &[Topic],
+    options: &SearchOptions,
+) -> anyhow::Result<()> {
+    for t in topics {
+        retriever.search_with(&WeightedQuery::text(&t.text), options)?;
+    }
+    let mut ms = Vec::with_capacity(topics.len());
+    for t in topics {
+        let started = std::time::Instant::now();
+        retriever.search_with(&WeightedQuery::text(&t.text), options)?;
+        ms.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    let pct = |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
+    eprintln!(
+        "latency k={}: p50 {:.2} ms, p95 {:.2} ms, mean {:.2} ms over {} queries (one thread, warm)",
+        options.k,
+        pct(0.50),
+        pct(0.95),
+        ms.iter().sum::<f64>() / ms.len().max(1) as f64,
+        ms.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! BM25 passage indexes on tantivy: one index per collection under
+//! `Config::collections_dir()/<name>/`, with a small JSON manifest beside it.
+//!
+//! Scoring is convrag's own BM25 (`search.rs`), computed from tantivy's postings and field norms,
+//! because tantivy's built-in BM25 fixes k1 = 1.2 and b = 0.75. The formula and the document-length
+//! quantization are Lucene's (and so Anserini's): see `search.rs`.
+
+pub mod analysis;
+pub mod cli;
+mod porter;
+pub mod search;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tantivy::schema::{
+    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, FAST, STORED,
+    STRING,
+};
+
+use crate::collection::{CollectionError, Format, SegmenterConfig};
+pub use analysis::Language;
+pub use search::{
+    CollectionInfo, CollectionRegistry, Hit, Retriever, SearchOptions, TantivyRetriever,
+    WeightedQuery,
+};
+pub use writer::{index_collection, IndexOptions, IndexReport};
+
+/// Errors of the index area.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Collection(#[from] CollectionError),
+    #[error("index {}: {source}", path.display())]
+    Tantivy {
+        path: PathBuf,
+        source: tantivy::TantivyError,
+    },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: invalid manifest: {message}", path.display())]
+    Manifest { path: PathBuf, message: String },
+    #[error("no collection named {name:?} under {}", root.display())]
+    NotFound { name: String, root: PathBuf },
+    #[error("invalid collection name {0:?}: use letters, digits, '-', '_' and '.', not starting with '.'")]
+    InvalidName(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = IndexError> = std::result::Result<T, E>;
+
+pub(crate) fn tantivy_err(path: &Path) -> impl Fn(tantivy::TantivyError) -> IndexError + '_ {
+    move |source| IndexError::Tantivy {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ {
+    move |source| IndexError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// BM25 parameters (Anserini's MS MARCO defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bm25Params {
+    pub k1: f32,
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Self { k1: 0.9, b: 0.4 }
+    }
+}
+
+/// Weight of each indexed field in the score: `body` holds the contents (by default title +
+/// text, as Pyserini's JsonCollection indexes them); `title` and `headings` are also indexed on
+/// their own so they can be boosted. The defaults rank exactly like Anserini's single-field BM25.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FieldWeights {
+    pub body: f32,
+    pub title: f32,
+    pub headings: f32,
+}
+
+impl Default for FieldWeights {
+    fn default() -> Self {
+        Self {
+            body: 1.0,
+            title: 0.0,
+            headings: 0.0,
+        }
+    }
+}
+
+/// Which parts of a record make up the indexed `body` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ContentsPart {
+    Title,
+    Headings,
+    Text,
+}
+
+/// `collection.json`: how a collection was built, and what it holds. Written when a collection is
+/// created and after every commit. The list of committed shards lives in tantivy's commit payload
+/// (so it is atomic with the data); the copy here is for people and `GET /v1/collections`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub name: String,
+    pub format: Format,
+    pub language: Language,
+    pub bm25: Bm25Params,
+    pub weights: FieldWeights,
+    pub contents: Vec<ContentsPart>,
+    pub segmenter: SegmenterConfig,
+    pub created: String,
+    #[serde(default)]
+    pub state: CommitState,
+}
+
+/// What has been committed: the source of truth is the tantivy commit payload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommitState {
+    pub passages: u64,
+    pub bad_records: u64,
+    pub duplicates: u64,
+    pub shards: Vec<ShardState>,
+}
+
+/// A fully indexed and committed input file; resuming skips it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardState {
+    pub path: String,
+    pub size: u64,
+    pub passages: u64,
+    pub bad_records: u64,
+}
+
+pub const MANIFEST_FILE: &str = "collection.json";
+pub const TANTIVY_DIR: &str = "tantivy";
+
+/// Named fields of a collection's schema.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields {
+    pub id: Field,
+    pub body: Field,
+    pub title: Field,
+    pub headings: Field,
+    pub text: Field,
+    pub url: Field,
+    pub doc_id: Field,
+    pub start_char: Field,
+    pub end_char: Field,
+    pub meta: Field,
+}
+
+pub fn build_schema(language: Language) -> Schema {
+    let mut b = Schema::builder();
+    let indexed = |stored: bool| {
+        let idx = TextFieldIndexing::default()
+            .set_tokenizer(language.tokenizer_name())
+            .set_index_option(IndexRecordOption::WithFreqs);
+        let o = TextOptions::default().set_indexing_options(idx);
+        if stored {
+            o.set_stored()
+        } else {
+            o
+        }
+    };
+    b.add_text_field("id", STRING | STORED | FAST);
+    b.add_text_field("body", indexed(false));
+    b.add_text_field("title", indexed(true));
+    b.add_text_field("headings", indexed(true));
+    b.add_text_field("text", STORED);
+    b.add_text_field("url", STORED);
+    b.add_text_field("doc_id", STORED);
+    b.add_u64_field("start_char", NumericOptions::default().set_stored());
+    b.add_u64_field("end_char", NumericOptions::default().set_stored());
+    b.add_text_field("meta", STORED);
+    b.build()
+}
+
+impl Fields {
+    pub fn from_schema(schema: &Schema) -> Result<Self> {
+        let f = |name: &str| {
+            schema
+                .get_field(name)
+                .map_err(|_| IndexError::Invalid(format!("index schema lacks field {name:?}")))
+        };
+        Ok(Self {
+            id: f("id")?,
+            body: f("body")?,
+            title: f("title")?,
+            headings: f("headings")?,
+            text: f("text")?,
+            url: f("url")?,
+            doc_id: f("doc_id")?,
+            start_char: f("start_char")?,
+            end_char: f("end_char")?,
+            meta: f("meta")?,
+        })
+    }
+}
+
+/// Checks a collection name is safe as a directory name and URL segment.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(IndexError::InvalidName(name.to_string()))
+    }
+}
+
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| IndexError::Manifest {
+        path: path.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Writes the manifest atomically (temp file + rename).
+pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let path = dir.join(MANIFEST_FILE);
+    let json = serde_json::to_string_pretty(manifest).expect("manifest serializes");
+    write_atomically(&path, json.as_bytes())
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io_err(path))?;
+    tmp.write_all(bytes).map_err(io_err(path))?;
+    tmp.as_file().sync_all().map_err(io_err(path))?;
+    tmp.persist(path).map_err(|e| IndexError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Opens the tantivy index of a collection directory, with convrag's analyzers registered.
+pub fn open_tantivy(dir: &Path, language: Language) -> Result<tantivy::Index> {
+    let tdir = dir.join(TANTIVY_DIR);
+    let index = tantivy::Index::open_in_dir(&tdir).map_err(tantivy_err(&tdir))?;
+    register_analyzers(&index);
+    let _ = language;
+    Ok(index)
+}
+
+pub fn register_analyzers(index: &tantivy::Index) {
+    for lang in [Language::English, Language::Polish, Language::Neutral] {
+        index
+            .tokenizers()
+            .register(lang.tokenizer_name(), lang.text_analyzer());
+    }
+}
+
+/// Reads the committed state from the index's last commit payload.
+pub fn committed_state(index: &tantivy::Index, dir: &Path) -> Result<CommitState> {
+    let metas = index.load_metas().map_err(tantivy_err(dir))?;
+    match metas.payload {
+        None => Ok(CommitState::default()),
+        Some(p) => serde_json::from_str(&p).map_err(|e| IndexError::Manifest {
+            path: dir.join(TANTIVY_DIR).join("meta.json"),
+            message: format!("commit payload: {e}"),
+        }),
+    }
+}

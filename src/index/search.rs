@@ -1,0 +1,501 @@
+//! BM25 retrieval over a collection, and the registry of collections under the data directory.
+//!
+//! Scoring follows Lucene's `BM25Similarity` (Lucene 8+, used by Anserini):
+//!   score(d, q) = Σ_t boost_t · idf_t · tf / (tf + k1 · (1 − b + b · dl / avgdl))
+//!   idf_t = ln(1 + (N − df_t + 0.5) / (df_t + 0.5)),  avgdl = total tokens / N
+//! where `dl` is the document length decoded from its one-byte norm. Tantivy quantizes lengths
+//! with the same table as Lucene's `SmallFloat.intToByte4` (exact up to 40 tokens, then 4 bits
+//! of mantissa), so the lengths, and therefore the scores, match Anserini's for equal tokens.
+//! Differences: N counts all live documents (Lucene: documents having the field) and the
+//! arithmetic is f32 throughout (Lucene mixes f64 and f32), so scores agree to about 1e-6.
+//! A term repeated in the query counts once per occurrence (Anserini's bag-of-words boost).
+//!
+//! Evaluation is exhaustive term-at-a-time over the postings (no WAND pruning): cost grows with
+//! the summed document frequency of the query terms.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+use tantivy::schema::{IndexRecordOption, TantivyDocument, Value};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, Term};
+
+use super::{
+    committed_state, open_tantivy, read_manifest, tantivy_err, validate_name, Bm25Params,
+    FieldWeights, Fields, IndexError, Language, Manifest, Result, TANTIVY_DIR,
+};
+
+/// One retrieved passage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub id: String,
+    pub score: f32,
+    pub title: String,
+    pub url: String,
+    pub headings: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_char: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_char: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<String>,
+}
+
+/// A query as weighted pieces of text: e.g. the rewritten utterance with weight 1 and the
+/// selected PTKB statements with weight 0.3. Each piece is analyzed; a term's weight is the sum of
+/// the weights of its occurrences.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WeightedQuery {
+    pub parts: Vec<(String, f32)>,
+}
+
+impl WeightedQuery {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn text(text: &str) -> Self {
+        Self::new().with(text, 1.0)
+    }
+    pub fn with(mut self, text: &str, weight: f32) -> Self {
+        self.parts.push((text.to_string(), weight));
+        self
+    }
+    /// Analyzed terms with their summed weights, in a stable order.
+    pub fn terms(&self, language: Language) -> BTreeMap<String, f32> {
+        let mut out = BTreeMap::new();
+        for (text, w) in &self.parts {
+            if *w == 0.0 {
+                continue;
+            }
+            for t in language.terms(text) {
+                *out.entry(t).or_insert(0.0) += *w;
+            }
+        }
+        out
+    }
+}
+
+impl From<&str> for WeightedQuery {
+    fn from(s: &str) -> Self {
+        Self::text(s)
+    }
+}
+
+/// Per-call search settings; `None` means the collection's defaults from its manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOptions {
+    pub k: usize,
+    /// Load title/url/text/headings (not needed to write a run file).
+    pub with_fields: bool,
+    pub bm25: Option<Bm25Params>,
+    pub weights: Option<FieldWeights>,
+}
+
+impl SearchOptions {
+    pub fn top(k: usize) -> Self {
+        Self {
+            k,
+            with_fields: true,
+            bm25: None,
+            weights: None,
+        }
+    }
+}
+
+/// Anything that retrieves passages for a query.
+pub trait Retriever: Send + Sync {
+    /// Top `k` passages for a plain-text query, with their stored fields.
+    fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>> {
+        self.search_with(&WeightedQuery::text(query), &SearchOptions::top(k))
+    }
+    /// Search with weighted query parts and explicit options.
+    fn search_with(&self, query: &WeightedQuery, options: &SearchOptions) -> Result<Vec<Hit>>;
+    /// A passage by id, if present.
+    fn passage(&self, id: &str) -> Result<Option<Hit>>;
+    /// Number of passages searchable now.
+    fn num_passages(&self) -> u64;
+}
+
+/// BM25 retrieval over one tantivy-backed collection. Cheap to share (`Arc`); searches run
+/// concurrently; a commit by a running `convrag index` becomes visible automatically.
+pub struct TantivyRetriever {
+    dir: PathBuf,
+    manifest: Manifest,
+    fields: Fields,
+    reader: IndexReader,
+    _index: Index,
+}
+
+impl TantivyRetriever {
+    /// Opens the collection stored in `dir` (`<collections_dir>/<name>`).
+    pub fn open(dir: &Path) -> Result<Self> {
+        let manifest = read_manifest(dir)?;
+        let index = open_tantivy(dir, manifest.language)?;
+        let fields = Fields::from_schema(&index.schema())?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::OnCommitWithDelay)
+            .try_into()
+            .map_err(tantivy_err(dir))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            manifest,
+            fields,
+            reader,
+            _index: index,
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn language(&self) -> Language {
+        self.manifest.language
+    }
+
+    fn searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
+    /// Scores every document matching a query term; returns the top `k` as (score, address, id),
+    /// ties broken by ascending id as Anserini does.
+    pub fn score(
+        &self,
+        searcher: &Searcher,
+        query: &WeightedQuery,
+        k: usize,
+        bm25: Bm25Params,
+        weights: FieldWeights,
+    ) -> Result<Vec<(f32, DocAddress, String)>> {
+        let terms = query.terms(self.manifest.language);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let dir = &self.dir;
+        let n_docs = searcher.num_docs();
+        if n_docs == 0 {
+            return Ok(Vec::new());
+        }
+        let field_list = [
+            (self.fields.body, weights.body),
+            (self.fields.title, weights.title),
+            (self.fields.headings, weights.headings),
+        ];
+        // Per field: the length-normalization cache (one entry per norm byte), and per term: weight.
+        struct FieldPlan {
+            field: tantivy::schema::Field,
+            norm_cache: [f32; 256],
+            term_weights: Vec<(Term, f32)>,
+        }
+        let mut plans = Vec::new();
+        for (field, fw) in field_list {
+            if fw == 0.0 {
+                continue;
+            }
+            let mut total_tokens = 0u64;
+            for seg in searcher.segment_readers() {
+                total_tokens += seg
+                    .inverted_index(field)
+                    .map_err(tantivy_err(dir))?
+                    .total_num_tokens();
+            }
+            let avgdl = (total_tokens as f64 / n_docs as f64).max(1e-9) as f32;
+            let mut norm_cache = [0f32; 256];
+            for (i, c) in norm_cache.iter_mut().enumerate() {
+                let dl = tantivy::fieldnorm::FieldNormReader::id_to_fieldnorm(i as u8) as f32;
+                *c = bm25.k1 * (1.0 - bm25.b + bm25.b * dl / avgdl);
+            }
+            let mut term_weights = Vec::new();
+            for (text, qw) in &terms {
+                let term = Term::from_field_text(field, text);
+                let df = searcher.doc_freq(&term).map_err(tantivy_err(dir))?;
+                if df == 0 {
+                    continue;
+                }
+                let idf = (1.0 + (n_docs as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln() as f32;
+                term_weights.push((term, idf * qw * fw));
+            }
+            plans.push(FieldPlan {
+                field,
+                norm_cache,
+                term_weights,
+            });
+        }
+
+        let mut candidates: Vec<(f32, u32, u32)> = Vec::new();
+        for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
+            let max_doc = seg.max_doc() as usize;
+            let mut acc = vec![0f32; max_doc];
+            let mut touched: Vec<u32> = Vec::new();
+            for plan in &plans {
+                let inv = seg.inverted_index(plan.field).map_err(tantivy_err(dir))?;
+                let norms = seg
+                    .get_fieldnorms_reader(plan.field)
+                    .map_err(tantivy_err(dir))?;
+                for (term, w) in &plan.term_weights {
+                    let Some(mut postings) = inv
+                        .read_postings(term, IndexRecordOption::WithFreqs)
+                        .map_err(super::io_err(dir))?
+                    else {
+                        continue;
+                    };
+                    use tantivy::postings::Postings;
+                    use tantivy::{DocSet, TERMINATED};
+                    let mut doc = postings.doc();
+                    while doc != TERMINATED {
+                        let tf = postings.term_freq() as f32;
+                        let norm = plan.norm_cache[norms.fieldnorm_id(doc) as usize];
+                        let slot = &mut acc[doc as usize];
+                        if *slot == 0.0 {
+                            touched.push(doc);
+                        }
+                        *slot += w * tf / (tf + norm);
+                        doc = postings.advance();
+                    }
+                }
+            }
+            let alive = seg.alive_bitset();
+            for doc in touched {
+                if alive.is_some_and(|a| a.is_deleted(doc)) {
+                    continue;
+                }
+                candidates.push((acc[doc as usize], seg_ord as u32, doc));
+            }
+        }
+
+        // Keep the top k and everything tied with the k-th score, then order by (score desc, id asc).
+        let by_score_desc = |a: &(f32, u32, u32), b: &(f32, u32, u32)| b.0.total_cmp(&a.0);
+        if candidates.len() > k {
+            candidates.select_nth_unstable_by(k - 1, by_score_desc);
+            let kth = candidates[k - 1].0;
+            candidates.retain(|c| c.0 >= kth);
+        }
+        let mut with_ids = Vec::with_capacity(candidates.len());
+        let mut id_columns = HashMap::new();
+        let mut buf = String::new();
+        for (score, seg_ord, doc) in candidates {
+            let seg = &searcher.segment_readers()[seg_ord as usize];
+            let col = match id_columns.entry(seg_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                    seg.fast_fields()
+                        .str("id")
+                        .map_err(tantivy_err(dir))?
+                        .ok_or_else(|| IndexError::Invalid("index has no id column".into()))?,
+                ),
+            };
+            buf.clear();
+            if let Some(ord) = col.ords().first(doc) {
+                col.ord_to_str(ord, &mut buf).map_err(super::io_err(dir))?;
+            }
+            with_ids.push((score, DocAddress::new(seg_ord, doc), buf.clone()));
+        }
+        with_ids.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
+        with_ids.truncate(k);
+        Ok(with_ids)
+    }
+
+    fn load_hit(
+        &self,
+        searcher: &Searcher,
+        addr: DocAddress,
+        id: String,
+        score: f32,
+    ) -> Result<Hit> {
+        let doc: TantivyDocument = searcher.doc(addr).map_err(tantivy_err(&self.dir))?;
+        let text = |f| {
+            doc.get_first(f)
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
+        let opt_text = |f| {
+            doc.get_first(f)
+                .and_then(|v| v.as_str().map(str::to_string))
+        };
+        let num = |f| doc.get_first(f).and_then(|v| v.as_u64());
+        Ok(Hit {
+            id,
+            score,
+            title: text(self.fields.title),
+            url: text(self.fields.url),
+            headings: text(self.fields.headings),
+            text: text(self.fields.text),
+            doc_id: opt_text(self.fields.doc_id),
+            start_char: num(self.fields.start_char),
+            end_char: num(self.fields.end_char),
+            meta: opt_text(self.fields.meta),
+        })
+    }
+}
+
+impl Retriever for TantivyRetriever {
+    fn search_with(&self, query: &WeightedQuery, options: &SearchOptions) -> Result<Vec<Hit>> {
+        let searcher = self.searcher();
+        let bm25 = options.bm25.unwrap_or(self.manifest.bm25);
+        let weights = options.weights.unwrap_or(self.manifest.weights);
+        let top = self.score(&searcher, query, options.k, bm25, weights)?;
+        top.into_iter()
+            .map(|(score, addr, id)| {
+                if options.with_fields {
+                    self.load_hit(&searcher, addr, id, score)
+                } else {
+                    Ok(Hit {
+                        id,
+                        score,
+                        title: String::new(),
+                        url: String::new(),
+                        headings: String::new(),
+                        text: String::new(),
+                        doc_id: None,
+                        start_char: None,
+                        end_char: None,
+                        meta: None,
+                    })
+                }
+            })
+            .collect()
+    }
+
+    fn passage(&self, id: &str) -> Result<Option<Hit>> {
+        let searcher = self.searcher();
+        let term = Term::from_field_text(self.fields.id, id);
+        for (ord, seg) in searcher.segment_readers().iter().enumerate() {
+            let inv = seg
+                .inverted_index(self.fields.id)
+                .map_err(tantivy_err(&self.dir))?;
+            if let Some(p) = inv
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(super::io_err(&self.dir))?
+            {
+                use tantivy::{DocSet, TERMINATED};
+                let mut p = p;
+                let mut doc = p.doc();
+                while doc != TERMINATED {
+                    if !seg.is_deleted(doc) {
+                        return self
+                            .load_hit(
+                                &searcher,
+                                DocAddress::new(ord as u32, doc),
+                                id.to_string(),
+                                0.0,
+                            )
+                            .map(Some);
+                    }
+                    doc = p.advance();
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn num_passages(&self) -> u64 {
+        self.searcher().num_docs()
+    }
+}
+
+/// A collection as listed by `GET /v1/collections`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectionInfo {
+    pub name: String,
+    pub format: String,
+    pub language: Language,
+    pub passages: u64,
+    pub bad_records: u64,
+    pub shards: usize,
+    pub bm25: Bm25Params,
+    pub created: String,
+}
+
+/// The collections under a data directory, opened on first use and kept open. Clone it freely
+/// (an `Arc` inside); `Send + Sync`, so it can sit in actix `web::Data`. Searching is
+/// synchronous CPU work: call it from `web::block` in handlers.
+#[derive(Clone)]
+pub struct CollectionRegistry {
+    inner: Arc<RegistryInner>,
+}
+
+struct RegistryInner {
+    root: PathBuf,
+    open: RwLock<HashMap<String, Arc<TantivyRetriever>>>,
+}
+
+impl CollectionRegistry {
+    /// `root` is `Config::collections_dir()`; it need not exist yet.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            inner: Arc::new(RegistryInner {
+                root: root.into(),
+                open: RwLock::new(HashMap::new()),
+            }),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Every collection with a manifest and an index, sorted by name.
+    pub fn list(&self) -> Result<Vec<CollectionInfo>> {
+        let root = &self.inner.root;
+        let mut out = Vec::new();
+        let entries = match std::fs::read_dir(root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(super::io_err(root)(e)),
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if validate_name(&name).is_err()
+                || !entry.path().join(TANTIVY_DIR).join("meta.json").exists()
+            {
+                continue;
+            }
+            let retriever = self.get(&name)?;
+            let m = retriever.manifest();
+            let state = {
+                let index = open_tantivy(&entry.path(), m.language)?;
+                committed_state(&index, &entry.path())?
+            };
+            out.push(CollectionInfo {
+                name,
+                format: m.format.to_string(),
+                language: m.language,
+                passages: retriever.num_passages(),
+                bad_records: state.bad_records + state.duplicates,
+                shards: state.shards.len(),
+                bm25: m.bm25,
+                created: m.created.clone(),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The retriever of collection `name`, opened once and shared.
+    pub fn get(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
+        validate_name(name)?;
+        if let Some(r) = self.inner.open.read().expect("registry lock").get(name) {
+            return Ok(r.clone());
+        }
+        let dir = self.inner.root.join(name);
+        if !dir.join(TANTIVY_DIR).join("meta.json").exists() {
+            return Err(IndexError::NotFound {
+                name: name.to_string(),
+                root: self.inner.root.clone(),
+            });
+        }
+        let r = Arc::new(TantivyRetriever::open(&dir)?);
+        let mut open = self.inner.open.write().expect("registry lock");
+        Ok(open.entry(name.to_string()).or_insert(r).clone())
+    }
+
+    /// Convenience for handlers: search collection `name` for `query`.
+    pub fn search(&self, name: &str, query: &str, k: usize) -> Result<Vec<Hit>> {
+        self.get(name)?.search(query, k)
+    }
+}
