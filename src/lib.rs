@@ -4,5 +4,6 @@
 //! error enum and `Result` alias; the HTTP layer maps them to responses in one place.
 
 pub mod config;
+pub mod rerank;
 
 pub use config::Config;

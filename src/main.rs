@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use convrag::config::{Config, Overrides, SETTINGS};
 
 #[derive(Parser)]
-#[command(name = "convrag", version, about = "Conversational, personalized RAG server and TREC toolkit")]
+#[command(
+    name = "convrag",
+    version,
+    about = "Conversational, personalized RAG server and TREC toolkit"
+)]
 struct Cli {
     /// Configuration file (default: ./convrag.toml when present).
     #[arg(long, global = true, value_name = "FILE")]
@@ -23,6 +27,8 @@ struct Cli {
 enum Command {
     /// Print the effective configuration and the settings convrag reads.
     Config,
+    /// Rerank first-stage candidates with a neural model and write a TREC run.
+    Rerank(convrag::rerank::cli::RerankArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +60,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
     }
 }
 
