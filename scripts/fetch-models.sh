@@ -32,7 +32,7 @@ CONFIG_SHA=953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41
 INT8_ONNX_SHA=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 # The converter is deterministic for these pinned packages; the fp32 graph's checksum is recorded
 # so that a changed converter or package is noticed.
-FP32_ONNX_SHA=89f7e0311eb73212f1962a0f6dc8688df4ea2ae67a7f311ccd0356d4fc291c48
+FP32_ONNX_SHA=5e5adaba0d2b6b5dce9e4db9568b47c2752519a02aeca3d7bfa3e00c927ba15b
 CONVERT_PACKAGES="numpy==2.4.6 onnx==1.23.2 safetensors==0.8.0 ml_dtypes==0.6.0 protobuf==7.36.2"
 CHECK_PACKAGES="onnxruntime==1.31.1"
 

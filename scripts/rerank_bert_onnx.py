@@ -51,7 +51,8 @@ def build_graph(weights, cfg, head="last_hidden_state"):
     inits, nodes = [], []
 
     def init(name, arr):
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        # np.array(copy) keeps 0-d scalars 0-d (np.ascontiguousarray would make them [1]).
+        inits.append(numpy_helper.from_array(np.array(arr, order="C", copy=True), name))
         return name
 
     def node(op, ins, outs=None, **attrs):

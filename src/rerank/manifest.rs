@@ -7,6 +7,16 @@
 //! ```
 //! A cross-encoder has `"kind": "cross-encoder"`, `"output": "logits"` (shape [batch, 1], or
 //! [batch, 2] with `"logit_index": 1`) and no pooling.
+//!
+//! Exporting a trained cross-encoder on a machine with Hugging Face hub access:
+//! ```text
+//! pip install "optimum[onnxruntime]"
+//! optimum-cli export onnx --model cross-encoder/ms-marco-MiniLM-L-6-v2 \
+//!     --task text-classification DIR
+//! ```
+//! then write `DIR/manifest.json` with `"kind": "cross-encoder"`, `"model": "model.onnx"`,
+//! `"output": "logits"`, the graph's input names (XLM-R models such as bge-reranker have no
+//! `token_type_ids`: leave it out) and `max_length` (512 for both).
 
 use std::path::{Path, PathBuf};
 

@@ -97,6 +97,8 @@ impl OnnxReranker {
     /// model fails here with its path, not at the first query.
     pub fn open(model_dir: &Path, library: &Path, options: OnnxOptions) -> Result<Self> {
         let manifest = ModelManifest::load(model_dir)?;
+        // The library first: a missing runtime is the likelier set-up error and is cheap to report.
+        let env = runtime::environment(library)?;
         let model_path = manifest.model_path(model_dir);
         let model_err = |path: &Path, reason: String| RerankError::Model {
             path: path.to_path_buf(),
@@ -136,7 +138,6 @@ impl OnnxReranker {
             .with_truncation(truncation)
             .map_err(|e| model_err(&tokenizer_path, format!("cannot set truncation: {e}")))?;
 
-        let env = runtime::environment(library)?;
         let pool = SessionPool::new(
             env,
             model_path.clone(),
