@@ -35,8 +35,8 @@ DL19 = os.path.join(ROOT, "..", "shared", "data", "trec-dl-rerank", "rank_llm_da
 def long_passages(n):
     with gzip.open(DL19, "rt") as f:
         texts = [h["content"] for e in json.load(f) for h in e["hits"]]
-    # Eight consecutive passages (~600+ tokens) per synthetic passage, each starting elsewhere.
-    return [" ".join(texts[i * 8:(i + 1) * 8]) for i in range(n)]
+    # Sixteen consecutive passages (well over 512 tokens) per synthetic passage, each starting elsewhere.
+    return [" ".join(texts[i * 16:(i + 1) * 16]) for i in range(n)]
 
 
 def main():
