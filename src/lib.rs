@@ -10,6 +10,7 @@ pub mod config;
 pub mod eval;
 pub mod formats;
 pub mod index;
+pub mod rerank;
 pub mod server;
 pub mod store;
 

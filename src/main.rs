@@ -43,6 +43,8 @@ enum Command {
     Index(convrag::index::cli::IndexArgs),
     /// Search a collection: one query, or a topics file into a TREC run.
     Search(convrag::index::cli::SearchArgs),
+    /// Rerank first-stage candidates with a neural model and write a TREC run.
+    Rerank(convrag::rerank::cli::RerankArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +88,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Eval(args) => convrag::eval::cli::run(&Config::load(&overrides)?, args),
         Command::Index(args) => convrag::index::cli::run_index(&Config::load(&overrides)?, args),
         Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
+        Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
     }
 }
 

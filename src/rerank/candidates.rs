@@ -1,0 +1,406 @@
+//! First-stage candidates with text, from the two formats rerankers are fed in the TREC world:
+//!
+//! - TREC DL (RankLLM data) JSON: `[{"query": "...", "hits": [{"content", "docid", "qid", "score", "rank"}]}]`
+//! - TREC RAG reranker requests, JSON lines: `{"query": {"text", "qid"}, "candidates": [{"docid",
+//!   "score", "doc": {"segment" | "contents" | "text", "title"?}}]}`
+//!
+//! Either may be gzip-compressed (detected by content, not by name).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{RerankError, Result};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub docid: String,
+    /// First-stage (e.g. BM25) score.
+    pub score: f32,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryCandidates {
+    pub qid: String,
+    pub query: String,
+    /// In first-stage order (descending score).
+    pub candidates: Vec<Candidate>,
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> RerankError {
+    RerankError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn input_err(path: &Path, line: usize, reason: impl Into<String>) -> RerankError {
+    RerankError::Input {
+        path: path.to_path_buf(),
+        line,
+        reason: reason.into(),
+    }
+}
+
+/// Reads a candidates file in either format.
+pub fn read_candidates(path: &Path) -> Result<Vec<QueryCandidates>> {
+    let raw = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .map_err(|e| input_err(path, 1, format!("cannot decompress gzip: {e}")))?;
+        out
+    } else {
+        raw
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let line = 1 + e.as_bytes()[..e.utf8_error().valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        input_err(path, line, "not valid UTF-8")
+    })?;
+    match text.trim_start().chars().next() {
+        Some('[') => read_trec_dl(path, &text),
+        Some('{') => read_rag_jsonl(path, &text),
+        Some(c) => Err(input_err(
+            path,
+            1 + text[..text.len() - text.trim_start().len()]
+                .matches('\n')
+                .count(),
+            format!("expected a JSON array (TREC DL) or JSON lines (TREC RAG), found {c:?}"),
+        )),
+        None => Err(input_err(path, 1, "empty file: expected candidates")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Id {
+    Num(i64),
+    Str(String),
+}
+
+impl Id {
+    fn into_string(self) -> String {
+        match self {
+            Id::Num(n) => n.to_string(),
+            Id::Str(s) => s,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct DlEntry {
+    query: String,
+    #[serde(default)]
+    qid: Option<Id>,
+    hits: Vec<DlHit>,
+}
+
+#[derive(Deserialize)]
+struct DlHit {
+    content: String,
+    docid: Id,
+    qid: Id,
+    score: f32,
+}
+
+fn read_trec_dl(path: &Path, text: &str) -> Result<Vec<QueryCandidates>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let entries: Vec<DlEntry> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let line = e.inner().line().max(1);
+        input_err(path, line, format!("at {}: {}", e.path(), e.inner()))
+    })?;
+    let starts = top_level_element_lines(text);
+    let line_of = |i: usize| starts.get(i).copied().unwrap_or(1);
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        let mut qid = entry.qid.map(Id::into_string);
+        let mut candidates = Vec::with_capacity(entry.hits.len());
+        for hit in entry.hits {
+            let hit_qid = hit.qid.into_string();
+            match &qid {
+                None => qid = Some(hit_qid),
+                Some(q) if *q != hit_qid => {
+                    return Err(input_err(
+                        path,
+                        line_of(i),
+                        format!(
+                            "query {:?}: hits carry different qids ({q} and {hit_qid})",
+                            entry.query
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            candidates.push(Candidate {
+                docid: hit.docid.into_string(),
+                score: hit.score,
+                text: hit.content,
+            });
+        }
+        let qid = qid.ok_or_else(|| {
+            input_err(
+                path,
+                line_of(i),
+                format!(
+                    "query {:?} has neither a qid nor hits to take it from",
+                    entry.query
+                ),
+            )
+        })?;
+        out.push(QueryCandidates {
+            qid,
+            query: entry.query,
+            candidates,
+        });
+    }
+    Ok(out)
+}
+
+/// 1-based line where each element of the top-level JSON array starts (a small scanner: strings
+/// and nesting only), so errors found after parsing can still name a line.
+fn top_level_element_lines(text: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    let (mut depth, mut line) = (0usize, 1usize);
+    let (mut in_string, mut escaped, mut expect_element) = (false, false, false);
+    for b in text.bytes() {
+        if b == b'\n' {
+            line += 1;
+        }
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        if expect_element && !b.is_ascii_whitespace() && b != b']' {
+            lines.push(line);
+            expect_element = false;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth == 1 {
+                    expect_element = true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => expect_element = true,
+            _ => {}
+        }
+    }
+    lines
+}
+
+#[derive(Deserialize)]
+struct RagRequest {
+    query: RagQuery,
+    candidates: Vec<RagCandidate>,
+}
+
+#[derive(Deserialize)]
+struct RagQuery {
+    text: String,
+    qid: Id,
+}
+
+#[derive(Deserialize)]
+struct RagCandidate {
+    docid: Id,
+    score: f32,
+    doc: RagDoc,
+}
+
+#[derive(Deserialize)]
+struct RagDoc {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    segment: Option<String>,
+    #[serde(default)]
+    contents: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+fn read_rag_jsonl(path: &Path, text: &str) -> Result<Vec<QueryCandidates>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut de = serde_json::Deserializer::from_str(line);
+        let req: RagRequest = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| input_err(path, line_no, format!("at {}: {}", e.path(), e.inner())))?;
+        let mut candidates = Vec::with_capacity(req.candidates.len());
+        for (j, c) in req.candidates.into_iter().enumerate() {
+            let body = c
+                .doc
+                .segment
+                .or(c.doc.contents)
+                .or(c.doc.text)
+                .ok_or_else(|| {
+                    input_err(
+                        path,
+                        line_no,
+                        format!("candidates[{j}].doc has no \"segment\", \"contents\" or \"text\""),
+                    )
+                })?;
+            // The title carries meaning for MS MARCO v2.1 segments; put it first, as RankLLM does.
+            let text = match c.doc.title.filter(|t| !t.trim().is_empty()) {
+                Some(title) => format!("{title}\n{body}"),
+                None => body,
+            };
+            candidates.push(Candidate {
+                docid: c.docid.into_string(),
+                score: c.score,
+                text,
+            });
+        }
+        out.push(QueryCandidates {
+            qid: req.query.qid.into_string(),
+            query: req.query.text,
+            candidates,
+        });
+    }
+    if out.is_empty() {
+        return Err(input_err(path, 1, "no reranker requests in the file"));
+    }
+    Ok(out)
+}
+
+/// One line of a TREC run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLine {
+    pub qid: String,
+    pub docid: String,
+    pub rank: usize,
+    pub score: f32,
+}
+
+/// Writes a TREC run (`qid Q0 docid rank score tag`) atomically: a temporary file in the same
+/// directory renamed over `path`.
+pub fn write_trec_run(path: &Path, lines: &[RunLine], tag: &str) -> Result<()> {
+    use std::io::Write;
+    let dir: PathBuf = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_err(&dir, e))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        for l in lines {
+            writeln!(
+                w,
+                "{} Q0 {} {} {:.6} {}",
+                l.qid, l.docid, l.rank, l.score, tag
+            )
+            .map_err(|e| io_err(path, e))?;
+        }
+        w.flush().map_err(|e| io_err(path, e))?;
+    }
+    tmp.persist(path).map_err(|e| io_err(path, e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn reads_trec_dl_json_plain_and_gzip() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = r#"[
+  {"query": "q one", "hits": [
+    {"content": "a b", "qid": 7, "docid": "d1", "rank": 1, "score": 2.5},
+    {"content": "c", "qid": 7, "docid": "d2", "rank": 2, "score": 1.0}]},
+  {"query": "q two", "hits": [{"content": "x", "qid": "8", "docid": 9, "score": 3}]}
+]"#;
+        let plain = write(dir.path(), "c.json", json);
+        let got = read_candidates(&plain).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].qid, "7");
+        assert_eq!(got[0].candidates[1].docid, "d2");
+        assert_eq!(got[1].candidates[0].docid, "9");
+        let gz = dir.path().join("c.json.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut enc, json.as_bytes()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        assert_eq!(read_candidates(&gz).unwrap(), got);
+    }
+
+    #[test]
+    fn trec_dl_errors_name_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = write(
+            dir.path(),
+            "bad.json",
+            "[\n {\"query\": \"q\", \"hits\": [\n  {\"content\": \"a\", \"qid\": 1, \"docid\": \"d\"}\n ]}\n]\n",
+        );
+        let text = read_candidates(&bad).unwrap_err().to_string();
+        assert!(text.contains("bad.json:3:"), "{text}");
+        assert!(text.contains("score"), "{text}");
+
+        let mixed = write(
+            dir.path(),
+            "mixed.json",
+            "[\n {\"query\": \"a\", \"hits\": []},\n {\"query\": \"b\", \"hits\": [\n {\"content\": \"x\", \"qid\": 1, \"docid\": \"d\", \"score\": 1},\n {\"content\": \"y\", \"qid\": 2, \"docid\": \"e\", \"score\": 0}]}\n]",
+        );
+        let text = read_candidates(&mixed).unwrap_err().to_string();
+        assert!(text.contains("mixed.json:2:"), "{text}");
+    }
+
+    #[test]
+    fn reads_rag_jsonl_and_reports_bad_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = r#"{"query": {"text": "t", "qid": "230274"}, "candidates": [{"docid": "msmarco#1", "score": 11.5, "doc": {"url": "u", "title": "Title", "segment": "Body"}}]}"#;
+        let p = write(dir.path(), "r.jsonl", &format!("{good}\n{good}\n"));
+        let got = read_candidates(&p).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].candidates[0].text, "Title\nBody");
+        let p = write(
+            dir.path(),
+            "bad.jsonl",
+            &format!("{good}\n{{\"query\": {{\"text\": \"t\"}}, \"candidates\": []}}\n"),
+        );
+        let text = read_candidates(&p).unwrap_err().to_string();
+        assert!(text.contains("bad.jsonl:2:"), "{text}");
+        assert!(text.contains("qid"), "{text}");
+    }
+
+    #[test]
+    fn run_is_written_atomically_in_trec_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.trec");
+        let lines = vec![RunLine {
+            qid: "1".into(),
+            docid: "d".into(),
+            rank: 1,
+            score: 0.5,
+        }];
+        write_trec_run(&out, &lines, "tag").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "1 Q0 d 1 0.500000 tag\n"
+        );
+        // A failed write (directory missing) leaves nothing behind.
+        assert!(write_trec_run(&dir.path().join("no/such/run.trec"), &lines, "t").is_err());
+    }
+}
