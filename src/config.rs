@@ -98,19 +98,84 @@ pub struct Setting {
 
 /// Every environment variable convrag reads, in one place.
 pub const SETTINGS: &[Setting] = &[
-    Setting { env: "CONVRAG_CONFIG", toml_key: "-", default: "./convrag.toml if present", meaning: "configuration file to read" },
-    Setting { env: "CONVRAG_HOME", toml_key: "home", default: "./.convrag", meaning: "data directory (indexes, models, embedded database)" },
-    Setting { env: "DATABASE_URL", toml_key: "database_url", default: "unset: embedded cluster in CONVRAG_HOME/pgdata", meaning: "external PostgreSQL URL" },
-    Setting { env: "CONVRAG_BIND", toml_key: "bind", default: "127.0.0.1:8080", meaning: "HTTP listen address (also --bind)" },
-    Setting { env: "CONVRAG_ADMIN_TOKEN", toml_key: "admin_token", default: "generated into CONVRAG_HOME/admin_token", meaning: "token allowed to create users" },
-    Setting { env: "CONVRAG_MAX_BODY_BYTES", toml_key: "max_body_bytes", default: "1048576", meaning: "largest accepted request body" },
-    Setting { env: "ORT_DYLIB_PATH", toml_key: "ort_dylib_path", default: "CONVRAG_HOME/onnxruntime/libonnxruntime.so.1.31.1", meaning: "ONNX Runtime shared library" },
-    Setting { env: "CONVRAG_MODEL_DIR", toml_key: "model_dir", default: "CONVRAG_HOME/models/all-MiniLM-L6-v2", meaning: "default reranking model directory" },
-    Setting { env: "CONVRAG_LLM_BASE_URL", toml_key: "llm.base_url", default: "unset: extractive answers", meaning: "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1" },
-    Setting { env: "CONVRAG_LLM_MODEL", toml_key: "llm.model", default: "default", meaning: "model name sent to the endpoint" },
-    Setting { env: "CONVRAG_LLM_API_KEY", toml_key: "llm.api_key", default: "unset", meaning: "bearer key for the endpoint" },
-    Setting { env: "CONVRAG_LLM_TIMEOUT_SECS", toml_key: "llm.timeout_secs", default: "60", meaning: "timeout of one LLM request" },
-    Setting { env: "RUST_LOG", toml_key: "-", default: "info", meaning: "log filter (tracing)" },
+    Setting {
+        env: "CONVRAG_CONFIG",
+        toml_key: "-",
+        default: "./convrag.toml if present",
+        meaning: "configuration file to read",
+    },
+    Setting {
+        env: "CONVRAG_HOME",
+        toml_key: "home",
+        default: "./.convrag",
+        meaning: "data directory (indexes, models, embedded database)",
+    },
+    Setting {
+        env: "DATABASE_URL",
+        toml_key: "database_url",
+        default: "unset: embedded cluster in CONVRAG_HOME/pgdata",
+        meaning: "external PostgreSQL URL",
+    },
+    Setting {
+        env: "CONVRAG_BIND",
+        toml_key: "bind",
+        default: "127.0.0.1:8080",
+        meaning: "HTTP listen address (also --bind)",
+    },
+    Setting {
+        env: "CONVRAG_ADMIN_TOKEN",
+        toml_key: "admin_token",
+        default: "generated into CONVRAG_HOME/admin_token",
+        meaning: "token allowed to create users",
+    },
+    Setting {
+        env: "CONVRAG_MAX_BODY_BYTES",
+        toml_key: "max_body_bytes",
+        default: "1048576",
+        meaning: "largest accepted request body",
+    },
+    Setting {
+        env: "ORT_DYLIB_PATH",
+        toml_key: "ort_dylib_path",
+        default: "CONVRAG_HOME/onnxruntime/libonnxruntime.so.1.31.1",
+        meaning: "ONNX Runtime shared library",
+    },
+    Setting {
+        env: "CONVRAG_MODEL_DIR",
+        toml_key: "model_dir",
+        default: "CONVRAG_HOME/models/all-MiniLM-L6-v2",
+        meaning: "default reranking model directory",
+    },
+    Setting {
+        env: "CONVRAG_LLM_BASE_URL",
+        toml_key: "llm.base_url",
+        default: "unset: extractive answers",
+        meaning: "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1",
+    },
+    Setting {
+        env: "CONVRAG_LLM_MODEL",
+        toml_key: "llm.model",
+        default: "default",
+        meaning: "model name sent to the endpoint",
+    },
+    Setting {
+        env: "CONVRAG_LLM_API_KEY",
+        toml_key: "llm.api_key",
+        default: "unset",
+        meaning: "bearer key for the endpoint",
+    },
+    Setting {
+        env: "CONVRAG_LLM_TIMEOUT_SECS",
+        toml_key: "llm.timeout_secs",
+        default: "60",
+        meaning: "timeout of one LLM request",
+    },
+    Setting {
+        env: "RUST_LOG",
+        toml_key: "-",
+        default: "info",
+        meaning: "log filter (tracing)",
+    },
 ];
 
 impl Config {
@@ -203,9 +268,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.bind.parse::<std::net::SocketAddr>().is_err()
-            && !self.bind.contains(':')
-        {
+        if self.bind.parse::<std::net::SocketAddr>().is_err() && !self.bind.contains(':') {
             return Err(ConfigError::Invalid {
                 name: "bind",
                 message: format!("expected HOST:PORT, got {:?}", self.bind),
@@ -327,7 +390,10 @@ mod tests {
         };
         let config = Config::load_from(
             &overrides,
-            env_of(&[("CONVRAG_HOME", "/from/env"), ("CONVRAG_BIND", "127.0.0.1:9050")]),
+            env_of(&[
+                ("CONVRAG_HOME", "/from/env"),
+                ("CONVRAG_BIND", "127.0.0.1:9050"),
+            ]),
         )
         .unwrap();
         assert_eq!(config.home, PathBuf::from("/from/env"));

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use convrag::config::{Config, Overrides, SETTINGS};
 
 #[derive(Parser)]
-#[command(name = "convrag", version, about = "Conversational, personalized RAG server and TREC toolkit")]
+#[command(
+    name = "convrag",
+    version,
+    about = "Conversational, personalized RAG server and TREC toolkit"
+)]
 struct Cli {
     /// Configuration file (default: ./convrag.toml when present).
     #[arg(long, global = true, value_name = "FILE")]

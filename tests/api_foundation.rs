@@ -610,7 +610,8 @@ async fn health_openapi_and_every_documented_route_is_served() {
         let path = pattern
             .replace("{conversation_id}", &fake.to_string())
             .replace("{turn_id}", &fake.to_string())
-            .replace("{statement_id}", "1");
+            .replace("{statement_id}", "1")
+            .replace("{name}", "none");
         let r = anon.send(method, &path, None).await;
         assert_ne!(
             r.code(),

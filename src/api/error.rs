@@ -8,6 +8,9 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use crate::collection::CollectionError;
+use crate::index::IndexError;
+use crate::rerank::RerankError;
 use crate::store::{EmbeddedError, StoreError};
 
 /// Stable error codes of the HTTP API.
@@ -25,6 +28,7 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     DatabaseUnavailable,
+    ModelUnavailable,
     Internal,
 }
 
@@ -48,11 +52,12 @@ impl ErrorCode {
             ErrorCode::DatabaseUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }
+            ErrorCode::ModelUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -65,6 +70,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
         ErrorCode::DatabaseUnavailable,
+        ErrorCode::ModelUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -181,6 +187,50 @@ impl From<EmbeddedError> for ApiError {
             | EmbeddedError::Spawn { .. } => {
                 ApiError::new(ErrorCode::DatabaseUnavailable, e.to_string())
             }
+        }
+    }
+}
+
+impl From<IndexError> for ApiError {
+    fn from(e: IndexError) -> Self {
+        match e {
+            IndexError::NotFound { name, .. } => ApiError::field(
+                ErrorCode::NotFound,
+                "name",
+                format!("no collection named {name:?}"),
+            ),
+            IndexError::InvalidName(_) => ApiError::invalid("name", e.to_string()),
+            IndexError::Invalid(message) => ApiError::invalid("q", message),
+            IndexError::Collection(e) => e.into(),
+            IndexError::Tantivy { .. } | IndexError::Io { .. } | IndexError::Manifest { .. } => {
+                ApiError::new(ErrorCode::Internal, e.to_string())
+            }
+        }
+    }
+}
+
+impl From<CollectionError> for ApiError {
+    fn from(e: CollectionError) -> Self {
+        match e {
+            CollectionError::Io { .. }
+            | CollectionError::BadRecord { .. }
+            | CollectionError::Other(_) => ApiError::new(ErrorCode::Internal, e.to_string()),
+        }
+    }
+}
+
+impl From<RerankError> for ApiError {
+    fn from(e: RerankError) -> Self {
+        match e {
+            RerankError::Library { .. } | RerankError::Model { .. } | RerankError::Cache { .. } => {
+                ApiError::new(ErrorCode::ModelUnavailable, e.to_string())
+            }
+            RerankError::Fusion(_) => ApiError::invalid("fusion", e.to_string()),
+            RerankError::Input { .. }
+            | RerankError::Io { .. }
+            | RerankError::Tokenize(_)
+            | RerankError::Inference(_)
+            | RerankError::Join(_) => ApiError::new(ErrorCode::Internal, e.to_string()),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The HTTP API under `/v1`: thin actix handlers, split by resource, that call the store and the
 //! pipeline. Errors go through [`error`], the single mapping to HTTP.
 
+pub mod collections;
 pub mod conversations;
 pub mod error;
 pub mod extract;
@@ -19,6 +20,8 @@ use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use crate::config::Config;
+use crate::index::CollectionRegistry;
+use crate::rerank::Reranker;
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
 
@@ -27,16 +30,28 @@ pub struct AppState {
     pub store: Store,
     pub config: Arc<Config>,
     pub admin_token_digest: [u8; 32],
+    /// The passage collections under the data directory.
+    pub collections: CollectionRegistry,
+    /// The neural reranking model, when one is installed.
+    pub reranker: Option<Arc<dyn Reranker>>,
 }
 
 impl AppState {
+    /// State with the collections of `config.collections_dir()` and no reranking model.
     pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
         use sha2::{Digest, Sha256};
         Self {
             store,
+            collections: CollectionRegistry::new(config.collections_dir()),
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
+            reranker: None,
         }
+    }
+
+    pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
+        self.reranker = Some(reranker);
+        self
     }
 }
 
@@ -71,6 +86,8 @@ routes! {
     DELETE "/v1/conversations/{conversation_id}/ptkb/{statement_id}" => ptkb::remove,
     GET "/v1/conversations/{conversation_id}/turns" => turns::list,
     GET "/v1/conversations/{conversation_id}/turns/{turn_id}" => turns::get,
+    GET "/v1/collections" => collections::list,
+    GET "/v1/collections/{name}/search" => collections::search,
     // POST /v1/conversations/{conversation_id}/turns (run the pipeline for an utterance) is added
     // with the turn pipeline.
 }
