@@ -45,6 +45,8 @@ enum Command {
     Search(convrag::index::cli::SearchArgs),
     /// Rerank first-stage candidates with a neural model and write a TREC run.
     Rerank(convrag::rerank::cli::RerankArgs),
+    /// Precompute a collection's passage embeddings into the on-disk cache (resumable).
+    Embed(convrag::rerank::embed::EmbedArgs),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +91,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Index(args) => convrag::index::cli::run_index(&Config::load(&overrides)?, args),
         Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
         Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
+        Command::Embed(args) => convrag::rerank::embed::run(&Config::load(&overrides)?, args),
     }
 }
 

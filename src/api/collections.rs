@@ -105,7 +105,7 @@ pub async fn search(
                 .iter()
                 .map(|h| OwnedPassage {
                     id: h.id.clone(),
-                    text: passage_text(h),
+                    text: h.model_text(),
                 })
                 .collect();
             let scores =
@@ -129,13 +129,4 @@ pub async fn search(
         "results": results,
         "timings_ms": {"retrieve": retrieve_ms, "rerank": rerank_ms},
     })))
-}
-
-/// What the model reads of a passage: the title, then the text.
-pub fn passage_text(hit: &Hit) -> String {
-    if hit.title.trim().is_empty() {
-        hit.text.clone()
-    } else {
-        format!("{}\n{}", hit.title, hit.text)
-    }
 }

@@ -45,6 +45,18 @@ pub struct Hit {
     pub meta: Option<String>,
 }
 
+impl Hit {
+    /// What a neural model reads of the passage: the title, a newline, then the text. Every
+    /// caller uses this, so cached embeddings (keyed by passage id) always match.
+    pub fn model_text(&self) -> String {
+        if self.title.trim().is_empty() {
+            self.text.clone()
+        } else {
+            format!("{}\n{}", self.title, self.text)
+        }
+    }
+}
+
 /// A query as weighted pieces of text: e.g. the rewritten utterance with weight 1 and the
 /// selected PTKB statements with weight 0.3. Each piece is analyzed; a term's weight is the sum of
 /// the weights of its occurrences.
@@ -160,6 +172,39 @@ impl TantivyRetriever {
 
     fn searcher(&self) -> Searcher {
         self.reader.searcher()
+    }
+
+    /// Calls `f` with every live passage (stored fields, score 0), in index order and in batches
+    /// of at most `batch`, e.g. to precompute embeddings for the whole collection.
+    pub fn for_each_passage(
+        &self,
+        batch: usize,
+        mut f: impl FnMut(&[Hit]) -> Result<()>,
+    ) -> Result<()> {
+        let searcher = self.searcher();
+        let mut pending: Vec<Hit> = Vec::with_capacity(batch.max(1));
+        for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+            for doc in 0..segment.max_doc() {
+                if segment.is_deleted(doc) {
+                    continue;
+                }
+                let addr = DocAddress::new(ord as u32, doc);
+                let stored: TantivyDocument = searcher.doc(addr).map_err(tantivy_err(&self.dir))?;
+                let id = stored
+                    .get_first(self.fields.id)
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                pending.push(self.load_hit(&searcher, addr, id, 0.0)?);
+                if pending.len() >= batch.max(1) {
+                    f(&pending)?;
+                    pending.clear();
+                }
+            }
+        }
+        if !pending.is_empty() {
+            f(&pending)?;
+        }
+        Ok(())
     }
 
     /// Scores every document matching a query term; returns the top `k` as (score, address, id),

@@ -12,6 +12,7 @@
 pub mod cache;
 pub mod candidates;
 pub mod cli;
+pub mod embed;
 pub mod fusion;
 pub mod manifest;
 pub mod onnx;

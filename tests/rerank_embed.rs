@@ -1,0 +1,95 @@
+//! `convrag embed`: a collection's embeddings computed once into the disk cache; a second run (or
+//! a resumed one) encodes nothing again.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use convrag::collection::Format;
+use convrag::config::Config;
+use convrag::index::{index_collection, CollectionRegistry, IndexOptions, Retriever};
+use convrag::rerank::embed::{run, EmbedArgs};
+use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef};
+
+fn data_home() -> PathBuf {
+    match std::env::var("CONVRAG_HOME") {
+        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
+    }
+}
+
+#[test]
+fn embed_fills_the_cache_once() {
+    let models = data_home();
+    let model_dir = models.join("models/all-MiniLM-L6-v2");
+    let library = models.join("onnxruntime/libonnxruntime.so.1.31.1");
+    assert!(
+        model_dir.join("manifest.json").exists() && library.exists(),
+        "model not found: run scripts/fetch-models.sh first"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let config = Config {
+        home: home.path().to_path_buf(),
+        model_dir: Some(model_dir.clone()),
+        ort_dylib_path: Some(library.clone()),
+        ..Config::default()
+    };
+    let input = home.path().join("p.jsonl");
+    let lines: Vec<String> = (0..40)
+        .map(|i| format!(r#"{{"id": "p{i}", "title": "T{i}", "text": "Passage number {i} talks about topic {}."}}"#, i % 7))
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let mut options = IndexOptions::new("demo", Format::Jsonl);
+    options.inputs = vec![input];
+    options.threads = 1;
+    options.heap_bytes = 16 << 20;
+    index_collection(&config.collections_dir(), &options).unwrap();
+
+    let args = || EmbedArgs {
+        collection: "demo".into(),
+        model: None,
+        chunk: 16,
+        quiet: true,
+    };
+    run(&config, args()).unwrap();
+    run(&config, args()).unwrap();
+
+    // Every passage is now cached under the text the reranker will use for it.
+    let model = OnnxReranker::open(&model_dir, &library, OnnxOptions::default())
+        .unwrap()
+        .with_cache(Arc::new(DiskEmbeddingCache::new(
+            home.path().join("embeddings"),
+        )));
+    let retriever = CollectionRegistry::new(config.collections_dir())
+        .get("demo")
+        .unwrap();
+    let mut hits = Vec::new();
+    retriever
+        .for_each_passage(7, |batch| {
+            hits.extend_from_slice(batch);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(hits.len(), 40);
+    let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
+    let refs: Vec<PassageRef<'_>> = hits
+        .iter()
+        .zip(&texts)
+        .map(|(h, t)| PassageRef { id: &h.id, text: t })
+        .collect();
+    assert_eq!(
+        model.precompute("demo", &refs).unwrap(),
+        0,
+        "nothing left to encode"
+    );
+    assert_eq!(retriever.num_passages(), 40);
+
+    let err = run(
+        &config,
+        EmbedArgs {
+            collection: "missing".into(),
+            ..args()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+}
