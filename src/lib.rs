@@ -7,8 +7,11 @@
 pub mod api;
 pub mod config;
 pub mod formats;
+pub mod llm;
+pub mod pipeline;
 pub mod server;
 pub mod store;
+pub mod text;
 
 pub use config::Config;
 pub use store::Store;
