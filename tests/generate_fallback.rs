@@ -43,6 +43,7 @@ async fn extractive_on_fixture_passages() {
         assert_valid(&g, &request);
         assert_eq!(g.generator, "extractive");
         let text = g.response_text();
+        eprintln!("extractive ({:?}): {:#?}", limit.measure, g.sentences);
         assert!(text.contains("330 m"), "{text}");
         assert!(text.contains("1887"), "{text}");
         assert!(!text.contains("Bananas"), "{text}");

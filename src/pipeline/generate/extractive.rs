@@ -33,6 +33,9 @@ pub struct ExtractiveConfig {
     pub rank_weight: f64,
     pub lead_bonus: f64,
     pub context_weight: f64,
+    /// Sentences whose BM25 is below this fraction of the best sentence's are not candidates
+    /// (keeps a short answer focused instead of filling the limit with passing mentions).
+    pub min_lexical: f64,
     pub k1: f64,
     pub b: f64,
 }
@@ -48,6 +51,7 @@ impl Default for ExtractiveConfig {
             rank_weight: 0.3,
             lead_bonus: 0.05,
             context_weight: 0.3,
+            min_lexical: 0.15,
             k1: 1.2,
             b: 0.75,
         }
@@ -156,10 +160,10 @@ impl ExtractiveGenerator {
                 + cfg.rank_weight / (1.0 + c.passage as f64).sqrt()
                 + cfg.lead_bonus / (1.0 + c.position as f64);
         }
-        // Only sentences sharing a term with the query, unless none does (then the best-ranked
+        // Only sentences sharing enough with the query, unless none does (then the best-ranked
         // passages' leading sentences are the best we have).
         if max_bm25 > 0.0 {
-            candidates.retain(|c| c.bm25 > 0.0);
+            candidates.retain(|c| c.bm25 > 0.0 && c.bm25 >= cfg.min_lexical * max_bm25);
         }
 
         let mut chosen: Vec<(usize, Vec<usize>)> = Vec::new(); // (candidate, citations)
