@@ -33,7 +33,8 @@ impl SentenceAssembler {
 
     /// Adds a raw sentence; returns the sentence released by it (with its final index), if any.
     pub fn push(&mut self, raw: &str) -> Option<(usize, GeneratedSentence)> {
-        let parsed = parse_cited_sentence(raw, self.n_passages);
+        // Markdown bold is noise in a spoken/plain response.
+        let parsed = parse_cited_sentence(&raw.replace("**", ""), self.n_passages);
         self.dropped.extend(parsed.dropped.iter().copied());
         if !parsed.text.chars().any(char::is_alphanumeric) {
             // Only markers/punctuation: citations of the sentence before.
@@ -126,7 +127,7 @@ mod tests {
         let mut a = SentenceAssembler::new(3, limit);
         let mut released = Vec::new();
         for raw in [
-            "Paris is big",
+            "**Paris** is big",
             "[1]",
             "It has a tower [2, 9].",
             "A third sentence here [3].",
@@ -136,6 +137,7 @@ mod tests {
         let (last, result) = a.finish();
         released.extend(last);
         assert_eq!(result.sentences.len(), 2);
+        assert_eq!(result.sentences[0].text, "Paris is big");
         assert_eq!(result.sentences[0].citations, vec![0]);
         assert_eq!(result.sentences[1].citations, vec![1]);
         assert_eq!(result.dropped_citations, vec![9]);

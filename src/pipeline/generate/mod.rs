@@ -28,11 +28,28 @@ use crate::formats::words;
 pub enum GenerateError {
     #[error("invalid generation request: {0}")]
     InvalidRequest(String),
+    #[error(transparent)]
+    Llm(#[from] crate::llm::LlmError),
     #[error("invalid prompt template {name}: {message}")]
     Prompt { name: String, message: String },
 }
 
 pub type Result<T, E = GenerateError> = std::result::Result<T, E>;
+
+/// The generator `config` asks for: the LLM (with its extractive fallback, and two retries of
+/// transient failures) when `llm.base_url` is set, else extractive.
+pub fn generator_from_config(config: &crate::config::LlmConfig) -> Result<Box<dyn Generator>> {
+    match crate::llm::OpenAiClient::from_config(config)? {
+        Some(client) => {
+            let model = crate::llm::Retry::new(client, 3, std::time::Duration::from_millis(200));
+            Ok(Box::new(LlmGenerator::new(
+                std::sync::Arc::new(model),
+                LlmGeneratorConfig::default(),
+            )))
+        }
+        None => Ok(Box::new(ExtractiveGenerator::default())),
+    }
+}
 
 /// How words are counted for the limit (see `formats::words`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,6 +291,17 @@ mod tests {
         assert_eq!(WordLimit::TREC_RAG.count(s), 5);
         assert_eq!(WordLimit::TREC_RAG.count(["a\u{3000}b"]), 2);
         assert_eq!(WordLimit::IKAT.count(Vec::<&str>::new()), 0);
+    }
+
+    #[test]
+    fn config_chooses_the_generator() {
+        let mut config = crate::config::LlmConfig::default();
+        assert_eq!(generator_from_config(&config).unwrap().name(), "extractive");
+        config.base_url = Some("http://127.0.0.1:9/v1".into());
+        config.model = "m".into();
+        assert_eq!(generator_from_config(&config).unwrap().name(), "llm:m");
+        config.timeout_secs = 0;
+        assert!(generator_from_config(&config).is_err());
     }
 
     #[test]
