@@ -30,9 +30,20 @@ fn client() -> OpenAiClient {
         &llm_url_from_env(),
         "smollm2-135m-instruct",
         None,
-        Duration::from_secs(120),
+        // Generous: CI machines are shared and a 135M model on 2 busy cores can crawl.
+        Duration::from_secs(300),
     )
     .unwrap()
+}
+
+/// Small prompt and answer, so the tests stay quick on a busy 2-core machine.
+fn test_config() -> LlmGeneratorConfig {
+    LlmGeneratorConfig {
+        max_passages: 3,
+        max_passage_words: 50,
+        max_tokens: 80,
+        ..LlmGeneratorConfig::default()
+    }
 }
 
 fn short_request() -> ChatRequest {
@@ -117,8 +128,12 @@ async fn server_errors_carry_its_message() {
         LlmError::Status {
             status, message, ..
         } => {
-            assert!((400..500).contains(status), "{err}");
-            assert!(!message.is_empty() && message != "(empty body)", "{err}");
+            // llama-cpp-python reports request validation errors as 500 with pydantic's text.
+            assert!(*status >= 400, "{err}");
+            assert!(
+                message.contains("wizard"),
+                "the server's own message: {err}"
+            );
         }
         other => panic!("expected an HTTP status error, got {other:?}"),
     }
@@ -127,7 +142,7 @@ async fn server_errors_carry_its_message() {
 #[tokio::test]
 async fn cited_answer_from_the_real_model() {
     let request = fixture_request(WordLimit::IKAT);
-    let g = LlmGenerator::new(Arc::new(client()), LlmGeneratorConfig::default());
+    let g = LlmGenerator::new(Arc::new(client()), test_config());
     let started = Instant::now();
     let out = g.generate(&request).await.expect("generation");
     eprintln!(
@@ -143,7 +158,7 @@ async fn cited_answer_from_the_real_model() {
         .as_ref()
         .expect("the LLM call is recorded");
     assert!(!llm.raw_output.is_empty());
-    assert_eq!(llm.passages_shown, 5);
+    assert_eq!(llm.passages_shown, 3);
     // If the model wrote a marker naming a shown passage, its answer must be used; otherwise
     // the fallback must say the answer had no valid citation.
     if has_valid_marker(&llm.raw_output, llm.passages_shown) {
@@ -161,7 +176,7 @@ async fn cited_answer_from_the_real_model() {
 async fn streamed_answer_equals_its_events() {
     let mut request = fixture_request(WordLimit::TREC_RAG);
     request.limit.max_words = 60;
-    let g = LlmGenerator::new(Arc::new(client()), LlmGeneratorConfig::default());
+    let g = LlmGenerator::new(Arc::new(client()), test_config());
     let mut events = Vec::new();
     let mut on_event = |e: GenerationEvent| events.push(e);
     let out = g

@@ -36,7 +36,8 @@ pub struct LlmGeneratorConfig {
     pub max_passages: usize,
     /// Each passage is cut to this many words in the prompt (small context windows).
     pub max_passage_words: usize,
-    /// Earlier exchanges shown in the prompt.
+    /// Earlier exchanges shown in the prompt. Default 0: the query is already a self-contained
+    /// rewrite, and small models (SmolLM2-135M) echo a shown history instead of answering.
     pub max_context_turns: usize,
     pub max_tokens: u32,
     pub temperature: f32,
@@ -48,7 +49,7 @@ impl Default for LlmGeneratorConfig {
         Self {
             max_passages: 5,
             max_passage_words: 120,
-            max_context_turns: 3,
+            max_context_turns: 0,
             max_tokens: 512,
             temperature: 0.0,
             seed: Some(42),
@@ -134,7 +135,12 @@ impl LlmGenerator {
             .context
             .len()
             .saturating_sub(self.config.max_context_turns);
-        for turn in request.context.iter().skip(skip) {
+        for turn in request
+            .context
+            .iter()
+            .skip(skip)
+            .take(self.config.max_context_turns)
+        {
             context.push_str(&format!("User: {}\n", turn.user.trim()));
             if let Some(r) = turn.response.as_deref().filter(|r| !r.trim().is_empty()) {
                 let words: Vec<&str> = r.split_whitespace().take(60).collect();
@@ -386,5 +392,65 @@ impl Generator for LlmGenerator {
             }
             Ok(generation)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::OpenAiClient;
+    use crate::pipeline::generate::{ContextTurn, WordLimit};
+    use crate::pipeline::Passage;
+
+    #[test]
+    fn prompt_numbers_the_shown_passages_and_fills_every_placeholder() {
+        let client = OpenAiClient::new(
+            "http://127.0.0.1:9/v1",
+            "m",
+            None,
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let config = LlmGeneratorConfig {
+            max_passages: 2,
+            max_passage_words: 3,
+            max_context_turns: 1,
+            ..LlmGeneratorConfig::default()
+        };
+        let g = LlmGenerator::new(Arc::new(client), config);
+        let passages = (1..=3)
+            .map(|i| Passage {
+                id: format!("p{i}"),
+                title: (i == 1).then(|| "Title one".to_string()),
+                text: format!("passage {i} text goes on"),
+                ..Passage::default()
+            })
+            .collect();
+        let mut request = GenerationRequest::new("the query", passages, WordLimit::IKAT);
+        request.context = vec![
+            ContextTurn {
+                user: "old question".into(),
+                response: None,
+            },
+            ContextTurn {
+                user: "last question".into(),
+                response: Some("last answer".into()),
+            },
+        ];
+        let chat = g.chat_request(&request).unwrap();
+        assert_eq!(chat.messages.len(), 2);
+        assert!(chat.messages[0].content.contains("at most 250 words"));
+        let user = &chat.messages[1].content;
+        assert!(user.contains("[1] Title one: passage 1 text ..."), "{user}");
+        assert!(user.contains("[2] passage 2 text ..."), "{user}");
+        assert!(!user.contains("[3]"), "{user}");
+        assert!(
+            user.contains("User: last question\nAssistant: last answer"),
+            "{user}"
+        );
+        assert!(!user.contains("old question"), "{user}");
+        assert!(user.contains("Question: the query"), "{user}");
+        assert!(!user.contains("{{"), "{user}");
+        assert_eq!(chat.temperature, Some(0.0));
     }
 }
