@@ -10,9 +10,12 @@ pub mod config;
 pub mod eval;
 pub mod formats;
 pub mod index;
+pub mod llm;
+pub mod pipeline;
 pub mod rerank;
 pub mod server;
 pub mod store;
+pub mod text;
 
 pub use config::Config;
 pub use store::Store;

@@ -1,0 +1,160 @@
+//! Turns raw LLM sentences (markers still inside) into the answer: citations resolved, lone
+//! markers attached to the sentence before, the word limit enforced by dropping trailing
+//! sentences. Shared by the streaming and the non-streaming path so both give the same answer.
+
+use super::{GeneratedSentence, WordLimit};
+use crate::text::citations::parse_cited_sentence;
+
+/// Builds the answer one raw sentence at a time. A sentence is released one step late, because
+/// a following marker-only sentence (`... Paris\n[1]`) still belongs to it.
+#[derive(Debug)]
+pub struct SentenceAssembler {
+    n_passages: usize,
+    limit: WordLimit,
+    pending: Option<GeneratedSentence>,
+    accepted: Vec<GeneratedSentence>,
+    dropped: Vec<u32>,
+    cut: usize,
+    full: bool,
+}
+
+impl SentenceAssembler {
+    pub fn new(n_passages: usize, limit: WordLimit) -> Self {
+        Self {
+            n_passages,
+            limit,
+            pending: None,
+            accepted: Vec::new(),
+            dropped: Vec::new(),
+            cut: 0,
+            full: false,
+        }
+    }
+
+    /// Adds a raw sentence; returns the sentence released by it (with its final index), if any.
+    pub fn push(&mut self, raw: &str) -> Option<(usize, GeneratedSentence)> {
+        // Markdown bold is noise in a spoken/plain response.
+        let parsed = parse_cited_sentence(&raw.replace("**", ""), self.n_passages);
+        self.dropped.extend(parsed.dropped.iter().copied());
+        if !parsed.text.chars().any(char::is_alphanumeric) {
+            // Only markers/punctuation: citations of the sentence before.
+            if let Some(p) = &mut self.pending {
+                for c in parsed.citations {
+                    if !p.citations.contains(&c) {
+                        p.citations.push(c);
+                    }
+                }
+            }
+            return None;
+        }
+        let next = GeneratedSentence {
+            text: parsed.text,
+            citations: parsed.citations,
+        };
+        let released = self.pending.take().and_then(|s| self.accept(s));
+        self.pending = Some(next);
+        released
+    }
+
+    /// Whether the word limit is reached (later sentences can only be cut).
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
+    /// Releases the last sentence; returns it and the whole result.
+    pub fn finish(mut self) -> (Option<(usize, GeneratedSentence)>, Assembled) {
+        let last = self.pending.take().and_then(|s| self.accept(s));
+        let uncited = self
+            .accepted
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.citations.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        (
+            last,
+            Assembled {
+                sentences: self.accepted,
+                dropped_citations: self.dropped,
+                uncited_sentences: uncited,
+                sentences_cut_for_limit: self.cut,
+            },
+        )
+    }
+
+    fn accept(&mut self, sentence: GeneratedSentence) -> Option<(usize, GeneratedSentence)> {
+        if self.full {
+            self.cut += 1;
+            return None;
+        }
+        let words = self.limit.count(
+            self.accepted
+                .iter()
+                .map(|s| s.text.as_str())
+                .chain([sentence.text.as_str()]),
+        );
+        if words > self.limit.max_words {
+            // Drop this and everything after it: a later short sentence would read out of order.
+            self.full = true;
+            self.cut += 1;
+            return None;
+        }
+        self.accepted.push(sentence.clone());
+        Some((self.accepted.len() - 1, sentence))
+    }
+}
+
+/// The assembled answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assembled {
+    pub sentences: Vec<GeneratedSentence>,
+    pub dropped_citations: Vec<u32>,
+    pub uncited_sentences: Vec<usize>,
+    pub sentences_cut_for_limit: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::generate::WordMeasure;
+
+    #[test]
+    fn lone_markers_attach_and_limit_cuts_the_tail() {
+        let limit = WordLimit {
+            max_words: 8,
+            measure: WordMeasure::TrecRag,
+        };
+        let mut a = SentenceAssembler::new(3, limit);
+        let mut released = Vec::new();
+        for raw in [
+            "**Paris** is big",
+            "[1]",
+            "It has a tower [2, 9].",
+            "A third sentence here [3].",
+        ] {
+            released.extend(a.push(raw));
+        }
+        let (last, result) = a.finish();
+        released.extend(last);
+        assert_eq!(result.sentences.len(), 2);
+        assert_eq!(result.sentences[0].text, "Paris is big");
+        assert_eq!(result.sentences[0].citations, vec![0]);
+        assert_eq!(result.sentences[1].citations, vec![1]);
+        assert_eq!(result.dropped_citations, vec![9]);
+        assert_eq!(result.sentences_cut_for_limit, 1);
+        assert_eq!(
+            released.into_iter().map(|(_, s)| s).collect::<Vec<_>>(),
+            result.sentences
+        );
+    }
+
+    #[test]
+    fn uncited_sentences_are_reported_not_given_citations() {
+        let mut a = SentenceAssembler::new(2, WordLimit::IKAT);
+        a.push("Cited [1].");
+        a.push("Not cited.");
+        let (_, r) = a.finish();
+        assert_eq!(r.uncited_sentences, vec![1]);
+        assert!(r.sentences[1].citations.is_empty());
+    }
+}

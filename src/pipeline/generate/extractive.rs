@@ -1,0 +1,389 @@
+//! Extractive answers: sentences of the top passages, scored against the query, picked with
+//! maximal marginal relevance, ordered by source, within the word limit.
+//!
+//! Relevance of a sentence is
+//! `(1 - rank_weight) * bm25 / max_bm25 + rank_weight / sqrt(1 + rank) + lead_bonus / (1 + position)`,
+//! where BM25 uses IDF over all candidate sentences (so terms
+//! that every passage repeats weigh little), query terms weigh 1 and terms of earlier user
+//! utterances `context_weight`. MMR: `lambda * relevance - (1 - lambda) * max cosine` to the
+//! sentences already chosen (TF-IDF vectors); a candidate at least `duplicate_similarity` close
+//! to a chosen sentence is merged into it as an extra citation instead.
+
+use std::collections::HashMap;
+
+use futures_util::future::BoxFuture;
+
+use super::{
+    Diagnostics, GeneratedSentence, Generation, GenerationRequest, Generator, Result, WordLimit,
+};
+use crate::text::citations::parse_cited_sentence;
+use crate::text::sentences::split_sentences;
+use crate::text::terms::terms;
+
+/// Tuning of the extractive generator (defaults are what the tests and benchmarks use).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtractiveConfig {
+    /// Passages (from the top) whose sentences are candidates.
+    pub max_passages: usize,
+    /// Sentences shorter or longer than this (in words) are not candidates.
+    pub min_sentence_words: usize,
+    pub max_sentence_words: usize,
+    pub lambda: f64,
+    pub duplicate_similarity: f64,
+    pub rank_weight: f64,
+    pub lead_bonus: f64,
+    pub context_weight: f64,
+    /// Sentences whose BM25 is below this fraction of the best sentence's are not candidates
+    /// (keeps a short answer focused instead of filling the limit with passing mentions).
+    pub min_lexical: f64,
+    pub k1: f64,
+    pub b: f64,
+}
+
+impl Default for ExtractiveConfig {
+    fn default() -> Self {
+        Self {
+            max_passages: 10,
+            min_sentence_words: 4,
+            max_sentence_words: 80,
+            lambda: 0.7,
+            duplicate_similarity: 0.8,
+            rank_weight: 0.3,
+            lead_bonus: 0.05,
+            context_weight: 0.3,
+            min_lexical: 0.15,
+            k1: 1.2,
+            b: 0.75,
+        }
+    }
+}
+
+/// The extractive generator (no model, deterministic).
+#[derive(Debug, Clone, Default)]
+pub struct ExtractiveGenerator {
+    pub config: ExtractiveConfig,
+}
+
+struct Candidate {
+    passage: usize,
+    position: usize,
+    text: String,
+    terms: Vec<String>,
+    relevance: f64,
+    bm25: f64,
+    vector: HashMap<String, f64>,
+}
+
+impl ExtractiveGenerator {
+    pub const NAME: &'static str = "extractive";
+
+    pub fn new(config: ExtractiveConfig) -> Self {
+        Self { config }
+    }
+
+    /// The synchronous core (the trait method only wraps it).
+    pub fn generate_sync(&self, request: &GenerationRequest) -> Result<Generation> {
+        request.validate()?;
+        let cfg = &self.config;
+        let limit = request.limit;
+        let mut candidates = self.candidates(request, limit);
+        let n_candidates = candidates.len();
+
+        // Query weights: the query's terms, then earlier user utterances' terms at a lower weight.
+        let mut query: HashMap<String, f64> = HashMap::new();
+        for t in terms(&request.query) {
+            query.insert(t, 1.0);
+        }
+        for turn in &request.context {
+            for t in terms(&turn.user) {
+                query.entry(t).or_insert(cfg.context_weight);
+            }
+        }
+
+        // IDF over the candidate sentences.
+        let n = candidates.len() as f64;
+        let mut df: HashMap<&str, f64> = HashMap::new();
+        for c in &candidates {
+            let mut seen: Vec<&str> = c.terms.iter().map(String::as_str).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            for t in seen {
+                *df.entry(t).or_default() += 1.0;
+            }
+        }
+        let idf: HashMap<String, f64> = df
+            .into_iter()
+            .map(|(t, d)| (t.to_string(), (1.0 + (n - d + 0.5) / (d + 0.5)).ln()))
+            .collect();
+        let avgdl = if candidates.is_empty() {
+            1.0
+        } else {
+            candidates.iter().map(|c| c.terms.len() as f64).sum::<f64>() / n
+        }
+        .max(1.0);
+
+        for c in &mut candidates {
+            let mut tf: HashMap<&str, f64> = HashMap::new();
+            for t in &c.terms {
+                *tf.entry(t.as_str()).or_default() += 1.0;
+            }
+            let dl = c.terms.len() as f64;
+            c.bm25 = query
+                .iter()
+                .filter_map(|(t, w)| {
+                    let f = *tf.get(t.as_str())?;
+                    let idf = idf.get(t).copied().unwrap_or(0.0);
+                    Some(
+                        w * idf * f * (cfg.k1 + 1.0)
+                            / (f + cfg.k1 * (1.0 - cfg.b + cfg.b * dl / avgdl)),
+                    )
+                })
+                .sum();
+            let mut vector: HashMap<String, f64> = tf
+                .iter()
+                .map(|(t, f)| (t.to_string(), f * idf.get(*t).copied().unwrap_or(0.0)))
+                .collect();
+            let norm = vector.values().map(|v| v * v).sum::<f64>().sqrt();
+            if norm > 0.0 {
+                vector.values_mut().for_each(|v| *v /= norm);
+            }
+            c.vector = vector;
+        }
+        let max_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0, f64::max);
+        for c in &mut candidates {
+            let lexical = if max_bm25 > 0.0 {
+                c.bm25 / max_bm25
+            } else {
+                0.0
+            };
+            c.relevance = (1.0 - cfg.rank_weight) * lexical
+                + cfg.rank_weight / (1.0 + c.passage as f64).sqrt()
+                + cfg.lead_bonus / (1.0 + c.position as f64);
+        }
+        // Only sentences sharing enough with the query, unless none does (then the best-ranked
+        // passages' leading sentences are the best we have).
+        if max_bm25 > 0.0 {
+            candidates.retain(|c| c.bm25 > 0.0 && c.bm25 >= cfg.min_lexical * max_bm25);
+        }
+
+        let mut chosen: Vec<(usize, Vec<usize>)> = Vec::new(); // (candidate, citations)
+        let mut chosen_texts: Vec<String> = Vec::new();
+        let mut remaining: Vec<usize> = (0..candidates.len()).collect();
+        let mut duplicates = 0;
+        while !remaining.is_empty() {
+            let mut best: Option<(usize, f64, f64, usize)> = None; // (slot, mmr, sim, most similar)
+            for (slot, &ci) in remaining.iter().enumerate() {
+                let c = &candidates[ci];
+                let (sim, similar) = chosen
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (cj, _))| (cosine(&c.vector, &candidates[*cj].vector), k))
+                    .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+                let mmr = cfg.lambda * c.relevance - (1.0 - cfg.lambda) * sim;
+                if best.is_none_or(|(_, m, _, _)| mmr > m) {
+                    best = Some((slot, mmr, sim, similar));
+                }
+            }
+            let (slot, _, sim, similar) = best.expect("remaining is not empty");
+            let ci = remaining.remove(slot);
+            let c = &candidates[ci];
+            if !chosen.is_empty() && sim >= cfg.duplicate_similarity {
+                duplicates += 1;
+                let cites = &mut chosen[similar].1;
+                if !cites.contains(&c.passage) {
+                    cites.push(c.passage);
+                }
+                continue;
+            }
+            let words = limit.count(
+                chosen_texts
+                    .iter()
+                    .map(String::as_str)
+                    .chain([c.text.as_str()]),
+            );
+            if words > limit.max_words {
+                continue; // too long for what is left; a shorter one may still fit
+            }
+            chosen.push((ci, vec![c.passage]));
+            chosen_texts.push(c.text.clone());
+        }
+
+        // Reading order: by passage rank, then by position within the passage.
+        chosen.sort_by_key(|(ci, _)| (candidates[*ci].passage, candidates[*ci].position));
+        let sentences: Vec<GeneratedSentence> = chosen
+            .into_iter()
+            .map(|(ci, citations)| GeneratedSentence {
+                text: candidates[ci].text.clone(),
+                citations,
+            })
+            .collect();
+        let words = limit.count(sentences.iter().map(|s| s.text.as_str()));
+        Ok(Generation {
+            sentences,
+            generator: Self::NAME.to_string(),
+            diagnostics: Diagnostics {
+                words,
+                limit: Some(limit),
+                candidates: Some(n_candidates),
+                duplicates_merged: Some(duplicates),
+                ..Diagnostics::default()
+            },
+        })
+    }
+
+    fn candidates(&self, request: &GenerationRequest, limit: WordLimit) -> Vec<Candidate> {
+        let cfg = &self.config;
+        let mut out = Vec::new();
+        for (p, passage) in request.passages.iter().enumerate().take(cfg.max_passages) {
+            for (position, raw) in split_sentences(&passage.text).into_iter().enumerate() {
+                // Passage text may carry footnote markers ("[12]" in Wikipedia): strip them.
+                let text = parse_cited_sentence(&raw, 0).text;
+                let n_words = limit.count([text.as_str()]);
+                if n_words < cfg.min_sentence_words
+                    || n_words > cfg.max_sentence_words
+                    || !text.chars().any(char::is_alphabetic)
+                {
+                    continue;
+                }
+                let terms = terms(&text);
+                out.push(Candidate {
+                    passage: p,
+                    position,
+                    text,
+                    terms,
+                    relevance: 0.0,
+                    bm25: 0.0,
+                    vector: HashMap::new(),
+                });
+            }
+        }
+        out
+    }
+}
+
+fn cosine(a: &HashMap<String, f64>, b: &HashMap<String, f64>) -> f64 {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    small
+        .iter()
+        .filter_map(|(t, v)| large.get(t).map(|w| v * w))
+        .sum()
+}
+
+impl Generator for ExtractiveGenerator {
+    fn name(&self) -> String {
+        Self::NAME.to_string()
+    }
+
+    fn generate<'a>(&'a self, request: &'a GenerationRequest) -> BoxFuture<'a, Result<Generation>> {
+        Box::pin(async move { self.generate_sync(request) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::generate::WordMeasure;
+    use crate::pipeline::Passage;
+
+    fn passage(id: &str, text: &str) -> Passage {
+        Passage {
+            id: id.into(),
+            text: text.into(),
+            score: 1.0,
+            ..Passage::default()
+        }
+    }
+
+    fn passages() -> Vec<Passage> {
+        vec![
+            passage(
+                "p1",
+                "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is named after the engineer Gustave Eiffel, whose company designed and built the tower. Locally nicknamed La dame de fer, it was constructed from 1887 to 1889.",
+            ),
+            passage(
+                "p2",
+                "Paris has many museums. The Eiffel Tower is a wrought-iron lattice tower located in Paris, France. Tickets for the tower can be bought online [3].",
+            ),
+            passage(
+                "p3",
+                "The tower is 330 metres tall, about the same height as an 81-storey building. It was the tallest man-made structure in the world until 1930.",
+            ),
+            passage("p4", "Bananas are rich in potassium and grow in tropical climates."),
+        ]
+    }
+
+    #[test]
+    fn picks_relevant_sentences_cites_sources_and_merges_duplicates() {
+        let g = ExtractiveGenerator::default();
+        let req = GenerationRequest::new(
+            "How tall is the Eiffel Tower and when was it built?",
+            passages(),
+            WordLimit::IKAT,
+        );
+        let out = g.generate_sync(&req).unwrap();
+        assert_eq!(out.generator, "extractive");
+        assert!(!out.sentences.is_empty());
+        let texts: Vec<&str> = out.sentences.iter().map(|s| s.text.as_str()).collect();
+        assert!(texts.iter().any(|t| t.contains("330 metres")), "{texts:?}");
+        assert!(texts.iter().all(|t| !t.contains("Bananas")), "{texts:?}");
+        // The near-identical sentence of p2 became a second citation of p1's sentence.
+        let lattice: Vec<_> = out
+            .sentences
+            .iter()
+            .filter(|s| s.text.contains("lattice"))
+            .collect();
+        assert_eq!(lattice.len(), 1, "{texts:?}");
+        assert_eq!(lattice[0].citations, vec![0, 1]);
+        assert!(out.diagnostics.duplicates_merged.unwrap() >= 1);
+        // Footnote markers of the passage text do not leak into the answer.
+        assert!(texts.iter().all(|t| !t.contains("[3]")));
+        for s in &out.sentences {
+            assert!(!s.citations.is_empty());
+            assert!(s.citations.iter().all(|&c| c < req.passages.len()));
+        }
+        // Reading order follows the passages' ranks.
+        let firsts: Vec<usize> = out.sentences.iter().map(|s| s.citations[0]).collect();
+        assert!(firsts.windows(2).all(|w| w[0] <= w[1]), "{firsts:?}");
+        assert!(out.diagnostics.words <= 250);
+    }
+
+    #[test]
+    fn respects_tight_word_limits_and_is_deterministic() {
+        let g = ExtractiveGenerator::default();
+        for max_words in [1, 12, 25, 40] {
+            for measure in [WordMeasure::Ikat, WordMeasure::TrecRag] {
+                let limit = WordLimit { max_words, measure };
+                let req = GenerationRequest::new("Eiffel tower height built", passages(), limit);
+                let a = g.generate_sync(&req).unwrap();
+                let b = g.generate_sync(&req).unwrap();
+                assert_eq!(a, b);
+                let words = limit.count(a.sentences.iter().map(|s| s.text.as_str()));
+                assert!(words <= max_words, "{words} > {max_words}");
+                assert_eq!(words, a.diagnostics.words);
+            }
+        }
+    }
+
+    #[test]
+    fn no_overlap_falls_back_to_leading_sentences_and_empty_input_is_fine() {
+        let g = ExtractiveGenerator::default();
+        let req = GenerationRequest::new("zzz qqq", passages(), WordLimit::TREC_RAG);
+        let out = g.generate_sync(&req).unwrap();
+        assert_eq!(
+            out.sentences[0].citations[0], 0,
+            "leading sentence of the top passage"
+        );
+        let empty = GenerationRequest::new("anything", vec![], WordLimit::IKAT);
+        let out = g.generate_sync(&empty).unwrap();
+        assert!(out.sentences.is_empty());
+        let zero = GenerationRequest::new(
+            "x",
+            passages(),
+            WordLimit {
+                max_words: 0,
+                measure: WordMeasure::Ikat,
+            },
+        );
+        assert!(g.generate_sync(&zero).is_err());
+    }
+}

@@ -1,0 +1,456 @@
+//! Cited answers from an OpenAI-compatible chat model, with an extractive fallback.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+
+use super::assemble::{Assembled, SentenceAssembler};
+use super::extractive::ExtractiveGenerator;
+use super::prompt::PromptTemplate;
+use super::{
+    Diagnostics, Fallback, Generation, GenerationEvent, GenerationRequest, Generator, LlmCall,
+    Result,
+};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError};
+use crate::text::sentences::split_sentences;
+
+const SYSTEM_PROMPT: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/prompts/generate.system.md"
+));
+const USER_PROMPT: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/prompts/generate.user.md"
+));
+
+/// Longest raw output kept in the diagnostics.
+const MAX_RAW_OUTPUT_CHARS: usize = 4000;
+
+/// Settings of the LLM generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmGeneratorConfig {
+    /// Passages numbered in the prompt (from the top); citations beyond are dropped.
+    pub max_passages: usize,
+    /// Each passage is cut to this many words in the prompt (small context windows).
+    pub max_passage_words: usize,
+    /// Earlier exchanges shown in the prompt. Default 0: the query is already a self-contained
+    /// rewrite, and small models (SmolLM2-135M) echo a shown history instead of answering.
+    pub max_context_turns: usize,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+}
+
+impl Default for LlmGeneratorConfig {
+    fn default() -> Self {
+        Self {
+            max_passages: 5,
+            max_passage_words: 120,
+            max_context_turns: 0,
+            max_tokens: 512,
+            temperature: 0.0,
+            seed: Some(42),
+        }
+    }
+}
+
+/// Generates with a chat model; falls back to `fallback` (extractive) when the model fails or
+/// gives no sentence with a valid citation.
+pub struct LlmGenerator {
+    model: Arc<dyn ChatModel>,
+    config: LlmGeneratorConfig,
+    system: PromptTemplate,
+    user: PromptTemplate,
+    fallback: ExtractiveGenerator,
+}
+
+/// How an LLM attempt ended when it produced no usable answer.
+struct Failure {
+    kind: &'static str,
+    reason: String,
+    call: Option<Box<LlmCall>>,
+    dropped: Vec<u32>,
+}
+
+impl LlmGenerator {
+    pub fn new(model: Arc<dyn ChatModel>, config: LlmGeneratorConfig) -> Self {
+        Self {
+            model,
+            config,
+            system: PromptTemplate::new("prompts/generate.system.md", SYSTEM_PROMPT),
+            user: PromptTemplate::new("prompts/generate.user.md", USER_PROMPT),
+            fallback: ExtractiveGenerator::default(),
+        }
+    }
+
+    /// Replaces the prompt templates (same placeholders as `prompts/generate.*.md`).
+    pub fn with_prompts(mut self, system: PromptTemplate, user: PromptTemplate) -> Self {
+        self.system = system;
+        self.user = user;
+        self
+    }
+
+    pub fn with_fallback(mut self, fallback: ExtractiveGenerator) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    fn label(&self) -> String {
+        format!("llm:{}", self.model.model())
+    }
+
+    fn shown(&self, request: &GenerationRequest) -> usize {
+        request.passages.len().min(self.config.max_passages)
+    }
+
+    /// The chat request for `request` (public so the prompt can be inspected and benchmarked).
+    pub fn chat_request(&self, request: &GenerationRequest) -> Result<ChatRequest> {
+        let mut passages = String::new();
+        for (i, p) in request
+            .passages
+            .iter()
+            .take(self.shown(request))
+            .enumerate()
+        {
+            let text: Vec<&str> = p.text.split_whitespace().collect();
+            let mut body = text
+                .iter()
+                .take(self.config.max_passage_words)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if text.len() > self.config.max_passage_words {
+                body.push_str(" ...");
+            }
+            match p.title.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+                Some(title) => passages.push_str(&format!("[{}] {title}: {body}\n\n", i + 1)),
+                None => passages.push_str(&format!("[{}] {body}\n\n", i + 1)),
+            }
+        }
+        let mut context = String::new();
+        let skip = request
+            .context
+            .len()
+            .saturating_sub(self.config.max_context_turns);
+        for turn in request
+            .context
+            .iter()
+            .skip(skip)
+            .take(self.config.max_context_turns)
+        {
+            context.push_str(&format!("User: {}\n", turn.user.trim()));
+            if let Some(r) = turn.response.as_deref().filter(|r| !r.trim().is_empty()) {
+                let words: Vec<&str> = r.split_whitespace().take(60).collect();
+                context.push_str(&format!("Assistant: {}\n", words.join(" ")));
+            }
+        }
+        if !context.is_empty() {
+            context = format!("Conversation so far:\n{context}\n");
+        }
+        let mut values: HashMap<&str, String> = HashMap::new();
+        values.insert("passages", passages.trim_end().to_string() + "\n");
+        values.insert("context", context);
+        values.insert("query", request.query.trim().to_string());
+        values.insert("max_words", request.limit.max_words.to_string());
+        let mut chat = ChatRequest::new(vec![
+            ChatMessage::system(self.system.render(&values)?.trim().to_string()),
+            ChatMessage::user(self.user.render(&values)?.trim().to_string()),
+        ]);
+        chat.max_tokens = Some(self.config.max_tokens);
+        chat.temperature = Some(self.config.temperature);
+        chat.seed = self.config.seed;
+        Ok(chat)
+    }
+
+    fn finish_llm(
+        &self,
+        assembled: Assembled,
+        call: LlmCall,
+        request: &GenerationRequest,
+    ) -> std::result::Result<Generation, Failure> {
+        if !assembled.sentences.iter().any(|s| !s.citations.is_empty()) {
+            let (kind, reason) = if assembled.sentences.is_empty() {
+                (
+                    "empty",
+                    "the model's answer contained no sentence".to_string(),
+                )
+            } else {
+                (
+                    "no_cited_sentence",
+                    format!(
+                        "none of the model's {} sentences cites a given passage",
+                        assembled.sentences.len()
+                    ),
+                )
+            };
+            return Err(Failure {
+                kind,
+                reason,
+                call: Some(Box::new(call)),
+                dropped: assembled.dropped_citations,
+            });
+        }
+        let words = request
+            .limit
+            .count(assembled.sentences.iter().map(|s| s.text.as_str()));
+        Ok(Generation {
+            sentences: assembled.sentences,
+            generator: self.label(),
+            diagnostics: Diagnostics {
+                words,
+                limit: Some(request.limit),
+                dropped_citations: assembled.dropped_citations,
+                uncited_sentences: assembled.uncited_sentences,
+                sentences_cut_for_limit: assembled.sentences_cut_for_limit,
+                llm: Some(call),
+                ..Diagnostics::default()
+            },
+        })
+    }
+
+    fn call_record(&self, streamed: bool, started: Instant, raw: &str, shown: usize) -> LlmCall {
+        LlmCall {
+            model: self.model.model().to_string(),
+            endpoint: self.model.name(),
+            streamed,
+            latency_ms: started.elapsed().as_millis() as u64,
+            raw_output: raw.chars().take(MAX_RAW_OUTPUT_CHARS).collect(),
+            passages_shown: shown,
+            ..LlmCall::default()
+        }
+    }
+
+    async fn attempt(
+        &self,
+        request: &GenerationRequest,
+    ) -> std::result::Result<Generation, Failure> {
+        let chat = self.chat_request(request).map_err(|e| Failure {
+            kind: "prompt",
+            reason: e.to_string(),
+            call: None,
+            dropped: vec![],
+        })?;
+        let shown = self.shown(request);
+        let started = Instant::now();
+        let response = self.model.chat(&chat).await.map_err(failure_of)?;
+        let mut call = self.call_record(false, started, &response.content, shown);
+        call.prompt_tokens = response.usage.map(|u| u.prompt_tokens);
+        call.completion_tokens = response.usage.map(|u| u.completion_tokens);
+        call.finish_reason = response.finish_reason.clone();
+        let mut assembler = SentenceAssembler::new(shown, request.limit);
+        for raw in split_sentences(&response.content) {
+            assembler.push(&raw);
+        }
+        let (_, assembled) = assembler.finish();
+        self.finish_llm(assembled, call, request)
+    }
+
+    async fn attempt_streaming(
+        &self,
+        request: &GenerationRequest,
+        on_event: &mut (dyn FnMut(GenerationEvent) + Send),
+        emitted: &mut usize,
+    ) -> std::result::Result<Generation, Failure> {
+        let chat = self.chat_request(request).map_err(|e| Failure {
+            kind: "prompt",
+            reason: e.to_string(),
+            call: None,
+            dropped: vec![],
+        })?;
+        let shown = self.shown(request);
+        let started = Instant::now();
+        let mut stream = self.model.chat_stream(&chat).await.map_err(failure_of)?;
+        let mut buffer = String::new();
+        let mut first_token_ms = None;
+        let mut chunks = 0u32;
+        let mut consumed = 0; // raw sentences of `buffer` already given to the assembler
+        let mut assembler = SentenceAssembler::new(shown, request.limit);
+        let mut emit = |released: Option<(usize, super::GeneratedSentence)>,
+                        on_event: &mut (dyn FnMut(GenerationEvent) + Send)| {
+            if let Some((index, sentence)) = released {
+                on_event(GenerationEvent::Sentence { index, sentence });
+                *emitted += 1;
+            }
+        };
+        let mut finish_reason = Some("stop".to_string());
+        while let Some(item) = stream.next().await {
+            let delta = match item {
+                Ok(delta) => delta,
+                Err(e) => {
+                    let mut failure = failure_of(e);
+                    let mut call = self.call_record(true, started, &buffer, shown);
+                    call.first_token_ms = first_token_ms;
+                    call.stream_chunks = Some(chunks);
+                    failure.call = Some(Box::new(call));
+                    return Err(failure);
+                }
+            };
+            chunks += 1;
+            first_token_ms.get_or_insert(started.elapsed().as_millis() as u64);
+            buffer.push_str(&delta);
+            // Every sentence but the last is complete (the last may still grow).
+            let sentences = split_sentences(&buffer);
+            while consumed + 1 < sentences.len() {
+                emit(assembler.push(&sentences[consumed]), on_event);
+                consumed += 1;
+            }
+            if assembler.is_full() {
+                // The word limit is reached: the rest of the answer would be cut anyway.
+                finish_reason = Some("word_limit".to_string());
+                break;
+            }
+        }
+        drop(stream);
+        let sentences = split_sentences(&buffer);
+        for raw in sentences.iter().skip(consumed) {
+            emit(assembler.push(raw), on_event);
+        }
+        let (last, assembled) = assembler.finish();
+        emit(last, on_event);
+        let mut call = self.call_record(true, started, &buffer, shown);
+        call.first_token_ms = first_token_ms;
+        call.stream_chunks = Some(chunks);
+        call.finish_reason = finish_reason;
+        self.finish_llm(assembled, call, request)
+    }
+
+    fn fall_back(&self, request: &GenerationRequest, failure: Failure) -> Result<Generation> {
+        tracing::warn!(kind = failure.kind, reason = %failure.reason, "LLM generation failed; answering extractively");
+        let mut generation = self.fallback.generate_sync(request)?;
+        generation.diagnostics.fallback = Some(Fallback {
+            from: self.label(),
+            kind: failure.kind.to_string(),
+            reason: failure.reason,
+        });
+        generation.diagnostics.llm = failure.call.map(|c| *c);
+        generation.diagnostics.dropped_citations = failure.dropped;
+        Ok(generation)
+    }
+}
+
+fn failure_of(e: LlmError) -> Failure {
+    let kind = match &e {
+        LlmError::Connect { .. } => "unreachable",
+        LlmError::Timeout { .. } => "timeout",
+        LlmError::Status { .. } => "http_status",
+        LlmError::Malformed { .. } => "malformed",
+        LlmError::Request { .. } => "request",
+        LlmError::Config(_) => "config",
+    };
+    Failure {
+        kind,
+        reason: e.to_string(),
+        call: None,
+        dropped: vec![],
+    }
+}
+
+impl Generator for LlmGenerator {
+    fn name(&self) -> String {
+        self.label()
+    }
+
+    fn generate<'a>(&'a self, request: &'a GenerationRequest) -> BoxFuture<'a, Result<Generation>> {
+        Box::pin(async move {
+            request.validate()?;
+            match self.attempt(request).await {
+                Ok(generation) => Ok(generation),
+                Err(failure) => self.fall_back(request, failure),
+            }
+        })
+    }
+
+    fn generate_streaming<'a>(
+        &'a self,
+        request: &'a GenerationRequest,
+        on_event: &'a mut (dyn FnMut(GenerationEvent) + Send),
+    ) -> BoxFuture<'a, Result<Generation>> {
+        Box::pin(async move {
+            request.validate()?;
+            let mut emitted = 0;
+            let failure = match self
+                .attempt_streaming(request, on_event, &mut emitted)
+                .await
+            {
+                Ok(generation) => return Ok(generation),
+                Err(failure) => failure,
+            };
+            if emitted > 0 {
+                on_event(GenerationEvent::Restart {
+                    reason: failure.reason.clone(),
+                });
+            }
+            let generation = self.fall_back(request, failure)?;
+            for (index, sentence) in generation.sentences.iter().enumerate() {
+                on_event(GenerationEvent::Sentence {
+                    index,
+                    sentence: sentence.clone(),
+                });
+            }
+            Ok(generation)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::OpenAiClient;
+    use crate::pipeline::generate::{ContextTurn, WordLimit};
+    use crate::pipeline::Passage;
+
+    #[test]
+    fn prompt_numbers_the_shown_passages_and_fills_every_placeholder() {
+        let client = OpenAiClient::new(
+            "http://127.0.0.1:9/v1",
+            "m",
+            None,
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let config = LlmGeneratorConfig {
+            max_passages: 2,
+            max_passage_words: 3,
+            max_context_turns: 1,
+            ..LlmGeneratorConfig::default()
+        };
+        let g = LlmGenerator::new(Arc::new(client), config);
+        let passages = (1..=3)
+            .map(|i| Passage {
+                id: format!("p{i}"),
+                title: (i == 1).then(|| "Title one".to_string()),
+                text: format!("passage {i} text goes on"),
+                ..Passage::default()
+            })
+            .collect();
+        let mut request = GenerationRequest::new("the query", passages, WordLimit::IKAT);
+        request.context = vec![
+            ContextTurn {
+                user: "old question".into(),
+                response: None,
+            },
+            ContextTurn {
+                user: "last question".into(),
+                response: Some("last answer".into()),
+            },
+        ];
+        let chat = g.chat_request(&request).unwrap();
+        assert_eq!(chat.messages.len(), 2);
+        assert!(chat.messages[0].content.contains("at most 250 words"));
+        let user = &chat.messages[1].content;
+        assert!(user.contains("[1] Title one: passage 1 text ..."), "{user}");
+        assert!(user.contains("[2] passage 2 text ..."), "{user}");
+        assert!(!user.contains("[3]"), "{user}");
+        assert!(
+            user.contains("User: last question\nAssistant: last answer"),
+            "{user}"
+        );
+        assert!(!user.contains("old question"), "{user}");
+        assert!(user.contains("Question: the query"), "{user}");
+        assert!(!user.contains("{{"), "{user}");
+        assert_eq!(chat.temperature, Some(0.0));
+    }
+}

@@ -1,0 +1,328 @@
+//! Response generation with citations: a list of sentences, each citing the passages it rests
+//! on (iKAT `passage_provenance` with `used`; TREC RAG `answer[{text, citations}]`).
+//!
+//! * [`ExtractiveGenerator`]: selects and orders sentences of the top passages (default without
+//!   an LLM). Deterministic.
+//! * [`LlmGenerator`]: any OpenAI-compatible chat endpoint with the prompt in `prompts/`; falls
+//!   back to extractive when the endpoint fails, times out or returns nothing usable, and says why
+//!   in [`Diagnostics::fallback`].
+
+mod assemble;
+mod extractive;
+mod llm;
+mod prompt;
+
+pub use assemble::SentenceAssembler;
+pub use extractive::{ExtractiveConfig, ExtractiveGenerator};
+pub use llm::{LlmGenerator, LlmGeneratorConfig};
+pub use prompt::PromptTemplate;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::Passage;
+use crate::formats::words;
+
+/// Errors of the generation stage (LLM failures are not errors: they fall back to extractive).
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("invalid generation request: {0}")]
+    InvalidRequest(String),
+    #[error(transparent)]
+    Llm(#[from] crate::llm::LlmError),
+    #[error("invalid prompt template {name}: {message}")]
+    Prompt { name: String, message: String },
+}
+
+pub type Result<T, E = GenerateError> = std::result::Result<T, E>;
+
+/// The generator `config` asks for: the LLM (with its extractive fallback, and two retries of
+/// transient failures) when `llm.base_url` is set, else extractive.
+pub fn generator_from_config(config: &crate::config::LlmConfig) -> Result<Box<dyn Generator>> {
+    match crate::llm::OpenAiClient::from_config(config)? {
+        Some(client) => {
+            let model = crate::llm::Retry::new(client, 3, std::time::Duration::from_millis(200));
+            Ok(Box::new(LlmGenerator::new(
+                std::sync::Arc::new(model),
+                LlmGeneratorConfig::default(),
+            )))
+        }
+        None => Ok(Box::new(ExtractiveGenerator::default())),
+    }
+}
+
+/// How words are counted for the limit (see `formats::words`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WordMeasure {
+    /// iKAT: spaCy whitespace tokens of the response text (sentences joined by one space).
+    Ikat,
+    /// TREC RAG: sum over sentences of `len(NFKC(text.strip()).split())`.
+    TrecRag,
+}
+
+/// The response length limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WordLimit {
+    pub max_words: usize,
+    pub measure: WordMeasure,
+}
+
+impl WordLimit {
+    /// iKAT 2024/2025: at most 250 words.
+    pub const IKAT: WordLimit = WordLimit {
+        max_words: crate::formats::ikat::MAX_RESPONSE_WORDS,
+        measure: WordMeasure::Ikat,
+    };
+    /// TREC RAG 2024/2025: at most 400 words.
+    pub const TREC_RAG: WordLimit = WordLimit {
+        max_words: crate::formats::trec_rag::MAX_WORDS,
+        measure: WordMeasure::TrecRag,
+    };
+
+    /// Words of a response made of `sentences`, as the track counts them.
+    pub fn count<'a>(&self, sentences: impl IntoIterator<Item = &'a str>) -> usize {
+        match self.measure {
+            WordMeasure::Ikat => {
+                let joined: Vec<&str> = sentences.into_iter().collect();
+                words::spacy_whitespace_tokens(&joined.join(" "))
+            }
+            WordMeasure::TrecRag => words::trec_rag_response_length(sentences),
+        }
+    }
+}
+
+/// One earlier exchange of the conversation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ContextTurn {
+    pub user: String,
+    pub response: Option<String>,
+}
+
+/// What a generator gets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GenerationRequest {
+    /// The self-contained (rewritten) query.
+    pub query: String,
+    /// Earlier exchanges, oldest first (the LLM prompt shows the last few).
+    pub context: Vec<ContextTurn>,
+    /// Ranked passages, best first; citations are indices into this list.
+    pub passages: Vec<Passage>,
+    pub limit: WordLimit,
+}
+
+impl GenerationRequest {
+    pub fn new(query: impl Into<String>, passages: Vec<Passage>, limit: WordLimit) -> Self {
+        Self {
+            query: query.into(),
+            context: Vec::new(),
+            passages,
+            limit,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.limit.max_words == 0 {
+            return Err(GenerateError::InvalidRequest(
+                "the word limit must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One response sentence with the passages it cites (0-based indices into the request's
+/// passages, in the order cited).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GeneratedSentence {
+    pub text: String,
+    pub citations: Vec<usize>,
+}
+
+/// Why an LLM answer was replaced by the extractive one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fallback {
+    /// The generator that failed, e.g. `llm:smollm2-135m-instruct`.
+    pub from: String,
+    /// `unreachable`, `timeout`, `http_status`, `malformed`, `request`, `empty`, `no_cited_sentence`.
+    pub kind: String,
+    /// Human-readable reason (the endpoint's error message included).
+    pub reason: String,
+}
+
+/// Facts about one LLM call, for the turn's diagnostics and for benchmarks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LlmCall {
+    pub model: String,
+    pub endpoint: String,
+    pub streamed: bool,
+    pub latency_ms: u64,
+    /// Streaming only: time to the first content delta.
+    pub first_token_ms: Option<u64>,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    /// Streaming: number of content deltas received (llama.cpp sends one token per delta).
+    pub stream_chunks: Option<u32>,
+    pub finish_reason: Option<String>,
+    /// The model's raw answer (shortened), so a bad parse can be inspected later.
+    pub raw_output: String,
+    /// How many passages the prompt numbered (citations beyond are dropped).
+    pub passages_shown: usize,
+}
+
+/// Everything worth keeping about how the answer came about (stored with the turn).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Diagnostics {
+    /// Words of the final response, counted per `limit`.
+    pub words: usize,
+    pub limit: Option<WordLimit>,
+    /// Cited numbers (1-based, as written) that named no shown passage.
+    pub dropped_citations: Vec<u32>,
+    /// Indices (into the final sentences) of sentences that cite nothing.
+    pub uncited_sentences: Vec<usize>,
+    /// Sentences left out because the word limit was reached.
+    pub sentences_cut_for_limit: usize,
+    pub fallback: Option<Fallback>,
+    pub llm: Option<LlmCall>,
+    /// Extractive: candidate sentences considered, and near-duplicates merged into a citation.
+    pub candidates: Option<usize>,
+    pub duplicates_merged: Option<usize>,
+}
+
+/// A generated response.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Generation {
+    pub sentences: Vec<GeneratedSentence>,
+    /// `extractive` or `llm:<model>`.
+    pub generator: String,
+    pub diagnostics: Diagnostics,
+}
+
+impl Generation {
+    /// The response as one text (sentences joined by a space), as iKAT's `text`.
+    pub fn response_text(&self) -> String {
+        let texts: Vec<&str> = self.sentences.iter().map(|s| s.text.as_str()).collect();
+        texts.join(" ")
+    }
+
+    /// Sorted indices of the passages some sentence cites (iKAT `used`).
+    pub fn used_passages(&self) -> Vec<usize> {
+        let mut used: Vec<usize> = self
+            .sentences
+            .iter()
+            .flat_map(|s| s.citations.iter().copied())
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        used
+    }
+
+    /// `used` flag for each of `n_passages` passages.
+    pub fn used_flags(&self, n_passages: usize) -> Vec<bool> {
+        let mut flags = vec![false; n_passages];
+        for i in self.used_passages() {
+            if i < n_passages {
+                flags[i] = true;
+            }
+        }
+        flags
+    }
+
+    /// The sentences as the store keeps them (citations as 1-based passage ranks).
+    pub fn store_sentences(&self) -> Vec<crate::store::turns::Sentence> {
+        self.sentences
+            .iter()
+            .map(|s| crate::store::turns::Sentence {
+                text: s.text.clone(),
+                citations: s.citations.iter().map(|&i| i as i32 + 1).collect(),
+            })
+            .collect()
+    }
+}
+
+/// Something the streaming variant reports while it works.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum GenerationEvent {
+    /// A finished sentence (index into the final answer), citations resolved.
+    Sentence {
+        index: usize,
+        sentence: GeneratedSentence,
+    },
+    /// Sentences sent so far are void (the LLM failed mid-answer); the fallback's follow.
+    Restart { reason: String },
+}
+
+/// A response generator.
+pub trait Generator: Send + Sync {
+    /// Name recorded with the turn (`extractive`, `llm:<model>`).
+    fn name(&self) -> String;
+
+    fn generate<'a>(&'a self, request: &'a GenerationRequest) -> BoxFuture<'a, Result<Generation>>;
+
+    /// As [`Generator::generate`], reporting sentences as they are produced. The returned
+    /// generation always equals what the events described (after the last `Restart`).
+    fn generate_streaming<'a>(
+        &'a self,
+        request: &'a GenerationRequest,
+        on_event: &'a mut (dyn FnMut(GenerationEvent) + Send),
+    ) -> BoxFuture<'a, Result<Generation>> {
+        Box::pin(async move {
+            let generation = self.generate(request).await?;
+            for (index, sentence) in generation.sentences.iter().enumerate() {
+                on_event(GenerationEvent::Sentence {
+                    index,
+                    sentence: sentence.clone(),
+                });
+            }
+            Ok(generation)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_limits_count_like_the_tracks() {
+        let s = ["One two three.", "Four ﬁve."];
+        assert_eq!(WordLimit::IKAT.count(s), 5);
+        assert_eq!(WordLimit::TREC_RAG.count(s), 5);
+        assert_eq!(WordLimit::TREC_RAG.count(["a\u{3000}b"]), 2);
+        assert_eq!(WordLimit::IKAT.count(Vec::<&str>::new()), 0);
+    }
+
+    #[test]
+    fn config_chooses_the_generator() {
+        let mut config = crate::config::LlmConfig::default();
+        assert_eq!(generator_from_config(&config).unwrap().name(), "extractive");
+        config.base_url = Some("http://127.0.0.1:9/v1".into());
+        config.model = "m".into();
+        assert_eq!(generator_from_config(&config).unwrap().name(), "llm:m");
+        config.timeout_secs = 0;
+        assert!(generator_from_config(&config).is_err());
+    }
+
+    #[test]
+    fn used_and_store_views() {
+        let g = Generation {
+            sentences: vec![
+                GeneratedSentence {
+                    text: "A.".into(),
+                    citations: vec![2, 0],
+                },
+                GeneratedSentence {
+                    text: "B.".into(),
+                    citations: vec![],
+                },
+            ],
+            generator: "x".into(),
+            diagnostics: Diagnostics::default(),
+        };
+        assert_eq!(g.used_passages(), vec![0, 2]);
+        assert_eq!(g.used_flags(4), vec![true, false, true, false]);
+        assert_eq!(g.store_sentences()[0].citations, vec![3, 1]);
+        assert_eq!(g.response_text(), "A. B.");
+    }
+}

@@ -1,0 +1,238 @@
+//! REQUIRES THE REAL LLM SERVER. Tests against llama-cpp-python serving SmolLM2-135M-Instruct on
+//! loopback, found through `CONVRAG_TEST_LLM_URL`:
+//!
+//! ```sh
+//! export CONVRAG_TEST_LLM_URL=$(scripts/llm-server.sh start)   # prints http://127.0.0.1:18631/v1
+//! cargo nextest run --test generate_llm_server
+//! scripts/llm-server.sh stop
+//! ```
+//!
+//! Without the variable every test here FAILS (on purpose: CI starts the server, and a silent
+//! skip would hide a broken set-up). The model is tiny; the tests check the protocol, streaming,
+//! citation parsing and the invariants of the answer, not its eloquence.
+
+mod generate_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient};
+use convrag::pipeline::generate::{
+    GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
+};
+use convrag::text::citations::{marker_numbers, MARKER};
+use futures_util::StreamExt;
+use generate_support::*;
+
+fn client() -> OpenAiClient {
+    // The model name is what the script registers (`--model_alias`); llama.cpp serves one model.
+    OpenAiClient::new(
+        &llm_url_from_env(),
+        "smollm2-135m-instruct",
+        None,
+        // Generous: CI machines are shared and a 135M model on 2 busy cores can crawl.
+        Duration::from_secs(300),
+    )
+    .unwrap()
+}
+
+/// Small prompt and answer, so the tests stay quick on a busy 2-core machine.
+fn test_config() -> LlmGeneratorConfig {
+    LlmGeneratorConfig {
+        max_passages: 3,
+        max_passage_words: 50,
+        max_tokens: 80,
+        ..LlmGeneratorConfig::default()
+    }
+}
+
+fn short_request() -> ChatRequest {
+    let mut r = ChatRequest::new(vec![
+        ChatMessage::system("You are a helpful assistant."),
+        ChatMessage::user("What is the capital of France? Answer in one sentence."),
+    ]);
+    r.max_tokens = Some(40);
+    r.temperature = Some(0.0);
+    r.seed = Some(7);
+    r
+}
+
+/// Whether `raw` holds a marker naming one of the first `shown` passages.
+fn has_valid_marker(raw: &str, shown: usize) -> bool {
+    MARKER.find_iter(raw).any(|m| {
+        marker_numbers(m.as_str())
+            .iter()
+            .any(|&n| n >= 1 && n as usize <= shown)
+    })
+}
+
+#[tokio::test]
+async fn chat_completion_protocol() {
+    let c = client();
+    let started = Instant::now();
+    let r = c.chat(&short_request()).await.expect("chat completion");
+    let secs = started.elapsed().as_secs_f64();
+    assert!(!r.content.trim().is_empty(), "{r:?}");
+    let usage = r.usage.expect("usage reported");
+    assert!(
+        usage.prompt_tokens > 10 && usage.completion_tokens > 0,
+        "{usage:?}"
+    );
+    assert!(r.finish_reason.is_some());
+    eprintln!(
+        "measure: non-streaming {:.2} s, {} completion tokens, {:.1} tokens/s: {:?}",
+        secs,
+        usage.completion_tokens,
+        usage.completion_tokens as f64 / secs,
+        r.content
+    );
+}
+
+#[tokio::test]
+async fn streaming_protocol_matches_the_whole_answer() {
+    let c = client();
+    let whole = c.chat(&short_request()).await.expect("chat completion");
+    let started = Instant::now();
+    let mut stream = c.chat_stream(&short_request()).await.expect("stream");
+    let mut first = None;
+    let mut deltas = Vec::new();
+    while let Some(item) = stream.next().await {
+        let d = item.expect("delta");
+        first.get_or_insert(started.elapsed());
+        deltas.push(d);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    assert!(deltas.len() > 1, "streamed in several chunks: {deltas:?}");
+    let streamed: String = deltas.concat();
+    eprintln!(
+        "measure: streaming first delta {:.0} ms, {} deltas in {:.2} s ({:.1}/s)",
+        first.unwrap().as_secs_f64() * 1000.0,
+        deltas.len(),
+        secs,
+        deltas.len() as f64 / secs
+    );
+    // Greedy decoding (temperature 0) of the same prompt gives the same text both ways.
+    assert_eq!(streamed.trim(), whole.content.trim());
+}
+
+#[tokio::test]
+async fn server_errors_carry_its_message() {
+    // A message with an unknown role is rejected by the server's request validation.
+    let mut bad = short_request();
+    bad.messages.push(ChatMessage {
+        role: "wizard".into(),
+        content: "x".into(),
+    });
+    let err = client().chat(&bad).await.unwrap_err();
+    match &err {
+        LlmError::Status {
+            status, message, ..
+        } => {
+            // llama-cpp-python reports request validation errors as 500 with pydantic's text.
+            assert!(*status >= 400, "{err}");
+            assert!(
+                message.contains("wizard"),
+                "the server's own message: {err}"
+            );
+        }
+        other => panic!("expected an HTTP status error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn cited_answer_from_the_real_model() {
+    let request = fixture_request(WordLimit::IKAT);
+    let g = LlmGenerator::new(Arc::new(client()), test_config());
+    let started = Instant::now();
+    let out = g.generate(&request).await.expect("generation");
+    eprintln!(
+        "measure: cited answer in {:.2} s by {}: {:#?}",
+        started.elapsed().as_secs_f64(),
+        out.generator,
+        out
+    );
+    assert_valid(&out, &request);
+    let llm = out
+        .diagnostics
+        .llm
+        .as_ref()
+        .expect("the LLM call is recorded");
+    assert!(!llm.raw_output.is_empty());
+    assert_eq!(llm.passages_shown, 3);
+    // If the model wrote a marker naming a shown passage, its answer must be used; otherwise
+    // the fallback must say the answer had no valid citation.
+    if has_valid_marker(&llm.raw_output, llm.passages_shown) {
+        assert_eq!(out.generator, "llm:smollm2-135m-instruct", "{out:?}");
+        assert!(out.diagnostics.fallback.is_none());
+        assert!(out.sentences.iter().any(|s| !s.citations.is_empty()));
+    } else {
+        assert_eq!(out.generator, "extractive");
+        let kind = &out.diagnostics.fallback.as_ref().unwrap().kind;
+        assert!(kind == "no_cited_sentence" || kind == "empty", "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn streamed_answer_equals_its_events() {
+    let mut request = fixture_request(WordLimit::TREC_RAG);
+    request.limit.max_words = 60;
+    let g = LlmGenerator::new(Arc::new(client()), test_config());
+    let mut events = Vec::new();
+    let mut on_event = |e: GenerationEvent| events.push(e);
+    let out = g
+        .generate_streaming(&request, &mut on_event)
+        .await
+        .expect("generation");
+    assert_valid(&out, &request);
+    let llm = out
+        .diagnostics
+        .llm
+        .as_ref()
+        .expect("the LLM call is recorded");
+    assert!(llm.streamed);
+    assert!(llm.stream_chunks.unwrap_or(0) > 0);
+    eprintln!(
+        "measure: streamed cited answer, first delta {:?} ms, {} ms total, {:?} chunks, by {}",
+        llm.first_token_ms, llm.latency_ms, llm.stream_chunks, out.generator
+    );
+    // The sentences after the last restart are exactly the final answer, in order.
+    let start = events
+        .iter()
+        .rposition(|e| matches!(e, GenerationEvent::Restart { .. }))
+        .map_or(0, |i| i + 1);
+    let streamed: Vec<_> = events[start..]
+        .iter()
+        .map(|e| match e {
+            GenerationEvent::Sentence { index, sentence } => (*index, sentence.clone()),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        streamed,
+        out.sentences
+            .iter()
+            .cloned()
+            .enumerate()
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn server_down_after_the_fact_falls_back() {
+    // The same generator set-up pointed at a closed port next to the real server.
+    let request = fixture_request(WordLimit::IKAT);
+    let dead = OpenAiClient::new(
+        &format!("http://127.0.0.1:{}/v1", closed_port()),
+        "smollm2-135m-instruct",
+        None,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    // Touch the real server too, so this file fails clearly when it is not running.
+    let _ = llm_url_from_env();
+    let out = LlmGenerator::new(Arc::new(dead), LlmGeneratorConfig::default())
+        .generate(&request)
+        .await
+        .unwrap();
+    assert_eq!(out.diagnostics.fallback.unwrap().kind, "unreachable");
+}
