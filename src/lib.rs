@@ -8,6 +8,7 @@ pub mod api;
 pub mod config;
 pub mod eval;
 pub mod formats;
+pub mod pipeline;
 pub mod server;
 pub mod store;
 

@@ -39,6 +39,8 @@ enum Command {
     Validate(convrag::formats::cli::ValidateArgs),
     /// Evaluate runs, PTKB rankings, rewrites and answers (trec_eval-exact).
     Eval(convrag::eval::cli::EvalArgs),
+    /// Run pipeline stages (PTKB ranking, query rewriting) over a topics file.
+    Pipeline(convrag::pipeline::cli::PipelineArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +82,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         }
         Command::Validate(args) => convrag::formats::cli::run(&Config::load(&overrides)?, args),
         Command::Eval(args) => convrag::eval::cli::run(&Config::load(&overrides)?, args),
+        Command::Pipeline(args) => convrag::pipeline::cli::run(&Config::load(&overrides)?, args),
     }
 }
 
