@@ -39,16 +39,16 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
     Some((report.all.recall, report.all.fmeasure))
 }
 
-/// Measured (scripts/measure-pipeline-stages.sh): raw utterances score recall 0.7006 / 0.7565 / 0.6573 and F1
-/// 0.7556 / 0.8180 / 0.7337; the default rewrites recall 0.7063 / 0.8135 / 0.6879 and F1
-/// 0.7443 / 0.8376 / 0.7354. Thresholds sit just under the measured values.
+/// Measured (scripts/measure-pipeline-stages.sh): raw utterances score recall 0.7006 / 0.7565 /
+/// 0.6573 and F1 0.7556 / 0.8180 / 0.7337; the default rewrites recall 0.7085 / 0.8135 / 0.6879
+/// and F1 0.7466 / 0.8376 / 0.7354. Thresholds sit just under the measured values.
 #[test]
 fn rewrite_quality_stays_above_measured() {
     if let Some((r, f)) = rouge(
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.703 && f > 0.74, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.706 && f > 0.744, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",

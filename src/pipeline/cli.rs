@@ -141,6 +141,7 @@ impl RewriteOptions {
             first: self.first,
             response: self.response,
             ptkb_terms: self.ptkb_terms,
+            ptkb_query_terms: HistoryRewriter::default().ptkb_query_terms,
             short_below: self.short_below,
             replace_pronoun: !self.append_only,
             ..HistoryRewriter::default()
