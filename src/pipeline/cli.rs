@@ -152,6 +152,7 @@ impl RewriteOptions {
 #[derive(Debug, Subcommand)]
 pub enum PipelineCommand {
     /// Rank every turn's PTKB statements; write an iKAT run whose `ptkb_provenance` lists them.
+    /// The run has no passages, so it is for `convrag eval ptkb`, not a submission by itself.
     Ptkb {
         /// iKAT topics file.
         #[arg(long, value_name = "FILE")]
