@@ -47,6 +47,8 @@ enum Command {
     Rerank(convrag::rerank::cli::RerankArgs),
     /// Precompute a collection's passage embeddings into the on-disk cache (resumable).
     Embed(convrag::rerank::embed::EmbedArgs),
+    /// Run pipeline stages (PTKB ranking, query rewriting) over a topics file.
+    Pipeline(convrag::pipeline::cli::PipelineArgs),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +94,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
         Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
         Command::Embed(args) => convrag::rerank::embed::run(&Config::load(&overrides)?, args),
+        Command::Pipeline(args) => convrag::pipeline::cli::run(&Config::load(&overrides)?, args),
     }
 }
 

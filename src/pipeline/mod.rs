@@ -1,9 +1,44 @@
-//! The conversational turn pipeline. Each stage is a trait with real implementations; this
-//! module holds the types stages share.
+//! The conversational turn pipeline (issue 6). Each stage is a trait with real implementations:
+//! PTKB statement ranking ([`ptkb`]), query rewriting ([`rewrite`]), both over a
+//! [`context::ConversationContext`], and response generation with citations ([`generate`]).
+//! This module holds the types the stages share.
+//!
+//! Command line (`convrag pipeline ...`, see [`cli`]):
+//! - `ptkb --topics F --run-type automatic|manual --output RUN.json [--ranking RUN.trec]`
+//! - `rewrite --topics F [--run-type automatic|manual] --output REWRITES.tsv`
 
+pub mod cli;
+pub mod context;
 pub mod generate;
+pub mod ptkb;
+pub mod rewrite;
+pub mod terms;
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+/// Errors of the pipeline area.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// Bad input given to a stage (a malformed option, an unusable context).
+    #[error("{0}")]
+    Input(String),
+    /// A model or scorer failed or answered out of shape.
+    #[error("model: {0}")]
+    Model(String),
+    /// A problem at a known place of an input file (line is 1-based).
+    #[error("{}:{line}: {reason}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    #[error(transparent)]
+    Format(#[from] crate::formats::FormatError),
+}
+
+pub type Result<T, E = PipelineError> = std::result::Result<T, E>;
 
 /// A retrieved (and possibly reranked) passage as the later stages see it, in final rank order.
 /// Minimal on purpose: retrieval/reranking may add fields (scores per stage, collection, ...);

@@ -1,0 +1,469 @@
+//! `convrag pipeline ...`: runs stages 1 and 2 over a topics file, for measurement with
+//! `convrag eval ptkb` and `convrag eval rewrite`.
+//!
+//! Topics: iKAT (any year, [`crate::formats::ikat::read_topics`]) or CAsT 2019/2020 topics
+//! (`number` + `turn[].number` + `raw_utterance`; `manual_rewritten_utterance` is the manual
+//! rewrite, CAsT has no canonical response text and no PTKB).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use super::context::ConversationContext;
+use super::ptkb::{
+    HybridScorer, LexicalScorer, PtkbRanker, PtkbRanking, QueryWeights, ScoringRanker, Selection,
+    SimilarityScorer, StatementScorer, TermCosine,
+};
+use super::rewrite::{HistoryRewriter, ManualRewriter, Rewriter};
+use super::{PipelineError, Result};
+use crate::formats::ikat::{
+    read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, IkatTurn, RunType,
+};
+
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    #[command(subcommand)]
+    pub command: PipelineCommand,
+}
+
+/// Which context a run may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunTypeArg {
+    /// Utterances and canonical responses of earlier turns, the PTKB.
+    Automatic,
+    /// Also the manually resolved utterance of the current turn.
+    Manual,
+}
+
+impl From<RunTypeArg> for RunType {
+    fn from(r: RunTypeArg) -> Self {
+        match r {
+            RunTypeArg::Automatic => RunType::Automatic,
+            RunTypeArg::Manual => RunType::Manual,
+        }
+    }
+}
+
+/// PTKB ranker settings.
+#[derive(Debug, Args, Clone)]
+pub struct PtkbOptions {
+    /// Selection rule: top:K, threshold:X or relative:RATIO:MIN_SCORE:MAX.
+    #[arg(long, default_value = "relative:0.6:0.3:3")]
+    pub select: String,
+    /// Query weight of the previous utterance.
+    #[arg(long, default_value_t = QueryWeights::default().history)]
+    pub history: f32,
+    /// Decay per further turn back.
+    #[arg(long, default_value_t = QueryWeights::default().decay)]
+    pub decay: f32,
+    /// Lower bound of the first utterance's weight.
+    #[arg(long, default_value_t = QueryWeights::default().first)]
+    pub first: f32,
+    /// Weight of earlier canonical responses (automatic runs may use them).
+    #[arg(long, default_value_t = QueryWeights::default().response)]
+    pub response: f32,
+    #[arg(long, default_value_t = 1.2)]
+    pub k1: f32,
+    #[arg(long, default_value_t = 0.75)]
+    pub b: f32,
+    /// Weight of a TF-IDF cosine scorer combined (min-max normalized) with BM25; 0 = BM25 only.
+    #[arg(long, default_value_t = 0.0)]
+    pub cosine: f32,
+}
+
+impl PtkbOptions {
+    /// The ranker these options describe.
+    pub fn ranker(&self) -> Result<Box<dyn PtkbRanker>> {
+        let selection = Selection::parse(&self.select)?;
+        let lexical = LexicalScorer {
+            k1: self.k1,
+            b: self.b,
+            query: QueryWeights {
+                history: self.history,
+                decay: self.decay,
+                first: self.first,
+                response: self.response,
+            },
+        };
+        if self.cosine > 0.0 {
+            let scorer = HybridScorer {
+                parts: vec![
+                    (Box::new(lexical) as Box<dyn StatementScorer>, 1.0),
+                    (
+                        Box::new(SimilarityScorer {
+                            similarity: TermCosine,
+                            history_turns: 1,
+                        }),
+                        self.cosine,
+                    ),
+                ],
+            };
+            return Ok(Box::new(ScoringRanker { scorer, selection }));
+        }
+        Ok(Box::new(ScoringRanker {
+            scorer: lexical,
+            selection,
+        }))
+    }
+}
+
+/// Rewriter settings.
+#[derive(Debug, Args, Clone)]
+pub struct RewriteOptions {
+    #[arg(long, default_value_t = HistoryRewriter::default().base_terms)]
+    pub base_terms: usize,
+    #[arg(long, default_value_t = HistoryRewriter::default().anaphora_terms)]
+    pub anaphora_terms: usize,
+    #[arg(id = "rw_decay", long = "rw-decay", default_value_t = HistoryRewriter::default().decay)]
+    pub decay: f32,
+    #[arg(id = "rw_first", long = "rw-first", default_value_t = HistoryRewriter::default().first)]
+    pub first: f32,
+    #[arg(id = "rw_response", long = "rw-response", default_value_t = HistoryRewriter::default().response)]
+    pub response: f32,
+    /// Utterances with fewer content terms count as elliptic (and get anaphora terms).
+    #[arg(long, default_value_t = HistoryRewriter::default().short_below)]
+    pub short_below: usize,
+    /// Append context terms instead of writing them in place of the first pronoun.
+    #[arg(long)]
+    pub append_only: bool,
+    /// Content terms of the selected PTKB statements to append.
+    #[arg(long, default_value_t = HistoryRewriter::default().ptkb_terms)]
+    pub ptkb_terms: usize,
+}
+
+impl RewriteOptions {
+    pub fn rewriter(&self) -> HistoryRewriter {
+        HistoryRewriter {
+            base_terms: self.base_terms,
+            anaphora_terms: self.anaphora_terms,
+            decay: self.decay,
+            first: self.first,
+            response: self.response,
+            ptkb_terms: self.ptkb_terms,
+            ptkb_query_terms: HistoryRewriter::default().ptkb_query_terms,
+            short_below: self.short_below,
+            replace_pronoun: !self.append_only,
+            ..HistoryRewriter::default()
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PipelineCommand {
+    /// Rank every turn's PTKB statements; write an iKAT run whose `ptkb_provenance` lists them.
+    /// The run has no passages, so it is for `convrag eval ptkb`, not a submission by itself.
+    Ptkb {
+        /// iKAT topics file.
+        #[arg(long, value_name = "FILE")]
+        topics: PathBuf,
+        #[arg(long, value_enum, default_value = "automatic")]
+        run_type: RunTypeArg,
+        /// iKAT run JSON (one response per turn, empty text, no passages).
+        #[arg(long, value_name = "FILE")]
+        output: PathBuf,
+        /// `ptkb_provenance` lists only the selected statements (the submission form) or all,
+        /// ranked (to measure the ranking itself).
+        #[arg(long, value_enum, default_value = "selected")]
+        list: ListArg,
+        /// Also write the full ranking with scores as a TREC run.
+        #[arg(long, value_name = "FILE")]
+        ranking: Option<PathBuf>,
+        #[arg(long, default_value = "convrag-ptkb")]
+        run_name: String,
+        #[command(flatten)]
+        ptkb: PtkbOptions,
+    },
+    /// Rewrite every turn; write TSV `turn_id<TAB>rewrite`.
+    Rewrite {
+        /// iKAT or CAsT topics file.
+        #[arg(long, value_name = "FILE")]
+        topics: PathBuf,
+        #[arg(long, value_enum, default_value = "automatic")]
+        run_type: RunTypeArg,
+        #[arg(long, value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        rewrite: RewriteOptions,
+        #[command(flatten)]
+        ptkb: PtkbOptions,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListArg {
+    Selected,
+    All,
+}
+
+/// Reads iKAT topics, or CAsT 2019/2020 topics converted to the same shape.
+pub fn read_conversations(path: &Path) -> Result<Vec<IkatTopic>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        PipelineError::Format(crate::formats::FormatError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })
+    })?;
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        // The iKAT reader reports JSON errors with their line.
+        Err(_) => return Ok(read_topics(path)?),
+    };
+    let is_cast = value
+        .as_array()
+        .and_then(|a| a.first())
+        .is_some_and(|t| t.get("turn").is_some());
+    if !is_cast {
+        return Ok(read_topics(path)?);
+    }
+    // `number` keys in document order: each topic's, then its turns'.
+    let lines = crate::formats::key_lines(&text, "number");
+    let mut line_at = lines.into_iter();
+    let mut out = Vec::new();
+    for (i, t) in value.as_array().into_iter().flatten().enumerate() {
+        let line = line_at.next().unwrap_or(1);
+        let err = |line: usize, reason: String| PipelineError::Parse {
+            path: path.to_path_buf(),
+            line,
+            reason,
+        };
+        let number = t
+            .get("number")
+            .and_then(|n| {
+                n.as_u64()
+                    .map(|n| n.to_string())
+                    .or(n.as_str().map(String::from))
+            })
+            .ok_or_else(|| err(line, format!("topic #{}: missing `number`", i + 1)))?;
+        let turns = t
+            .get("turn")
+            .and_then(Value::as_array)
+            .ok_or_else(|| err(line, format!("topic {number}: `turn` must be an array")))?;
+        let mut topic_turns = Vec::new();
+        for (j, turn) in turns.iter().enumerate() {
+            let tline = line_at.next().unwrap_or(line);
+            let turn_id = turn
+                .get("number")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    err(
+                        tline,
+                        format!("topic {number} turn #{}: missing `number`", j + 1),
+                    )
+                })?;
+            let utterance = turn
+                .get("raw_utterance")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    err(
+                        tline,
+                        format!("topic {number} turn {turn_id}: missing `raw_utterance`"),
+                    )
+                })?;
+            topic_turns.push(IkatTurn {
+                line: tline,
+                turn_id,
+                utterance: utterance.to_string(),
+                resolved_utterance: turn
+                    .get("manual_rewritten_utterance")
+                    .and_then(Value::as_str)
+                    .map(String::from),
+                response: None,
+                ptkb_provenance: Vec::new(),
+                response_provenance: Vec::new(),
+            });
+        }
+        out.push(IkatTopic {
+            line,
+            number,
+            title: t
+                .get("title")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            ptkb: Vec::new(),
+            turns: topic_turns,
+        });
+    }
+    Ok(out)
+}
+
+/// Ranks the PTKB of every turn of every topic: (turn key, ranking).
+pub fn rank_topics(
+    topics: &[IkatTopic],
+    run_type: RunType,
+    ranker: &dyn PtkbRanker,
+) -> Result<Vec<(String, PtkbRanking)>> {
+    let mut out = Vec::new();
+    for topic in topics {
+        for (i, turn) in topic.turns.iter().enumerate() {
+            let ctx = ConversationContext::from_ikat(topic, i, run_type)
+                .expect("index within the topic's turns");
+            out.push((topic.turn_key(turn), ranker.rank(&ctx)?));
+        }
+    }
+    Ok(out)
+}
+
+/// Rewrites every turn of every topic: (turn key, rewrite text).
+pub fn rewrite_topics(
+    topics: &[IkatTopic],
+    run_type: RunType,
+    ranker: &dyn PtkbRanker,
+    rewriter: &dyn Rewriter,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for topic in topics {
+        for (i, turn) in topic.turns.iter().enumerate() {
+            let ctx = ConversationContext::from_ikat(topic, i, run_type)
+                .expect("index within the topic's turns");
+            let ranking = ranker.rank(&ctx)?;
+            let selected: Vec<&str> = ranking.selected().map(|s| s.text.as_str()).collect();
+            out.push((
+                topic.turn_key(turn),
+                rewriter.rewrite(&ctx, &selected)?.text,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The PTKB rankings as an iKAT run: one response per turn, empty text, no passages.
+pub fn ptkb_run(
+    run_name: &str,
+    run_type: RunType,
+    rankings: &[(String, PtkbRanking)],
+    list: ListArg,
+) -> Result<IkatRun> {
+    let mut turns = Vec::new();
+    for (key, ranking) in rankings {
+        let ids = ranking
+            .statements
+            .iter()
+            .filter(|s| list == ListArg::All || s.selected)
+            .map(|s| {
+                s.id.parse::<u32>().map_err(|_| {
+                    PipelineError::Input(format!(
+                        "turn {key}: PTKB id {:?} is not a number, which iKAT runs require",
+                        s.id
+                    ))
+                })
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        turns.push(IkatRunTurn {
+            turn_id: key.clone(),
+            responses: vec![IkatResponse {
+                rank: 1,
+                text: String::new(),
+                ptkb_provenance: ids,
+                passage_provenance: Vec::new(),
+            }],
+        });
+    }
+    Ok(IkatRun {
+        run_name: run_name.to_string(),
+        run_type,
+        eval_response: Some(false),
+        turns,
+    })
+}
+
+/// The full rankings as a TREC run (`turn Q0 statement rank score run_name`).
+pub fn ptkb_trec_run(run_name: &str, rankings: &[(String, PtkbRanking)]) -> String {
+    let mut s = String::new();
+    for (key, ranking) in rankings {
+        for (r, st) in ranking.statements.iter().enumerate() {
+            s.push_str(&format!(
+                "{key} Q0 {} {} {} {run_name}\n",
+                st.id,
+                r + 1,
+                st.score
+            ));
+        }
+    }
+    s
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    Ok(crate::formats::atomic::write_atomic(path, text.as_bytes())?)
+}
+
+/// Runs `convrag pipeline ...`.
+pub fn run(_config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
+    match args.command {
+        PipelineCommand::Ptkb {
+            topics,
+            run_type,
+            output,
+            list,
+            ranking,
+            run_name,
+            ptkb,
+        } => {
+            let topics = read_conversations(&topics)?;
+            let ranker = ptkb.ranker()?;
+            let rankings = rank_topics(&topics, run_type.into(), ranker.as_ref())?;
+            let run = ptkb_run(&run_name, run_type.into(), &rankings, list)?;
+            write(&output, &run.render()?)?;
+            if let Some(p) = ranking {
+                write(&p, &ptkb_trec_run(&run_name, &rankings))?;
+            }
+        }
+        PipelineCommand::Rewrite {
+            topics,
+            run_type,
+            output,
+            rewrite,
+            ptkb,
+        } => {
+            let topics = read_conversations(&topics)?;
+            let ranker = ptkb.ranker()?;
+            let history = rewrite.rewriter();
+            let rewrites = match run_type {
+                RunTypeArg::Automatic => {
+                    rewrite_topics(&topics, RunType::Automatic, ranker.as_ref(), &history)?
+                }
+                RunTypeArg::Manual => rewrite_topics(
+                    &topics,
+                    RunType::Manual,
+                    ranker.as_ref(),
+                    &ManualRewriter { fallback: history },
+                )?,
+            };
+            let mut tsv = String::new();
+            for (key, text) in rewrites {
+                let one_line: String = text
+                    .chars()
+                    .map(|c| {
+                        if c == '\t' || c == '\n' || c == '\r' {
+                            ' '
+                        } else {
+                            c
+                        }
+                    })
+                    .collect();
+                tsv.push_str(&format!("{key}\t{one_line}\n"));
+            }
+            write(&output, &tsv)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: PipelineCommand,
+    }
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

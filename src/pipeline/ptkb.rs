@@ -1,0 +1,552 @@
+//! Stage 1: PTKB statement ranking.
+//!
+//! A [`PtkbRanker`] scores every statement of the user's PTKB against the current turn in its
+//! context and returns them all, ranked, with the selected subset marked (a [`Selection`] rule:
+//! top-k, an absolute threshold, or a fraction of the best score; the subset may be empty).
+//!
+//! Scores come from [`StatementScorer`]s:
+//! - [`LexicalScorer`] (the default): BM25 over the statements (each statement a document, IDF
+//!   from the user's PTKB) for a weighted query built from the utterance, decayed earlier
+//!   utterances, the first utterance (the topic of the conversation) and, with a small weight,
+//!   earlier canonical responses. Terms are rouge-score tokens, stopwords removed, Porter-stemmed.
+//! - [`SimilarityScorer`]: any [`TextSimilarity`] (the ONNX bi-encoder will implement it; convrag
+//!   ships [`TermCosine`], a TF-IDF cosine) applied to the turn's query text.
+//! - [`HybridScorer`]: a weighted sum of min-max-normalized scores of several scorers, so neural
+//!   and lexical evidence combine without either's scale dominating.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::context::ConversationContext;
+use super::terms;
+use super::{PipelineError, Result};
+
+/// Similarity of a query to each of several texts (higher is more similar). The bi-encoder
+/// implements it; so does [`TermCosine`].
+pub trait TextSimilarity: Send + Sync {
+    fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>>;
+}
+
+/// Raw relevance scores of the context's PTKB statements, in `ctx.ptkb` order.
+pub trait StatementScorer: Send + Sync {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>>;
+}
+
+/// One statement with its score and whether it was selected as relevant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankedStatement {
+    pub id: String,
+    pub text: String,
+    pub score: f32,
+    pub selected: bool,
+}
+
+/// All statements of the PTKB, best first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PtkbRanking {
+    pub statements: Vec<RankedStatement>,
+}
+
+impl PtkbRanking {
+    /// The selected statements, best first.
+    pub fn selected(&self) -> impl Iterator<Item = &RankedStatement> {
+        self.statements.iter().filter(|s| s.selected)
+    }
+}
+
+/// Which ranked statements count as relevant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Selection {
+    /// The `k` best statements with a positive score.
+    TopK(usize),
+    /// Statements scoring at least this (and above zero).
+    Threshold(f32),
+    /// Statements scoring at least `ratio` × the best score and at least `min_score`, at most
+    /// `max` of them.
+    RelativeToTop {
+        ratio: f32,
+        min_score: f32,
+        max: usize,
+    },
+}
+
+impl Default for Selection {
+    /// Measured on iKAT 2023 test topics (scripts/measure-pipeline-stages.sh).
+    fn default() -> Self {
+        Selection::RelativeToTop {
+            ratio: 0.6,
+            min_score: 0.3,
+            max: 3,
+        }
+    }
+}
+
+impl Selection {
+    /// Parses `top:K`, `threshold:X` or `relative:RATIO:MIN:MAX`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let bad = || {
+            PipelineError::Input(format!(
+                "bad selection {s:?}: expected top:K, threshold:X or relative:RATIO:MIN_SCORE:MAX"
+            ))
+        };
+        let parts: Vec<&str> = s.split(':').collect();
+        match parts.as_slice() {
+            ["top", k] => Ok(Selection::TopK(k.parse().map_err(|_| bad())?)),
+            ["threshold", x] => Ok(Selection::Threshold(x.parse().map_err(|_| bad())?)),
+            ["relative", r, m, k] => Ok(Selection::RelativeToTop {
+                ratio: r.parse().map_err(|_| bad())?,
+                min_score: m.parse().map_err(|_| bad())?,
+                max: k.parse().map_err(|_| bad())?,
+            }),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Marks `ranked` (sorted best first).
+    fn apply(&self, ranked: &mut [RankedStatement]) {
+        let top = ranked.first().map_or(0.0, |s| s.score);
+        for (i, s) in ranked.iter_mut().enumerate() {
+            s.selected = s.score > 0.0
+                && match *self {
+                    Selection::TopK(k) => i < k,
+                    Selection::Threshold(t) => s.score >= t,
+                    Selection::RelativeToTop {
+                        ratio,
+                        min_score,
+                        max,
+                    } => i < max && s.score >= min_score && s.score >= ratio * top,
+                };
+        }
+    }
+}
+
+/// Ranks a turn's PTKB statements and marks the relevant ones.
+pub trait PtkbRanker: Send + Sync {
+    fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking>;
+}
+
+/// A [`StatementScorer`] with a [`Selection`] rule: the standard [`PtkbRanker`].
+pub struct ScoringRanker<S> {
+    pub scorer: S,
+    pub selection: Selection,
+}
+
+impl<S: StatementScorer> PtkbRanker for ScoringRanker<S> {
+    fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking> {
+        let scores = self.scorer.score_statements(ctx)?;
+        if scores.len() != ctx.ptkb.len() {
+            return Err(PipelineError::Model(format!(
+                "scorer returned {} scores for {} statements",
+                scores.len(),
+                ctx.ptkb.len()
+            )));
+        }
+        let mut statements: Vec<RankedStatement> = ctx
+            .ptkb
+            .iter()
+            .zip(scores)
+            .map(|(st, score)| RankedStatement {
+                id: st.id.clone(),
+                text: st.text.clone(),
+                score: if score.is_finite() { score } else { 0.0 },
+                selected: false,
+            })
+            .collect();
+        // Stable: equal scores keep PTKB order.
+        statements.sort_by(|a, b| b.score.total_cmp(&a.score));
+        self.selection.apply(&mut statements);
+        Ok(PtkbRanking { statements })
+    }
+}
+
+/// How the lexical query of a turn is built from its context.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueryWeights {
+    /// Weight of earlier utterances at distance 1 (the previous turn).
+    pub history: f32,
+    /// Multiplied in per further turn back.
+    pub decay: f32,
+    /// Lower bound for the first utterance (it usually states the topic).
+    pub first: f32,
+    /// Weight of the previous canonical response (decayed like utterances).
+    pub response: f32,
+}
+
+impl Default for QueryWeights {
+    fn default() -> Self {
+        QueryWeights {
+            history: 0.5,
+            decay: 0.9,
+            first: 0.3,
+            response: 0.3,
+        }
+    }
+}
+
+impl QueryWeights {
+    /// Weighted stems of the turn's query: the (effective) utterance at weight 1, then earlier
+    /// context. A stem's weight is the largest weight of any source it appears in, so a word
+    /// repeated through the conversation does not outweigh the current utterance.
+    pub fn weighted_query(&self, ctx: &ConversationContext) -> Vec<(String, f32)> {
+        let mut weights: HashMap<String, f32> = HashMap::new();
+        let mut order: Vec<String> = Vec::new();
+        let mut add = |text: &str, w: f32, weights: &mut HashMap<String, f32>| {
+            if w <= 0.0 {
+                return;
+            }
+            for stem in terms::content_stems(text) {
+                let e = weights.entry(stem.clone()).or_insert_with(|| {
+                    order.push(stem);
+                    0.0
+                });
+                *e = e.max(w);
+            }
+        };
+        add(ctx.effective_utterance(), 1.0, &mut weights);
+        let n = ctx.history.len();
+        for (i, turn) in ctx.history.iter().enumerate() {
+            let distance = (n - i) as i32;
+            let decayed = self.decay.powi(distance - 1);
+            let mut w = self.history * decayed;
+            if i == 0 {
+                w = w.max(self.first);
+            }
+            add(&turn.utterance, w, &mut weights);
+            if let Some(r) = &turn.response {
+                add(r, self.response * decayed, &mut weights);
+            }
+        }
+        order
+            .into_iter()
+            .map(|s| {
+                let w = weights[&s];
+                (s, w)
+            })
+            .collect()
+    }
+}
+
+/// BM25 over the statements for the weighted context query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LexicalScorer {
+    pub k1: f32,
+    pub b: f32,
+    pub query: QueryWeights,
+}
+
+impl Default for LexicalScorer {
+    fn default() -> Self {
+        LexicalScorer {
+            k1: 1.2,
+            b: 0.75,
+            query: QueryWeights::default(),
+        }
+    }
+}
+
+/// BM25 scores of `docs` (stem lists) for a weighted query; IDF from `docs` themselves
+/// (Lucene's non-negative IDF, so a term in every statement still counts a little).
+pub fn bm25_scores(query: &[(String, f32)], docs: &[Vec<String>], k1: f32, b: f32) -> Vec<f32> {
+    let n = docs.len() as f32;
+    if docs.is_empty() {
+        return Vec::new();
+    }
+    let avgdl = (docs.iter().map(Vec::len).sum::<usize>() as f32 / n).max(1.0);
+    let mut df: HashMap<&str, f32> = HashMap::new();
+    for d in docs {
+        let mut seen: Vec<&str> = d.iter().map(String::as_str).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for t in seen {
+            *df.entry(t).or_default() += 1.0;
+        }
+    }
+    docs.iter()
+        .map(|d| {
+            let dl = d.len() as f32;
+            query
+                .iter()
+                .map(|(t, w)| {
+                    let tf = d.iter().filter(|x| *x == t).count() as f32;
+                    if tf == 0.0 {
+                        return 0.0;
+                    }
+                    let df = df.get(t.as_str()).copied().unwrap_or(0.0);
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    w * idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / avgdl))
+                })
+                .sum()
+        })
+        .collect()
+}
+
+impl StatementScorer for LexicalScorer {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        let query = self.query.weighted_query(ctx);
+        let docs: Vec<Vec<String>> = ctx
+            .ptkb
+            .iter()
+            .map(|s| terms::content_stems(&s.text))
+            .collect();
+        Ok(bm25_scores(&query, &docs, self.k1, self.b))
+    }
+}
+
+/// Scores statements with a [`TextSimilarity`] against a query text: the (effective) utterance,
+/// preceded by the previous `history_turns` utterances.
+pub struct SimilarityScorer<T> {
+    pub similarity: T,
+    pub history_turns: usize,
+}
+
+impl<T> SimilarityScorer<T> {
+    /// The query text given to the model.
+    pub fn query_text(&self, ctx: &ConversationContext) -> String {
+        let start = ctx.history.len().saturating_sub(self.history_turns);
+        let mut parts: Vec<&str> = ctx.history[start..]
+            .iter()
+            .map(|t| t.utterance.as_str())
+            .collect();
+        parts.push(ctx.effective_utterance());
+        parts.join(" ")
+    }
+}
+
+impl<T: TextSimilarity> StatementScorer for SimilarityScorer<T> {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        if ctx.ptkb.is_empty() {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<&str> = ctx.ptkb.iter().map(|s| s.text.as_str()).collect();
+        self.similarity.similarities(&self.query_text(ctx), &texts)
+    }
+}
+
+/// Weighted sum of min-max-normalized scores (each scorer's scores mapped to [0, 1] per turn; a
+/// scorer whose scores are all equal contributes nothing to the order).
+pub struct HybridScorer {
+    pub parts: Vec<(Box<dyn StatementScorer>, f32)>,
+}
+
+/// `scores` mapped to [0, 1] (all zeros when they are all equal or not all finite).
+pub fn min_max(scores: &[f32]) -> Vec<f32> {
+    let lo = scores.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !hi.is_finite() || !lo.is_finite() || hi <= lo {
+        return vec![0.0; scores.len()];
+    }
+    scores.iter().map(|s| (s - lo) / (hi - lo)).collect()
+}
+
+impl StatementScorer for HybridScorer {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        let mut total = vec![0.0; ctx.ptkb.len()];
+        for (scorer, weight) in &self.parts {
+            let s = scorer.score_statements(ctx)?;
+            if s.len() != total.len() {
+                return Err(PipelineError::Model(format!(
+                    "scorer returned {} scores for {} statements",
+                    s.len(),
+                    total.len()
+                )));
+            }
+            for (t, v) in total.iter_mut().zip(min_max(&s)) {
+                *t += weight * v;
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// TF-IDF cosine between stemmed content terms (IDF over the given texts): a model-free
+/// [`TextSimilarity`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TermCosine;
+
+impl TextSimilarity for TermCosine {
+    fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
+        let docs: Vec<Vec<String>> = texts.iter().map(|t| terms::content_stems(t)).collect();
+        let n = docs.len() as f32;
+        let mut df: HashMap<&str, f32> = HashMap::new();
+        for d in &docs {
+            let mut u: Vec<&str> = d.iter().map(String::as_str).collect();
+            u.sort_unstable();
+            u.dedup();
+            for t in u {
+                *df.entry(t).or_default() += 1.0;
+            }
+        }
+        let idf = |t: &str| (1.0 + n / (1.0 + df.get(t).copied().unwrap_or(0.0))).ln();
+        fn vector<'a>(stems: &'a [String], idf: &dyn Fn(&str) -> f32) -> HashMap<&'a str, f32> {
+            let mut v: HashMap<&str, f32> = HashMap::new();
+            for s in stems {
+                *v.entry(s.as_str()).or_default() += 1.0;
+            }
+            for (t, w) in v.iter_mut() {
+                *w *= idf(t);
+            }
+            v
+        }
+        let q_stems = terms::content_stems(query);
+        let q = vector(&q_stems, &idf);
+        let qn = q.values().map(|w| w * w).sum::<f32>().sqrt();
+        Ok(docs
+            .iter()
+            .map(|d| {
+                let v = vector(d, &idf);
+                let dn = v.values().map(|w| w * w).sum::<f32>().sqrt();
+                if qn == 0.0 || dn == 0.0 {
+                    return 0.0;
+                }
+                let dot: f32 = q.iter().map(|(t, w)| w * v.get(t).unwrap_or(&0.0)).sum();
+                dot / (qn * dn)
+            })
+            .collect())
+    }
+}
+
+/// The default ranker: [`LexicalScorer`] with the default [`Selection`].
+pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
+    ScoringRanker {
+        scorer: LexicalScorer::default(),
+        selection: Selection::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::context::{HistoryTurn, PtkbStatement};
+
+    fn ctx(utterance: &str, history: &[&str], ptkb: &[&str]) -> ConversationContext {
+        ConversationContext {
+            utterance: utterance.into(),
+            history: history
+                .iter()
+                .map(|u| HistoryTurn {
+                    utterance: u.to_string(),
+                    response: None,
+                })
+                .collect(),
+            ptkb: ptkb
+                .iter()
+                .enumerate()
+                .map(|(i, t)| PtkbStatement {
+                    id: (i + 1).to_string(),
+                    text: t.to_string(),
+                })
+                .collect(),
+            manual_rewrite: None,
+        }
+    }
+
+    const PTKB: &[&str] = &[
+        "I'm vegetarian.",
+        "I'm allergic to soybeans.",
+        "I just finished watching the Game of Thrones.",
+        "I'm an Android user.",
+    ];
+
+    #[test]
+    fn matching_statement_ranks_first_and_is_selected() {
+        let r = default_ranker()
+            .rank(&ctx("Is there a vegetarian restaurant nearby?", &[], PTKB))
+            .unwrap();
+        assert_eq!(r.statements.len(), 4);
+        assert_eq!(r.statements[0].id, "1");
+        assert!(r.statements[0].selected);
+        assert_eq!(r.selected().count(), 1);
+    }
+
+    #[test]
+    fn history_carries_the_topic_to_an_elliptic_turn() {
+        let c = ctx(
+            "What about the last season?",
+            &["I want to discuss Game of Thrones."],
+            PTKB,
+        );
+        let r = default_ranker().rank(&c).unwrap();
+        assert_eq!(r.statements[0].id, "3");
+        let no_history = ctx("What about the last season?", &[], PTKB);
+        assert_eq!(
+            default_ranker()
+                .rank(&no_history)
+                .unwrap()
+                .selected()
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn empty_inputs_give_empty_or_unselected_rankings() {
+        let r = default_ranker().rank(&ctx("anything", &[], &[])).unwrap();
+        assert!(r.statements.is_empty());
+        let r = default_ranker().rank(&ctx("", &[], PTKB)).unwrap();
+        assert_eq!(r.statements.len(), 4);
+        assert!(r.statements.iter().all(|s| !s.selected && s.score == 0.0));
+        // Ties keep PTKB order.
+        assert_eq!(r.statements[0].id, "1");
+    }
+
+    #[test]
+    fn selection_rules() {
+        let mut v: Vec<RankedStatement> = [4.0, 3.0, 1.0, 0.0]
+            .iter()
+            .map(|&score| RankedStatement {
+                id: String::new(),
+                text: String::new(),
+                score,
+                selected: false,
+            })
+            .collect();
+        let sel = |v: &[RankedStatement]| v.iter().filter(|s| s.selected).count();
+        Selection::TopK(10).apply(&mut v);
+        assert_eq!(sel(&v), 3, "zero scores are never selected");
+        Selection::Threshold(2.5).apply(&mut v);
+        assert_eq!(sel(&v), 2);
+        Selection::parse("relative:0.5:1:1").unwrap().apply(&mut v);
+        assert_eq!(sel(&v), 1);
+        assert!(Selection::parse("top:x").is_err());
+        assert!(Selection::parse("bogus").is_err());
+    }
+
+    #[test]
+    fn hybrid_normalizes_and_weights() {
+        let c = ctx("vegetarian Android phone", &[], PTKB);
+        let hybrid = HybridScorer {
+            parts: vec![
+                (Box::new(LexicalScorer::default()), 0.5),
+                (
+                    Box::new(SimilarityScorer {
+                        similarity: TermCosine,
+                        history_turns: 0,
+                    }),
+                    0.5,
+                ),
+            ],
+        };
+        let s = hybrid.score_statements(&c).unwrap();
+        assert_eq!(s.len(), 4);
+        assert!(s.iter().all(|x| (0.0..=1.0).contains(x)));
+        assert!(s[0] > s[2] && s[3] > s[2]);
+    }
+
+    #[test]
+    fn term_cosine_is_one_for_identical_text() {
+        let s = TermCosine
+            .similarities("vegetarian food", &["vegetarian food", "phones", ""])
+            .unwrap();
+        assert!((s[0] - 1.0).abs() < 1e-5);
+        assert_eq!(s[1], 0.0);
+        assert_eq!(s[2], 0.0);
+    }
+
+    #[test]
+    fn min_max_of_constant_scores_is_zero() {
+        assert_eq!(min_max(&[2.0, 2.0]), vec![0.0, 0.0]);
+        assert_eq!(min_max(&[1.0, 3.0]), vec![0.0, 1.0]);
+        assert!(min_max(&[]).is_empty());
+    }
+}
