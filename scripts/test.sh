@@ -11,6 +11,13 @@ CONVRAG_TEST_DATABASE_URL="$(./scripts/test-database.sh)"
 export CONVRAG_TEST_DATABASE_URL
 echo "test database server: $CONVRAG_TEST_DATABASE_URL"
 
+# A real OpenAI-compatible LLM on loopback (llama-cpp-python serving SmolLM2-135M-Instruct; the
+# wheel is built once and cached under ~/.cache/convrag/wheels).
+CONVRAG_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
+export CONVRAG_TEST_LLM_URL
+trap './scripts/llm-server.sh stop >/dev/null 2>&1 || true' EXIT
+echo "test LLM server: $CONVRAG_TEST_LLM_URL"
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked --no-fail-fast

@@ -24,6 +24,10 @@ use convrag::text::citations::{marker_numbers, MARKER};
 use futures_util::StreamExt;
 use generate_support::*;
 
+/// The server answers one request at a time: the tests take turns, so none of them spends its
+/// timeout queued behind another (cargo runs a binary's tests on parallel threads).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn client() -> OpenAiClient {
     // The model name is what the script registers (`--model_alias`); llama.cpp serves one model.
     OpenAiClient::new(
@@ -68,6 +72,7 @@ fn has_valid_marker(raw: &str, shown: usize) -> bool {
 
 #[tokio::test]
 async fn chat_completion_protocol() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let c = client();
     let started = Instant::now();
     let r = c.chat(&short_request()).await.expect("chat completion");
@@ -90,6 +95,7 @@ async fn chat_completion_protocol() {
 
 #[tokio::test]
 async fn streaming_protocol_matches_the_whole_answer() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let c = client();
     let whole = c.chat(&short_request()).await.expect("chat completion");
     let started = Instant::now();
@@ -117,6 +123,7 @@ async fn streaming_protocol_matches_the_whole_answer() {
 
 #[tokio::test]
 async fn server_errors_carry_its_message() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     // A message with an unknown role is rejected by the server's request validation.
     let mut bad = short_request();
     bad.messages.push(ChatMessage {
@@ -141,6 +148,7 @@ async fn server_errors_carry_its_message() {
 
 #[tokio::test]
 async fn cited_answer_from_the_real_model() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let request = fixture_request(WordLimit::IKAT);
     let g = LlmGenerator::new(Arc::new(client()), test_config());
     let started = Instant::now();
@@ -174,6 +182,7 @@ async fn cited_answer_from_the_real_model() {
 
 #[tokio::test]
 async fn streamed_answer_equals_its_events() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut request = fixture_request(WordLimit::TREC_RAG);
     request.limit.max_words = 60;
     let g = LlmGenerator::new(Arc::new(client()), test_config());
@@ -219,6 +228,7 @@ async fn streamed_answer_equals_its_events() {
 
 #[tokio::test]
 async fn server_down_after_the_fact_falls_back() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     // The same generator set-up pointed at a closed port next to the real server.
     let request = fixture_request(WordLimit::IKAT);
     let dead = OpenAiClient::new(
