@@ -41,23 +41,7 @@ const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collec
      FROM conversations c";
 
 pub(crate) fn validate_collection(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 100
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::Invalid {
-            field: "collection",
-            message: "must be 1-100 characters of letters, digits, '.', '_' or '-', starting with a letter or digit".to_string(),
-        })
-    }
+    super::require_identifier("collection", name, 100)
 }
 
 fn validate_title(title: &str) -> Result<()> {

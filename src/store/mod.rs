@@ -178,3 +178,24 @@ pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Resu
     }
     Ok(())
 }
+
+/// Checks a name used as an identifier (collection names, statement ids): 1 to `max` ASCII
+/// letters, digits, '.', '_' or '-', starting with a letter or digit (so never a path like `..`).
+pub(crate) fn require_identifier(field: &'static str, value: &str, max: usize) -> Result<()> {
+    let ok = !value.is_empty()
+        && value.len() <= max
+        && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            field,
+            message: format!(
+                "must be 1-{max} letters, digits, '.', '_' or '-', starting with a letter or digit"
+            ),
+        })
+    }
+}

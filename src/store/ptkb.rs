@@ -34,20 +34,7 @@ pub struct NewStatement {
 const MAX_STATEMENT_CHARS: usize = 2000;
 
 pub(crate) fn validate_statement_id(id: &str) -> Result<()> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::Invalid {
-            field: "id",
-            message: "statement ids are 1-64 letters, digits, '.', '_' or '-'".to_string(),
-        })
-    }
+    super::require_identifier("id", id, 64)
 }
 
 const SELECT_STATEMENT: &str =
