@@ -601,12 +601,15 @@ async fn health_openapi_and_every_documented_route_is_served() {
     let anon = Client::new(&server, None);
     assert_eq!(anon.get("/healthz").await.body["status"], "ok");
     assert_eq!(anon.get("/readyz").await.body["status"], "ready");
+    let page = reqwest::get(server.url("/")).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("/v1/openapi.json"));
     let doc = anon.get("/v1/openapi.json").await;
     assert_eq!(doc.status, 200);
     assert_eq!(doc.body["openapi"], "3.0.3");
 
     let fake = uuid::Uuid::new_v4();
-    for (method, pattern) in convrag::api::ROUTES {
+    for (method, pattern) in convrag::api::ROUTES.iter().filter(|(_, p)| *p != "/") {
         let path = pattern
             .replace("{conversation_id}", &fake.to_string())
             .replace("{turn_id}", &fake.to_string())

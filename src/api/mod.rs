@@ -69,6 +69,7 @@ macro_rules! routes {
 }
 
 routes! {
+    GET "/" => health::index,
     GET "/healthz" => health::healthz,
     GET "/readyz" => health::readyz,
     GET "/v1/openapi.json" => openapi::document,
