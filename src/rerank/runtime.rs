@@ -111,6 +111,9 @@ fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize
 ///
 /// A later call with another path fails (ONNX Runtime cannot be loaded twice into one process).
 pub fn environment(path: &Path) -> Result<Environment> {
+    // The file is checked first, even when a library is already loaded: a missing or malformed
+    // path is reported as such, whatever was loaded before.
+    check_library_file(path)?;
     if let Some((loaded, env)) = ENVIRONMENT.get() {
         return same_library(loaded, path).map(|_| env.clone());
     }
@@ -118,7 +121,6 @@ pub fn environment(path: &Path) -> Result<Environment> {
     if let Some((loaded, env)) = ENVIRONMENT.get() {
         return same_library(loaded, path).map(|_| env.clone());
     }
-    check_library_file(path)?;
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let builder = ort::init_from(&absolute).map_err(|e| library_error(path, e.to_string()))?;
     let env = builder.with_name("convrag").build().map_err(|e| {
