@@ -404,13 +404,8 @@ pub fn validate_run_text(
     ctx: &ValidationContext,
 ) -> Report {
     let mut report = Report::default();
-    let doc: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            let (line, msg) = super::json_error_line(&e);
-            report.error(line, format!("invalid JSON: {msg}"));
-            return report;
-        }
+    let Some(doc) = super::parse_document(text, &mut report) else {
+        return report;
     };
     let Some(run) = doc.as_object() else {
         report.error(1, "the run must be a JSON object");

@@ -80,6 +80,18 @@ pub(crate) fn json_error_line(e: &serde_json::Error) -> (usize, String) {
     (e.line().max(1), format!("{e}"))
 }
 
+/// Parses a whole JSON document for a validator, or records where it is malformed.
+pub(crate) fn parse_document(text: &str, report: &mut Report) -> Option<serde_json::Value> {
+    match serde_json::from_str(text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let (line, msg) = json_error_line(&e);
+            report.error(line, format!("invalid JSON: {msg}"));
+            None
+        }
+    }
+}
+
 /// Parses a whole JSON document, reporting serde's line and column on failure.
 pub(crate) fn parse_json_document(path: &Path, text: &str) -> Result<serde_json::Value> {
     serde_json::from_str(text).map_err(|e| {
