@@ -140,12 +140,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.home)
         .with_context(|| format!("cannot create the data directory {}", config.home.display()))?;
     let admin_token = admin_token(&config)?;
+    // An unusable LLM configuration is a start-up error, not a silent extractive server.
+    crate::pipeline::generate::llm_from_config(&config.llm)
+        .context("the LLM configuration (llm.* / CONVRAG_LLM_*) is unusable")?;
     let database = Database::open(&config).await?;
-    let state = AppState::new(
+    let mut state = AppState::new(
         database.store.clone(),
         Arc::new(config.clone()),
         &admin_token,
     );
+    if let Some(model) = load_reranker(&config) {
+        state = state.with_reranker(model);
+    }
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);

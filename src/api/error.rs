@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::collection::CollectionError;
 use crate::index::IndexError;
+use crate::pipeline::generate::GenerateError;
+use crate::pipeline::PipelineError;
 use crate::rerank::RerankError;
 use crate::store::{EmbeddedError, StoreError};
 
@@ -125,13 +127,19 @@ impl ApiError {
     }
 
     pub fn to_response(&self) -> HttpResponse {
-        HttpResponse::build(self.code.status()).json(Envelope {
+        HttpResponse::build(self.code.status()).json(self.envelope())
+    }
+
+    /// The error envelope as JSON (also sent as the `error` event of a stream).
+    pub fn envelope(&self) -> serde_json::Value {
+        serde_json::to_value(Envelope {
             error: Body {
                 code: self.code.as_str(),
                 message: &self.message,
                 field: self.field.as_deref(),
             },
         })
+        .unwrap_or_default()
     }
 }
 
@@ -231,6 +239,35 @@ impl From<RerankError> for ApiError {
             | RerankError::Tokenize(_)
             | RerankError::Inference(_)
             | RerankError::Join(_) => ApiError::new(ErrorCode::Internal, e.to_string()),
+        }
+    }
+}
+
+impl From<PipelineError> for ApiError {
+    fn from(e: PipelineError) -> Self {
+        match e {
+            PipelineError::Setting { field, reason } => ApiError::invalid(field, reason),
+            PipelineError::Input(message) => ApiError::new(ErrorCode::InvalidField, message),
+            PipelineError::Model(message) => ApiError::new(ErrorCode::ModelUnavailable, message),
+            PipelineError::Retrieval(e) => e.into(),
+            PipelineError::Rerank(e) => e.into(),
+            PipelineError::Generate(e) => e.into(),
+            PipelineError::Parse { .. } | PipelineError::Format(_) => {
+                ApiError::new(ErrorCode::Internal, e.to_string())
+            }
+        }
+    }
+}
+
+impl From<GenerateError> for ApiError {
+    fn from(e: GenerateError) -> Self {
+        match e {
+            GenerateError::InvalidRequest(message) => {
+                ApiError::new(ErrorCode::InvalidField, message)
+            }
+            GenerateError::Llm(_) | GenerateError::Prompt { .. } => {
+                ApiError::new(ErrorCode::Internal, e.to_string())
+            }
         }
     }
 }

@@ -22,6 +22,7 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use crate::config::Config;
 use crate::index::CollectionRegistry;
+use crate::pipeline::turn::TurnPipeline;
 use crate::rerank::Reranker;
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
@@ -35,23 +36,45 @@ pub struct AppState {
     pub collections: CollectionRegistry,
     /// The neural reranking model, when one is installed.
     pub reranker: Option<Arc<dyn Reranker>>,
+    /// The turn pipeline (`POST .../turns`), built from the configuration and the model.
+    pub pipeline: Arc<TurnPipeline>,
+    llm: Option<Arc<dyn crate::pipeline::generate::Generator>>,
 }
 
 impl AppState {
     /// State with the collections of `config.collections_dir()` and no reranking model.
+    ///
+    /// The LLM generator comes from `config.llm`; an unusable LLM configuration is logged and
+    /// left out (`serve` checks it first and refuses to start).
     pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
         use sha2::{Digest, Sha256};
+        let llm = crate::pipeline::generate::llm_from_config(&config.llm).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "the LLM configuration is unusable; extractive answers only");
+            None
+        });
         Self {
             store,
             collections: CollectionRegistry::new(config.collections_dir()),
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
             reranker: None,
+            pipeline: Arc::new(TurnPipeline::new(
+                crate::pipeline::ptkb::recommended_ranker(None),
+                None,
+                llm.clone(),
+            )),
+            llm,
         }
     }
 
+    /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
     pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
-        self.reranker = Some(reranker);
+        self.reranker = Some(Arc::clone(&reranker));
+        self.pipeline = Arc::new(TurnPipeline::new(
+            crate::pipeline::ptkb::recommended_ranker(Some(Arc::clone(&reranker))),
+            Some(reranker),
+            self.llm.clone(),
+        ));
         self
     }
 }
@@ -88,11 +111,10 @@ routes! {
     PUT "/v1/conversations/{conversation_id}/ptkb/{statement_id}" => ptkb::edit,
     DELETE "/v1/conversations/{conversation_id}/ptkb/{statement_id}" => ptkb::remove,
     GET "/v1/conversations/{conversation_id}/turns" => turns::list,
+    POST "/v1/conversations/{conversation_id}/turns" => turns::create,
     GET "/v1/conversations/{conversation_id}/turns/{turn_id}" => turns::get,
     GET "/v1/collections" => collections::list,
     GET "/v1/collections/{name}/search" => collections::search,
-    // POST /v1/conversations/{conversation_id}/turns (run the pipeline for an utterance) is added
-    // with the turn pipeline.
 }
 
 /// Registers the routes, the JSON fallbacks and the error-body rewriting on an actix app.

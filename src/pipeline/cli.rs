@@ -6,6 +6,7 @@
 //! rewrite, CAsT has no canonical response text and no PTKB).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::Value;
@@ -20,6 +21,7 @@ use super::{PipelineError, Result};
 use crate::formats::ikat::{
     read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, IkatTurn, RunType,
 };
+use crate::rerank::Reranker;
 
 #[derive(Debug, Args)]
 pub struct PipelineArgs {
@@ -70,11 +72,19 @@ pub struct PtkbOptions {
     /// Weight of a TF-IDF cosine scorer combined (min-max normalized) with BM25; 0 = BM25 only.
     #[arg(long, default_value_t = 0.0)]
     pub cosine: f32,
+    /// Weight of the neural model's similarity (the installed reranking model, see
+    /// `convrag config`) combined (min-max normalized) with BM25; 0 = no model.
+    #[arg(long, default_value_t = 0.0)]
+    pub neural: f32,
+    /// Earlier utterances put before the current one in the neural model's query.
+    #[arg(long, default_value_t = 1)]
+    pub neural_history: usize,
 }
 
 impl PtkbOptions {
     /// The ranker these options describe.
-    pub fn ranker(&self) -> Result<Box<dyn PtkbRanker>> {
+    /// `model`: the neural model, needed when `neural` > 0.
+    pub fn ranker(&self, model: Option<Arc<dyn Reranker>>) -> Result<Box<dyn PtkbRanker>> {
         let selection = Selection::parse(&self.select)?;
         let lexical = LexicalScorer {
             k1: self.k1,
@@ -86,19 +96,32 @@ impl PtkbOptions {
                 response: self.response,
             },
         };
-        if self.cosine > 0.0 {
-            let scorer = HybridScorer {
-                parts: vec![
-                    (Box::new(lexical) as Box<dyn StatementScorer>, 1.0),
-                    (
-                        Box::new(SimilarityScorer {
-                            similarity: TermCosine,
-                            history_turns: 1,
-                        }),
-                        self.cosine,
-                    ),
-                ],
-            };
+        if self.cosine > 0.0 || self.neural > 0.0 {
+            let mut parts: Vec<(Box<dyn StatementScorer>, f32)> = vec![(Box::new(lexical), 1.0)];
+            if self.cosine > 0.0 {
+                parts.push((
+                    Box::new(SimilarityScorer {
+                        similarity: TermCosine,
+                        history_turns: 1,
+                    }),
+                    self.cosine,
+                ));
+            }
+            if self.neural > 0.0 {
+                let model = model.ok_or_else(|| {
+                    PipelineError::Input(
+                        "--neural needs the reranking model (scripts/fetch-models.sh)".into(),
+                    )
+                })?;
+                parts.push((
+                    Box::new(SimilarityScorer {
+                        similarity: super::turn::ModelSimilarity(model),
+                        history_turns: self.neural_history,
+                    }),
+                    self.neural,
+                ));
+            }
+            let scorer = HybridScorer { parts };
             return Ok(Box::new(ScoringRanker { scorer, selection }));
         }
         Ok(Box::new(ScoringRanker {
@@ -130,6 +153,9 @@ pub struct RewriteOptions {
     /// Content terms of the selected PTKB statements to append.
     #[arg(long, default_value_t = HistoryRewriter::default().ptkb_terms)]
     pub ptkb_terms: usize,
+    /// Statement terms written into the rewrite when the utterance speaks of the user.
+    #[arg(long, default_value_t = HistoryRewriter::default().ptkb_terms_first_person)]
+    pub ptkb_terms_first_person: usize,
 }
 
 impl RewriteOptions {
@@ -141,6 +167,7 @@ impl RewriteOptions {
             first: self.first,
             response: self.response,
             ptkb_terms: self.ptkb_terms,
+            ptkb_terms_first_person: self.ptkb_terms_first_person,
             ptkb_query_terms: HistoryRewriter::default().ptkb_query_terms,
             short_below: self.short_below,
             replace_pronoun: !self.append_only,
@@ -188,6 +215,8 @@ pub enum PipelineCommand {
         #[command(flatten)]
         ptkb: PtkbOptions,
     },
+    /// Turn latency per stage (p50/p95), cold and with the embedding cache warm.
+    BenchTurns(super::bench::BenchTurnsArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -390,7 +419,19 @@ fn write(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Runs `convrag pipeline ...`.
-pub fn run(_config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
+pub fn run(config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
+    let model = |ptkb: &PtkbOptions| -> anyhow::Result<Option<Arc<dyn Reranker>>> {
+        if ptkb.neural <= 0.0 {
+            return Ok(None);
+        }
+        crate::server::load_reranker(config)
+            .map(Some)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--neural: no reranking model could be loaded (scripts/fetch-models.sh)"
+                )
+            })
+    };
     match args.command {
         PipelineCommand::Ptkb {
             topics,
@@ -402,7 +443,7 @@ pub fn run(_config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
             ptkb,
         } => {
             let topics = read_conversations(&topics)?;
-            let ranker = ptkb.ranker()?;
+            let ranker = ptkb.ranker(model(&ptkb)?)?;
             let rankings = rank_topics(&topics, run_type.into(), ranker.as_ref())?;
             let run = ptkb_run(&run_name, run_type.into(), &rankings, list)?;
             write(&output, &run.render()?)?;
@@ -410,6 +451,7 @@ pub fn run(_config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
                 write(&p, &ptkb_trec_run(&run_name, &rankings))?;
             }
         }
+        PipelineCommand::BenchTurns(args) => super::bench::run(config, args)?,
         PipelineCommand::Rewrite {
             topics,
             run_type,
@@ -418,7 +460,7 @@ pub fn run(_config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
             ptkb,
         } => {
             let topics = read_conversations(&topics)?;
-            let ranker = ptkb.ranker()?;
+            let ranker = ptkb.ranker(model(&ptkb)?)?;
             let history = rewrite.rewriter();
             let rewrites = match run_type {
                 RunTypeArg::Automatic => {

@@ -7,12 +7,14 @@
 //! - `ptkb --topics F --run-type automatic|manual --output RUN.json [--ranking RUN.trec]`
 //! - `rewrite --topics F [--run-type automatic|manual] --output REWRITES.tsv`
 
+pub mod bench;
 pub mod cli;
 pub mod context;
 pub mod generate;
 pub mod ptkb;
 pub mod rewrite;
 pub mod terms;
+pub mod turn;
 
 use std::path::PathBuf;
 
@@ -24,6 +26,9 @@ pub enum PipelineError {
     /// Bad input given to a stage (a malformed option, an unusable context).
     #[error("{0}")]
     Input(String),
+    /// A turn setting out of range or unusable here (`field` names it, as the API reports it).
+    #[error("{field}: {reason}")]
+    Setting { field: &'static str, reason: String },
     /// A model or scorer failed or answered out of shape.
     #[error("model: {0}")]
     Model(String),
@@ -36,6 +41,12 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     Format(#[from] crate::formats::FormatError),
+    #[error(transparent)]
+    Retrieval(#[from] crate::index::IndexError),
+    #[error(transparent)]
+    Rerank(#[from] crate::rerank::RerankError),
+    #[error(transparent)]
+    Generate(#[from] generate::GenerateError),
 }
 
 pub type Result<T, E = PipelineError> = std::result::Result<T, E>;

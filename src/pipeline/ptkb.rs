@@ -406,6 +406,15 @@ impl TextSimilarity for TermCosine {
     }
 }
 
+/// The ranker the server and batch runs use: see BENCHMARKS.md (PTKB section) for the
+/// measurements behind the choice. `model` is the installed neural model, if any.
+pub fn recommended_ranker(
+    model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
+) -> std::sync::Arc<dyn PtkbRanker> {
+    let _ = model;
+    std::sync::Arc::new(default_ranker())
+}
+
 /// The default ranker: [`LexicalScorer`] with the default [`Selection`].
 pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
     ScoringRanker {

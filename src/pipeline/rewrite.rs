@@ -63,6 +63,9 @@ pub struct HistoryRewriter {
     pub response: f32,
     /// Content terms of the selected statements written into the rewrite text.
     pub ptkb_terms: usize,
+    /// As `ptkb_terms`, but only when the utterance speaks of the user (*I*, *me*, *my*,
+    /// *mine*, *myself*): "what should I cook?" is about the person the PTKB describes.
+    pub ptkb_terms_first_person: usize,
     /// Content terms of the selected statements added to the weighted retrieval terms only
     /// (at least `ptkb_terms`): personalization without changing the text a human reads.
     pub ptkb_query_terms: usize,
@@ -95,6 +98,9 @@ const TRIGGERS: &[&str] = &[
     "former",
     "latter",
 ];
+
+/// Words by which the user speaks of themself.
+const FIRST_PERSON: &[&str] = &["i", "me", "my", "mine", "myself"];
 
 /// Pronouns the context terms may stand in for.
 const REPLACEABLE: &[&str] = &["it", "they", "them", "its", "their"];
@@ -141,6 +147,7 @@ impl Default for HistoryRewriter {
             first: 0.6,
             response: 0.3,
             ptkb_terms: 0,
+            ptkb_terms_first_person: 0,
             ptkb_query_terms: 6,
             context_weight: 0.5,
             ptkb_weight: 0.3,
@@ -243,7 +250,15 @@ impl Rewriter for HistoryRewriter {
                 added.push(c.surface.clone());
             }
         }
-        let ptkb_limit = self.ptkb_query_terms.max(self.ptkb_terms);
+        let first_person = terms::words(utterance)
+            .iter()
+            .any(|w| FIRST_PERSON.contains(&w.as_str()));
+        let ptkb_text_terms = if first_person {
+            self.ptkb_terms.max(self.ptkb_terms_first_person)
+        } else {
+            self.ptkb_terms
+        };
+        let ptkb_limit = self.ptkb_query_terms.max(ptkb_text_terms);
         let mut ptkb_added = 0;
         'statements: for st in selected_ptkb {
             for t in terms::content_terms(st) {
@@ -252,7 +267,7 @@ impl Rewriter for HistoryRewriter {
                 }
                 if have.insert(t.stem.clone()) {
                     terms_out.push((t.stem, self.ptkb_weight));
-                    if ptkb_added < self.ptkb_terms {
+                    if ptkb_added < ptkb_text_terms {
                         ptkb_surface.push(t.surface);
                     }
                     ptkb_added += 1;

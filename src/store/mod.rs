@@ -17,7 +17,7 @@ use sqlx::PgPool;
 pub use conversations::{Conversation, ConversationPatch, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
 pub use ptkb::{NewStatement, Statement};
-pub use turns::{NewTurn, Turn};
+pub use turns::{HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
 pub use users::User;
 
 /// Errors of the storage layer.

@@ -168,7 +168,88 @@ fn check_new_turn(turn: &NewTurn) -> Result<()> {
     Ok(())
 }
 
+/// An earlier turn as the pipeline's context sees it (current version only).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct HistoryEntry {
+    pub seq: i32,
+    pub utterance: String,
+    pub response_text: Option<String>,
+    pub canonical_response: Option<String>,
+}
+
+/// A turn being computed. The conversation's row stays locked (`FOR UPDATE`) from
+/// [`Store::begin_turn`] until [`PendingTurn::commit`]: two turns of one conversation (or a turn
+/// and a PTKB edit) are serialized, and a later turn always sees the earlier one. Dropping it
+/// rolls the transaction back, so a failed or abandoned turn leaves nothing behind.
+pub struct PendingTurn {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    user_id: i64,
+    conversation_id: Uuid,
+    /// Position of the turn (1-based) and its version there.
+    pub seq: i32,
+    pub version: i32,
+    /// The conversation's collection.
+    pub collection: Option<String>,
+    /// Current versions of the turns before `seq`, oldest first.
+    pub history: Vec<HistoryEntry>,
+    /// The PTKB as this turn position sees it.
+    pub ptkb: Vec<super::Statement>,
+    /// Regeneration: the utterance of the version being replaced.
+    pub replaced_utterance: Option<String>,
+}
+
 impl Store {
+    /// Locks the conversation and reads what a new turn at `slot` sees (see [`PendingTurn`]).
+    pub async fn begin_turn(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+    ) -> Result<PendingTurn> {
+        let mut tx = self.pool().begin().await?;
+        lock_owned(&mut tx, user_id, conversation_id).await?;
+        let (seq, version, replaced_utterance) = match slot {
+            TurnSlot::Next => (next_seq(&mut tx, conversation_id).await?, 1, None),
+            TurnSlot::Regenerate { seq } => {
+                let row: Option<(i32, String)> = sqlx::query_as(
+                    "SELECT (SELECT max(version) FROM turns WHERE conversation_id = $1 AND seq = $2), \
+                       utterance FROM turns WHERE conversation_id = $1 AND seq = $2 AND is_current",
+                )
+                .bind(conversation_id)
+                .bind(seq)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let (max, utterance) = row.ok_or(StoreError::NotFound { entity: "turn" })?;
+                (seq, max + 1, Some(utterance))
+            }
+        };
+        let collection: Option<String> =
+            sqlx::query_scalar("SELECT collection FROM conversations WHERE id = $1")
+                .bind(conversation_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let history: Vec<HistoryEntry> = sqlx::query_as(
+            "SELECT seq, utterance, response_text, canonical_response FROM turns \
+             WHERE conversation_id = $1 AND is_current AND seq < $2 ORDER BY seq",
+        )
+        .bind(conversation_id)
+        .bind(seq)
+        .fetch_all(&mut *tx)
+        .await?;
+        let ptkb = visible_at(&mut tx, conversation_id, seq).await?;
+        Ok(PendingTurn {
+            tx,
+            user_id,
+            conversation_id,
+            seq,
+            version,
+            collection,
+            history,
+            ptkb,
+            replaced_utterance,
+        })
+    }
+
     /// Stores a whole turn in one transaction, under the conversation's lock (so two turns of one
     /// conversation never interleave). With `TurnSlot::Regenerate` the earlier version stays stored
     /// but is no longer current.
@@ -180,29 +261,34 @@ impl Store {
         turn: NewTurn,
     ) -> Result<Turn> {
         check_new_turn(&turn)?;
-        let mut tx = self.pool().begin().await?;
-        lock_owned(&mut tx, user_id, conversation_id).await?;
-        let (seq, version) = match slot {
-            TurnSlot::Next => (next_seq(&mut tx, conversation_id).await?, 1),
-            TurnSlot::Regenerate { seq } => {
-                let max: Option<i32> = sqlx::query_scalar(
-                    "SELECT max(version) FROM turns WHERE conversation_id = $1 AND seq = $2",
-                )
-                .bind(conversation_id)
-                .bind(seq)
-                .fetch_one(&mut *tx)
-                .await?;
-                let max = max.ok_or(StoreError::NotFound { entity: "turn" })?;
-                sqlx::query(
-                    "UPDATE turns SET is_current = false WHERE conversation_id = $1 AND seq = $2",
-                )
-                .bind(conversation_id)
-                .bind(seq)
-                .execute(&mut *tx)
-                .await?;
-                (seq, max + 1)
-            }
-        };
+        self.begin_turn(user_id, conversation_id, slot)
+            .await?
+            .commit(self, turn)
+            .await
+    }
+}
+
+impl PendingTurn {
+    /// Writes the turn and releases the conversation. On error nothing is stored.
+    pub async fn commit(self, store: &Store, turn: NewTurn) -> Result<Turn> {
+        check_new_turn(&turn)?;
+        let PendingTurn {
+            mut tx,
+            user_id,
+            conversation_id,
+            seq,
+            version,
+            ..
+        } = self;
+        if version > 1 {
+            sqlx::query(
+                "UPDATE turns SET is_current = false WHERE conversation_id = $1 AND seq = $2",
+            )
+            .bind(conversation_id)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
+        }
 
         let id = Uuid::new_v4();
         sqlx::query(
@@ -323,9 +409,11 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.turn(user_id, conversation_id, id).await
+        store.turn(user_id, conversation_id, id).await
     }
+}
 
+impl Store {
     /// The conversation's turns in order; only current versions unless `all_versions`.
     pub async fn list_turns(
         &self,

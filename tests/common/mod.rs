@@ -199,3 +199,34 @@ pub fn shared_tempdir() -> tempfile::TempDir {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }
+
+/// Where `scripts/fetch-models.sh` installed the ONNX Runtime and models (CONVRAG_HOME, default
+/// ./.convrag).
+pub fn data_home() -> std::path::PathBuf {
+    match std::env::var("CONVRAG_HOME") {
+        Ok(v) if !v.trim().is_empty() => std::path::PathBuf::from(v),
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
+    }
+}
+
+/// The ONNX Runtime library under [`data_home`] (or ORT_DYLIB_PATH).
+pub fn ort_library() -> std::path::PathBuf {
+    match std::env::var("ORT_DYLIB_PATH") {
+        Ok(v) if !v.trim().is_empty() => std::path::PathBuf::from(v),
+        _ => data_home().join("onnxruntime/libonnxruntime.so.1.31.1"),
+    }
+}
+
+/// The default model (all-MiniLM-L6-v2), failing loudly when it is not installed.
+pub fn default_model() -> convrag::rerank::OnnxReranker {
+    let dir = data_home().join("models/all-MiniLM-L6-v2");
+    let lib = ort_library();
+    assert!(
+        dir.join("manifest.json").exists() && lib.exists(),
+        "{} or {} not found: run scripts/fetch-models.sh first",
+        dir.display(),
+        lib.display()
+    );
+    convrag::rerank::OnnxReranker::open(&dir, &lib, convrag::rerank::OnnxOptions::default())
+        .unwrap()
+}

@@ -40,15 +40,23 @@ pub type Result<T, E = GenerateError> = std::result::Result<T, E>;
 /// transient failures) when `llm.base_url` is set, else extractive.
 pub fn generator_from_config(config: &crate::config::LlmConfig) -> Result<Box<dyn Generator>> {
     match crate::llm::OpenAiClient::from_config(config)? {
-        Some(client) => {
-            let model = crate::llm::Retry::new(client, 3, std::time::Duration::from_millis(200));
-            Ok(Box::new(LlmGenerator::new(
-                std::sync::Arc::new(model),
-                LlmGeneratorConfig::default(),
-            )))
-        }
+        Some(client) => Ok(Box::new(llm_generator(client))),
         None => Ok(Box::new(ExtractiveGenerator::default())),
     }
+}
+
+fn llm_generator(client: crate::llm::OpenAiClient) -> LlmGenerator {
+    let model = crate::llm::Retry::new(client, 3, std::time::Duration::from_millis(200));
+    LlmGenerator::new(std::sync::Arc::new(model), LlmGeneratorConfig::default())
+}
+
+/// The LLM generator `config` describes (with its extractive fallback and two retries of
+/// transient failures), or `None` when no endpoint is configured.
+pub fn llm_from_config(
+    config: &crate::config::LlmConfig,
+) -> Result<Option<std::sync::Arc<dyn Generator>>> {
+    Ok(crate::llm::OpenAiClient::from_config(config)?
+        .map(|client| std::sync::Arc::new(llm_generator(client)) as std::sync::Arc<dyn Generator>))
 }
 
 /// How words are counted for the limit (see `formats::words`).

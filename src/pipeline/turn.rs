@@ -1,0 +1,568 @@
+//! The whole turn: PTKB ranking → rewriting → BM25 retrieval personalized by the selected
+//! statements → neural reranking → response generation with citations.
+//!
+//! [`TurnPipeline`] is the one implementation the HTTP API (`POST .../turns`), the batch runner
+//! and the benchmarks call. Every stage is a trait object, so a stage can be swapped (manual
+//! rewrites, an LLM generator) without the others knowing. Stages that block (model inference,
+//! tantivy) run on tokio's blocking pool; the callers' async threads never wait on them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::context::{ConversationContext, HistoryTurn, PtkbStatement};
+use super::generate::{
+    ContextTurn, ExtractiveGenerator, Generation, GenerationEvent, GenerationRequest, Generator,
+    WordLimit,
+};
+use super::ptkb::{PtkbRanker, PtkbRanking, TextSimilarity};
+use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
+use super::{Passage, PipelineError, Result};
+use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
+use crate::rerank::{Fusion, OwnedPassage, PassageRef, Reranker};
+use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage};
+
+/// Which generator answers a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeneratorChoice {
+    Extractive,
+    Llm,
+}
+
+/// Per-turn settings (stored with the turn, so a regenerated version says how it differed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnSettings {
+    /// Run retrieval, reranking and generation; `false` stops after PTKB ranking and rewriting
+    /// (`--stages ptkb,rewrite`: needs no collection).
+    pub retrieve: bool,
+    /// Generate a response (`false`: ranking only, e.g. TREC RAG R runs).
+    pub generate: bool,
+    /// BM25 candidates; all of them are reranked when `rerank` is on.
+    pub depth: usize,
+    pub rerank: bool,
+    /// How BM25 and neural scores make the final order (see [`Fusion`]).
+    pub fusion: String,
+    /// Passages kept with the turn (the ranking a run submits), at most `depth`.
+    pub passages: usize,
+    /// Passages (from the top) the generator sees.
+    pub generation_passages: usize,
+    pub generator: GeneratorChoice,
+    pub limit: WordLimit,
+    /// Query weight of each selected PTKB statement's text in the BM25 query (the rewrite has
+    /// weight 1): personalizes the candidates without letting a statement outweigh the question.
+    pub ptkb_query_weight: f32,
+    /// Append the selected statements to the reranking model's query, so the neural order is
+    /// personalized too (a bi-encoder's query embedding moves toward the persona).
+    pub ptkb_in_rerank_query: bool,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        TurnSettings {
+            retrieve: true,
+            generate: true,
+            depth: 100,
+            rerank: true,
+            // Best of the fusions measured on TREC DL 2019 (BENCHMARKS.md, rerank section).
+            fusion: "weighted:0.2".into(),
+            passages: 10,
+            generation_passages: 10,
+            generator: GeneratorChoice::Extractive,
+            limit: WordLimit::IKAT,
+            ptkb_query_weight: 0.15,
+            ptkb_in_rerank_query: true,
+        }
+    }
+}
+
+impl TurnSettings {
+    /// Checks limits; the error names the setting.
+    pub fn validate(&self) -> std::result::Result<(), (&'static str, String)> {
+        if self.depth == 0 || self.depth > 1000 {
+            return Err(("depth", "must be between 1 and 1000".into()));
+        }
+        if self.passages == 0 || self.passages > 1000 {
+            return Err(("passages", "must be between 1 and 1000".into()));
+        }
+        if self.generation_passages == 0 || self.generation_passages > 100 {
+            return Err(("generation_passages", "must be between 1 and 100".into()));
+        }
+        if self.limit.max_words == 0 || self.limit.max_words > 2000 {
+            return Err(("max_words", "must be between 1 and 2000".into()));
+        }
+        if !(0.0..=10.0).contains(&self.ptkb_query_weight) {
+            return Err(("ptkb_query_weight", "must be between 0 and 10".into()));
+        }
+        self.fusion
+            .parse::<Fusion>()
+            .map_err(|e| ("fusion", e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// A passage of the turn's final ranking.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankedPassage {
+    pub id: String,
+    pub title: String,
+    pub url: String,
+    pub text: String,
+    /// BM25 score.
+    pub retrieval_score: f32,
+    /// The neural model's score, when reranked.
+    pub rerank_score: Option<f32>,
+    /// The score the ranking is ordered by.
+    pub score: f32,
+}
+
+impl RankedPassage {
+    /// What a neural model reads (as [`Hit::model_text`], so cached embeddings match).
+    pub fn model_text(&self) -> String {
+        if self.title.trim().is_empty() {
+            self.text.clone()
+        } else {
+            format!("{}\n{}", self.title, self.text)
+        }
+    }
+}
+
+/// Wall-clock milliseconds per stage (absent: the stage did not run).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StageTimings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptkb: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieve: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generate: Option<f64>,
+    pub total: f64,
+}
+
+/// What a turn produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutput {
+    pub ptkb: PtkbRanking,
+    pub rewrite: Rewrite,
+    pub passages: Vec<RankedPassage>,
+    pub generation: Option<Generation>,
+    pub timings: StageTimings,
+    /// The model that reranked, if any.
+    pub reranker: Option<String>,
+    /// Earlier turns the context held.
+    pub history_turns: usize,
+}
+
+/// Progress of a turn, reported as each stage finishes (the HTTP API streams these).
+#[derive(Debug)]
+pub enum TurnEvent<'a> {
+    Ptkb(&'a PtkbRanking),
+    Rewrite(&'a Rewrite),
+    Passages(&'a [RankedPassage]),
+    Generation(GenerationEvent),
+}
+
+/// Where a turn's passages come from.
+#[derive(Clone)]
+pub enum PassageSource {
+    /// BM25 over a collection (then reranking, when on).
+    Collection(RetrievalTarget),
+    /// A given ranking (TREC RAG AG, iKAT only_response): used as is, in this order; reranked
+    /// only when `rerank` is on.
+    Given {
+        /// Cache key for the model's passage embeddings (the collection they come from).
+        collection: Option<String>,
+        passages: Vec<RankedPassage>,
+    },
+}
+
+/// A collection to retrieve from.
+#[derive(Clone)]
+pub struct RetrievalTarget {
+    /// Collection name (embedding caches are keyed by it).
+    pub collection: String,
+    pub retriever: Arc<dyn Retriever>,
+}
+
+/// The stages of a turn.
+#[derive(Clone)]
+pub struct TurnPipeline {
+    pub ptkb: Arc<dyn PtkbRanker>,
+    pub rewriter: Arc<dyn Rewriter>,
+    pub reranker: Option<Arc<dyn Reranker>>,
+    pub extractive: Arc<dyn Generator>,
+    pub llm: Option<Arc<dyn Generator>>,
+}
+
+/// A [`Reranker`] (the bi-encoder or cross-encoder) as a [`TextSimilarity`], so the PTKB ranker can
+/// use the neural model. Statements are encoded every time (no cache: they may be edited).
+pub struct ModelSimilarity(pub Arc<dyn Reranker>);
+
+impl TextSimilarity for ModelSimilarity {
+    fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
+        let refs: Vec<PassageRef<'_>> = texts
+            .iter()
+            .map(|t| PassageRef { id: "", text: t })
+            .collect();
+        self.0
+            .rerank(query, &refs, None)
+            .map_err(|e| PipelineError::Model(e.to_string()))
+    }
+}
+
+fn ms_since(start: Instant) -> f64 {
+    (start.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
+}
+
+fn join_error(e: tokio::task::JoinError) -> PipelineError {
+    PipelineError::Model(format!("stage task failed: {e}"))
+}
+
+impl TurnPipeline {
+    /// The default stages: the given PTKB ranker, manual rewrites when supplied else the
+    /// history-aware rewriter, the reranker if any, extractive generation and the LLM if any.
+    pub fn new(
+        ptkb: Arc<dyn PtkbRanker>,
+        reranker: Option<Arc<dyn Reranker>>,
+        llm: Option<Arc<dyn Generator>>,
+    ) -> Self {
+        TurnPipeline {
+            ptkb,
+            rewriter: Arc::new(ManualRewriter {
+                fallback: HistoryRewriter::default(),
+            }),
+            reranker,
+            extractive: Arc::new(ExtractiveGenerator::default()),
+            llm,
+        }
+    }
+
+    /// The generator a choice names; `None` when it is the LLM and none is configured.
+    pub fn generator(&self, choice: GeneratorChoice) -> Option<&Arc<dyn Generator>> {
+        match choice {
+            GeneratorChoice::Extractive => Some(&self.extractive),
+            GeneratorChoice::Llm => self.llm.as_ref(),
+        }
+    }
+
+    /// Runs the stages `settings` asks for over `ctx`, reporting each stage's result to
+    /// `on_event` as it finishes.
+    pub async fn run(
+        &self,
+        ctx: ConversationContext,
+        source: Option<PassageSource>,
+        settings: &TurnSettings,
+        on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
+    ) -> Result<TurnOutput> {
+        settings
+            .validate()
+            .map_err(|(field, reason)| PipelineError::Setting { field, reason })?;
+        let fusion: Fusion = settings
+            .fusion
+            .parse()
+            .map_err(|e: crate::rerank::RerankError| PipelineError::Setting {
+                field: "fusion",
+                reason: e.to_string(),
+            })?;
+        let started = Instant::now();
+        let mut timings = StageTimings::default();
+
+        // PTKB ranking and rewriting: cheap lexically, a model call with the neural ranker.
+        let (ptkb_ranker, rewriter) = (Arc::clone(&self.ptkb), Arc::clone(&self.rewriter));
+        let (ctx, ptkb, ptkb_ms) = tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            let ranking = ptkb_ranker.rank(&ctx);
+            (ctx, ranking, ms_since(t))
+        })
+        .await
+        .map_err(join_error)?;
+        let ptkb = ptkb?;
+        timings.ptkb = Some(ptkb_ms);
+        on_event(TurnEvent::Ptkb(&ptkb));
+
+        let t = Instant::now();
+        let selected: Vec<&str> = ptkb.selected().map(|s| s.text.as_str()).collect();
+        let rewrite = rewriter.rewrite(&ctx, &selected)?;
+        timings.rewrite = Some(ms_since(t));
+        on_event(TurnEvent::Rewrite(&rewrite));
+
+        let mut output = TurnOutput {
+            ptkb,
+            rewrite,
+            passages: Vec::new(),
+            generation: None,
+            timings: StageTimings::default(),
+            reranker: None,
+            history_turns: ctx.history.len(),
+        };
+        if !settings.retrieve {
+            timings.total = ms_since(started);
+            output.timings = timings;
+            return Ok(output);
+        }
+        let source = source.ok_or_else(|| PipelineError::Setting {
+            field: "collection",
+            reason: "retrieval needs a collection".into(),
+        })?;
+        let (collection, candidates) = match source {
+            PassageSource::Collection(target) => {
+                // The rewrite at weight 1, each selected statement at `ptkb_query_weight`.
+                let mut query = WeightedQuery::text(&output.rewrite.text);
+                if settings.ptkb_query_weight > 0.0 {
+                    for s in output.ptkb.selected() {
+                        query = query.with(&s.text, settings.ptkb_query_weight);
+                    }
+                }
+                let retriever = Arc::clone(&target.retriever);
+                let depth = settings.depth.max(settings.passages);
+                let t = Instant::now();
+                let hits: Vec<Hit> = tokio::task::spawn_blocking(move || {
+                    retriever.search_with(&query, &SearchOptions::top(depth))
+                })
+                .await
+                .map_err(join_error)??;
+                timings.retrieve = Some(ms_since(t));
+                let candidates = hits
+                    .into_iter()
+                    .map(|h| {
+                        let score = h.score;
+                        ranked(h, None, score)
+                    })
+                    .collect::<Vec<_>>();
+                (Some(target.collection), candidates)
+            }
+            PassageSource::Given {
+                collection,
+                passages,
+            } => (collection, passages),
+        };
+
+        let reranker = if settings.rerank {
+            self.reranker.clone()
+        } else {
+            None
+        };
+        let mut passages: Vec<RankedPassage> = match reranker {
+            Some(model) if !candidates.is_empty() => {
+                let t = Instant::now();
+                let owned: Vec<OwnedPassage> = candidates
+                    .iter()
+                    .map(|p| OwnedPassage {
+                        id: p.id.clone(),
+                        text: p.model_text(),
+                    })
+                    .collect();
+                output.reranker = Some(model.model_id());
+                let mut rerank_query = output.rewrite.text.clone();
+                if settings.ptkb_in_rerank_query {
+                    for s in output.ptkb.selected() {
+                        rerank_query.push(' ');
+                        rerank_query.push_str(&s.text);
+                    }
+                }
+                let neural =
+                    crate::rerank::rerank_blocking(model, rerank_query, owned, collection.clone())
+                        .await?;
+                let first: Vec<f32> = candidates.iter().map(|p| p.retrieval_score).collect();
+                let fused = fusion.fuse(&first, &neural);
+                let order = crate::rerank::order_by_score(&fused);
+                timings.rerank = Some(ms_since(t));
+                let mut candidates: Vec<Option<RankedPassage>> =
+                    candidates.into_iter().map(Some).collect();
+                order
+                    .into_iter()
+                    .map(|i| {
+                        let mut p = candidates[i].take().expect("each index once");
+                        p.rerank_score = Some(neural[i]);
+                        p.score = fused[i];
+                        p
+                    })
+                    .collect()
+            }
+            _ => candidates,
+        };
+        passages.truncate(settings.passages);
+        output.passages = passages;
+        on_event(TurnEvent::Passages(&output.passages));
+
+        if settings.generate {
+            let generator =
+                self.generator(settings.generator)
+                    .ok_or_else(|| PipelineError::Setting {
+                        field: "generator",
+                        reason: "no LLM endpoint is configured (llm.base_url)".into(),
+                    })?;
+            let request = GenerationRequest {
+                query: output.rewrite.text.clone(),
+                context: ctx
+                    .history
+                    .iter()
+                    .map(|h| ContextTurn {
+                        user: h.utterance.clone(),
+                        response: h.response.clone(),
+                    })
+                    .collect(),
+                passages: output
+                    .passages
+                    .iter()
+                    .take(settings.generation_passages)
+                    .map(|p| Passage {
+                        id: p.id.clone(),
+                        title: Some(p.title.clone()).filter(|t| !t.is_empty()),
+                        url: Some(p.url.clone()).filter(|u| !u.is_empty()),
+                        text: p.text.clone(),
+                        score: p.score as f64,
+                    })
+                    .collect(),
+                limit: settings.limit,
+            };
+            let t = Instant::now();
+            let mut forward = |e: GenerationEvent| on_event(TurnEvent::Generation(e));
+            let generation = generator.generate_streaming(&request, &mut forward).await?;
+            timings.generate = Some(ms_since(t));
+            output.generation = Some(generation);
+        }
+        timings.total = ms_since(started);
+        output.timings = timings;
+        Ok(output)
+    }
+}
+
+fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
+    RankedPassage {
+        id: hit.id,
+        title: hit.title,
+        url: hit.url,
+        text: hit.text,
+        retrieval_score: hit.score,
+        rerank_score,
+        score,
+    }
+}
+
+/// The context of a stored conversation's next turn: earlier utterances with their canonical
+/// response when one was supplied (batch runs of iKAT topics), else convrag's own answer.
+pub fn context_from_store(
+    utterance: &str,
+    history: &[crate::store::HistoryEntry],
+    ptkb: &[crate::store::Statement],
+    manual_rewrite: Option<String>,
+) -> ConversationContext {
+    ConversationContext {
+        utterance: utterance.to_string(),
+        history: history
+            .iter()
+            .map(|h| HistoryTurn {
+                utterance: h.utterance.clone(),
+                response: h
+                    .canonical_response
+                    .clone()
+                    .or_else(|| h.response_text.clone()),
+            })
+            .collect(),
+        ptkb: ptkb
+            .iter()
+            .map(|s| PtkbStatement {
+                id: s.id.clone(),
+                text: s.text.clone(),
+            })
+            .collect(),
+        manual_rewrite,
+    }
+}
+
+impl TurnOutput {
+    /// The turn as the store keeps it. `settings` is recorded as given.
+    pub fn to_new_turn(
+        &self,
+        utterance: &str,
+        collection: Option<&str>,
+        settings: &TurnSettings,
+    ) -> NewTurn {
+        let used = self
+            .generation
+            .as_ref()
+            .map(|g| g.used_flags(self.passages.len()))
+            .unwrap_or_else(|| vec![false; self.passages.len()]);
+        let mut diagnostics = serde_json::Map::new();
+        diagnostics.insert("rewrite_method".into(), self.rewrite.method.into());
+        diagnostics.insert("history_turns".into(), self.history_turns.into());
+        diagnostics.insert(
+            "reranker".into(),
+            self.reranker
+                .clone()
+                .map_or(serde_json::Value::Null, Into::into),
+        );
+        if let Some(g) = &self.generation {
+            if let Ok(serde_json::Value::Object(d)) = serde_json::to_value(&g.diagnostics) {
+                diagnostics.extend(d);
+            }
+        }
+        NewTurn {
+            utterance: utterance.to_string(),
+            rewritten_utterance: Some(self.rewrite.text.clone()),
+            response_text: self.generation.as_ref().map(Generation::response_text),
+            generator: self.generation.as_ref().map(|g| g.generator.clone()),
+            settings: serde_json::to_value(settings).unwrap_or_default(),
+            timings_ms: serde_json::to_value(&self.timings).unwrap_or_default(),
+            diagnostics: serde_json::Value::Object(diagnostics),
+            ptkb_ranking: self
+                .ptkb
+                .statements
+                .iter()
+                .map(|s| NewRankedStatement {
+                    statement_id: s.id.clone(),
+                    score: s.score as f64,
+                    selected: s.selected,
+                })
+                .collect(),
+            passages: self
+                .passages
+                .iter()
+                .zip(used)
+                .map(|(p, used)| NewTurnPassage {
+                    passage_id: p.id.clone(),
+                    collection: collection.map(str::to_string),
+                    retrieval_score: Some(p.retrieval_score as f64),
+                    rerank_score: p.rerank_score.map(|s| s as f64),
+                    score: p.score as f64,
+                    used,
+                    title: Some(p.title.clone()),
+                    url: Some(p.url.clone()),
+                    text: Some(p.text.clone()),
+                })
+                .collect(),
+            sentences: self
+                .generation
+                .as_ref()
+                .map(Generation::store_sentences)
+                .unwrap_or_default(),
+            ..NewTurn::default()
+        }
+    }
+}
+
+/// Per-stage timings as a map, for benchmarks that aggregate many turns.
+pub fn timings_map(t: &StageTimings) -> BTreeMap<&'static str, f64> {
+    let mut m = BTreeMap::new();
+    for (name, v) in [
+        ("ptkb", t.ptkb),
+        ("rewrite", t.rewrite),
+        ("retrieve", t.retrieve),
+        ("rerank", t.rerank),
+        ("generate", t.generate),
+    ] {
+        if let Some(v) = v {
+            m.insert(name, v);
+        }
+    }
+    m.insert("total", t.total);
+    m
+}
