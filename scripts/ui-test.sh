@@ -7,7 +7,9 @@
 #
 # Needs: chromium and node/npm (scripts/setup.sh installs them), the ONNX Runtime and model in
 # ./.convrag (scripts/fetch-models.sh), a PostgreSQL server (scripts/test-database.sh finds or
-# starts one). Set CONVRAG_TEST_LLM_URL to let the server also answer with that LLM.
+# starts one). With CONVRAG_TEST_LLM_URL (scripts/llm-server.sh, started by scripts/test.sh) the
+# server answers with that real LLM; without it, the server is given an LLM endpoint on a closed
+# loopback port, so the page's handling of a real "LLM unreachable" fallback is what is tested.
 # Fails (never skips) when any of it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,12 +75,18 @@ psql "$db_admin_url" -qc "CREATE DATABASE $database" >/dev/null
 database_url="${db_admin_url%/*}/$database"
 
 admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
-llm=()
 if [ -n "${CONVRAG_TEST_LLM_URL:-}" ]; then
-  llm=(CONVRAG_LLM_BASE_URL="$CONVRAG_TEST_LLM_URL")
+  llm_mode=real
+  llm_url="$CONVRAG_TEST_LLM_URL"
+else
+  llm_mode=down
+  # A port that was free a moment ago: nothing answers there.
+  closed_port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
+  llm_url="http://127.0.0.1:$closed_port/v1"
 fi
 env DATABASE_URL="$database_url" CONVRAG_HOME="$home" CONVRAG_ADMIN_TOKEN="$admin_token" \
-  RUST_LOG="${RUST_LOG:-info}" "${llm[@]}" \
+  CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct \
+  RUST_LOG="${RUST_LOG:-info}" \
   "$convrag" serve --bind 127.0.0.1:0 >"$work/server.log" 2>&1 &
 server_pid=$!
 
@@ -107,9 +115,10 @@ token="$(URL="$url" ADMIN="$admin_token" node --input-type=module -e '
 artifacts="${CONVRAG_UI_ARTIFACTS:-$root/target/ui-artifacts}"
 rm -rf "$artifacts"
 mkdir -p "$artifacts"
-echo "ui-test: server $url, screenshots in $artifacts"
+echo "ui-test: server $url (LLM: $llm_mode, $llm_url), screenshots in $artifacts"
 status=0
 (cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_COLLECTION=diet \
+  CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
   node --test --test-concurrency=1 --test-reporter=spec chat.test.mjs) || status=$?
 cp "$work/server.log" "$artifacts/server.log"

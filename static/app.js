@@ -11,6 +11,7 @@ import {
   generatorLabel,
   highlightedText,
   passageTitle,
+  personalNote,
   formatScore,
   sentenceNode,
   whyContent,
@@ -86,13 +87,15 @@ async function checkServer() {
   }
 }
 
-function showSignIn(message = "") {
+/** The sign-in page, with an error (a refused token, a server down) or a plain note. */
+function showSignIn(message = "", note = "") {
   document.body.dataset.view = "signin";
   $("signin-view").hidden = false;
   $("app-view").hidden = true;
   $("sign-out").hidden = true;
   $("who").textContent = "";
   setError("signin-error", message);
+  setError("signin-note", note);
   checkServer();
   $("token-input").focus();
 }
@@ -109,11 +112,12 @@ async function signIn(token) {
   $("sign-out").hidden = false;
   $("who").textContent = `Signed in as ${user.name}`;
   setError("signin-error", "");
+  setError("signin-note", "");
   await loadConversations();
   await route();
 }
 
-function signOut(message = "") {
+function signOut(message = "", note = "") {
   localStorage.removeItem(TOKEN_KEY);
   state.api = null;
   state.user = null;
@@ -122,7 +126,7 @@ function signOut(message = "") {
   $("token-input").value = "";
   hideBanner();
   if (location.hash) history.replaceState(null, "", location.pathname);
-  showSignIn(message);
+  showSignIn(message, note);
 }
 
 $("signin-form").addEventListener("submit", async (event) => {
@@ -144,7 +148,7 @@ $("signin-form").addEventListener("submit", async (event) => {
   }
 });
 
-$("sign-out").addEventListener("click", () => signOut("You are signed out."));
+$("sign-out").addEventListener("click", () => signOut("", "You are signed out."));
 $("banner-close").addEventListener("click", hideBanner);
 
 // ---------------------------------------------------------------------------------------------
@@ -494,6 +498,7 @@ class TurnView {
     if (turn.pending) turn.sentences.forEach((s, i) => this.appendSentence(s, i));
     this.stage = el("p", { class: "stage", hidden: !turn.pending }, turn.stage || "");
     this.notice = el("div", { class: "notices" }, turn.pending ? turn.notice || null : fallbackNotice(turn));
+    this.personal = el("div", { class: "personal-note" }, personalNote(turn));
     this.actions = el("div", { class: "turn-actions" });
     this.error = el("p", { class: "form-error", role: "alert", hidden: true });
     this.comparison = el("div", { class: "comparison" });
@@ -519,11 +524,12 @@ class TurnView {
           this.answer,
           this.notice,
         ),
+        this.personal,
         this.actions,
         this.error,
-        this.comparison,
       ),
       this.why,
+      this.comparison,
     );
     this.renderActions();
     this.renderComparison();
@@ -619,6 +625,7 @@ class TurnView {
     Object.assign(this.pending, fields);
     this.pending.stage = stage;
     this.stage.textContent = stage;
+    this.personal.replaceChildren(personalNote(this.pending) || "");
     this.why.querySelector(".why-body").replaceChildren(...whyContent(this.pending, (rank, button) => this.cite(this.pending, rank, button)));
   }
 
@@ -643,7 +650,8 @@ class TurnView {
     this.pending.notice = el(
       "p",
       { class: "notice fallback", role: "note" },
-      `The language model could not finish${reason ? ` (${reason})` : ""}. Answering from the passages instead…`,
+      "The language model could not give a usable answer. Answering from the passages instead…",
+      reason ? el("span", { class: "reason" }, ` (${reason})`) : null,
     );
     this.notice.replaceChildren(this.pending.notice);
   }

@@ -17,7 +17,7 @@ export function el(tag, attrs = {}, ...children) {
 }
 
 function append(node, children) {
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : String(child));
   }
@@ -93,17 +93,47 @@ export function generatorLabel(generator) {
   return generator;
 }
 
-/** The fallback notice of a turn whose LLM answer failed, or null. */
+/** What went wrong with the language model, by the server's fallback kind, in plain words. */
+const FALLBACK_WORDS = {
+  unreachable: "could not be reached",
+  timeout: "took too long to answer",
+  http_status: "answered with an error",
+  malformed: "sent an answer convrag could not read",
+  request: "failed while answering",
+  empty: "gave an empty answer",
+  no_cited_sentence: "gave no answer that cites the passages",
+};
+
+/** The notice of a turn whose LLM answer failed and was replaced by an extractive one, or null. */
 export function fallbackNotice(turn) {
   const fallback = turn.diagnostics && turn.diagnostics.fallback;
   if (!fallback) return null;
-  const from = fallback.from ? generatorLabel(fallback.from) : "the language model";
-  const kind = fallback.kind ? ` (${String(fallback.kind).replace(/_/g, " ")})` : "";
-  const reason = fallback.reason ? `: ${fallback.reason}` : "";
+  const who = fallback.from && fallback.from.startsWith("llm:") ? `The language model ${fallback.from.slice(4)}` : "The language model";
+  const what = FALLBACK_WORDS[fallback.kind] || `failed (${String(fallback.kind || "unknown").replace(/_/g, " ")})`;
+  return el(
+    "div",
+    { class: "notice fallback", role: "note" },
+    el("p", {}, `${who} ${what}, so this answer was put together from the passages instead.`),
+    fallback.reason ? el("details", { class: "small" }, el("summary", {}, "Technical details"), el("p", { class: "reason" }, fallback.reason)) : null,
+  );
+}
+
+/**
+ * The statements about the user that shaped a turn, shown under the answer (the "why" panel has
+ * the full ranking). Null while the ranking is not known yet.
+ */
+export function personalNote(turn) {
+  if (!turn.ptkb_ranking) return null;
+  const selected = turn.ptkb_ranking.filter((s) => s.selected);
+  if (turn.ptkb_ranking.length === 0) return null;
+  if (selected.length === 0) {
+    return el("p", { class: "personal none" }, "None of your statements matched this question: the answer is not personalized.");
+  }
   return el(
     "p",
-    { class: "notice fallback", role: "note" },
-    `The answer could not come from ${from}${kind}${reason}. It was put together from the passages instead.`,
+    { class: "personal" },
+    el("span", { class: "personal-label" }, "Personalized with "),
+    selected.map((s) => el("q", { class: "chip" }, s.text)),
   );
 }
 
@@ -151,7 +181,7 @@ export function whyContent(turn, onPassage) {
             ranking.map((s) =>
               el(
                 "li",
-                { class: s.selected ? "selected" : "" },
+                { class: s.selected ? "selected" : "", value: s.rank },
                 el("span", { class: "badge" }, s.selected ? "used" : "not used"),
                 " ",
                 el("span", { class: "statement-text" }, s.text),
@@ -174,12 +204,11 @@ export function whyContent(turn, onPassage) {
             "ol",
             { class: "passage-ranking" },
             passages.map((p) => {
-              const state = cited.has(p.rank) ? "cited" : p.used ? "used" : "not used";
+              // `used` is the server's word for "cited by the answer".
+              const state = cited.has(p.rank) || p.used ? "cited" : "not cited";
               return el(
                 "li",
-                { class: state.replace(" ", "-") },
-                el("span", { class: "rank" }, `${p.rank}.`),
-                " ",
+                { class: state.replace(" ", "-"), value: p.rank },
                 el(
                   "button",
                   { type: "button", class: "link", onclick: (e) => onPassage(p.rank, e.currentTarget) },
@@ -219,7 +248,7 @@ export function whyContent(turn, onPassage) {
                 {},
                 el("th", { scope: "row" }, STAGE_NAMES[k] || k),
                 el("td", { class: "ms" }, formatMs(value)),
-                el("td", { class: "bar-cell", "aria-hidden": "true" }, el("span", { class: "bar", style: `width:${width.toFixed(1)}%` })),
+                el("td", { class: "bar-cell", "aria-hidden": "true" }, bar(width)),
               );
             }),
             "total" in timings
@@ -239,37 +268,66 @@ export function whyContent(turn, onPassage) {
   return parts;
 }
 
+/** A timing bar; its width is set through the CSSOM, which the page's CSP allows (unlike style attributes). */
+function bar(percent) {
+  const node = el("span", { class: "bar" });
+  node.style.width = `${percent.toFixed(1)}%`;
+  return node;
+}
+
+function formatSetting(value) {
+  if (typeof value === "number" && !Number.isInteger(value)) return String(Number(value.toPrecision(3)));
+  return String(value);
+}
+
+/** The settings a turn ran with. */
 function settingsList(turn) {
+  return el("dl", { class: "settings" }, settingRows(turn).map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+/** A turn's settings as flat [name, value] rows ("limit max words"), generator first. */
+function settingRows(turn) {
   const s = turn.settings || {};
-  return el(
-    "dl",
-    { class: "settings" },
-    el("dt", {}, "generator"),
-    el("dd", {}, turn.generator || s.generator || "–"),
-    Object.entries(s)
-      .filter(([k, v]) => k !== "generator" && (typeof v !== "object" || v === null))
-      .map(([k, v]) => [el("dt", {}, k.replace(/_/g, " ")), el("dd", {}, String(v))]),
-  );
+  const rows = [["generator", turn.generator || s.generator || "–"]];
+  for (const [key, value] of Object.entries(s)) {
+    if (key === "generator") continue;
+    if (value && typeof value === "object") {
+      for (const [inner, v] of Object.entries(value)) if (typeof v !== "object") rows.push([`${key} ${inner}`, v]);
+    } else {
+      rows.push([key, value]);
+    }
+  }
+  return rows.map(([k, v]) => [k.replace(/_/g, " "), formatSetting(v)]);
 }
 
 /**
- * Two versions of a turn side by side: settings, answer, the passages each used (those only in
- * one version marked), and the time taken.
+ * Two versions of a turn side by side: what differs in their settings, each answer, the passages
+ * each cited (those cited by one version only marked), and the time taken.
  */
 export function comparisonNode(older, newer, onCite) {
-  const usedOf = (t) => new Set((t.passages || []).filter((p) => p.used || citedRanks(t.sentences).has(p.rank)).map((p) => p.passage_id));
-  const olderUsed = usedOf(older);
-  const newerUsed = usedOf(newer);
-  const column = (turn, own, other, heading) =>
+  const citedIds = (t) => new Set((t.passages || []).filter((p) => p.used || citedRanks(t.sentences).has(p.rank)).map((p) => p.passage_id));
+  const olderCited = citedIds(older);
+  const newerCited = citedIds(newer);
+  const newerSettings = new Map(settingRows(newer));
+  const olderSettings = new Map(settingRows(older));
+  const changed = [...new Set([...olderSettings.keys(), ...newerSettings.keys()])].filter(
+    (k) => olderSettings.get(k) !== newerSettings.get(k),
+  );
+  const column = (turn, own, other, settings, heading) =>
     el(
       "div",
       { class: "compare-column" },
       el("h4", {}, heading),
-      settingsList(turn),
-      el("p", { class: "muted small" }, `Took ${formatMs(turn.timings_ms && turn.timings_ms.total)}`),
+      el(
+        "dl",
+        { class: "settings" },
+        changed.map((k) => [el("dt", {}, k), el("dd", {}, settings.get(k) ?? "–")]),
+        el("dt", {}, "took"),
+        el("dd", {}, formatMs(turn.timings_ms && turn.timings_ms.total)),
+      ),
       answerNode(turn, (rank, button) => onCite(turn, rank, button)),
       fallbackNotice(turn),
-      el("h5", {}, "Passages used"),
+      el("h5", {}, "Passages cited"),
       el(
         "ul",
         { class: "compare-passages" },
@@ -288,8 +346,8 @@ export function comparisonNode(older, newer, onCite) {
   return el(
     "div",
     { class: "compare", role: "group", "aria-label": `Version ${older.version} and version ${newer.version} compared` },
-    column(older, olderUsed, newerUsed, `Version ${older.version}`),
-    column(newer, newerUsed, olderUsed, `Version ${newer.version}`),
+    column(older, olderCited, newerCited, olderSettings, `Version ${older.version}`),
+    column(newer, newerCited, olderCited, newerSettings, `Version ${newer.version}`),
   );
 }
 

@@ -63,7 +63,13 @@ fn the_page_runs_no_inline_code_and_names_no_other_origin() {
     );
     assert!(!html.contains("<style"), "inline <style> in index.html");
     assert!(!html.contains(" style=\""), "inline style attribute");
-    for handler in [" onclick=", " onload=", " onsubmit=", " oninput=", " onerror="] {
+    for handler in [
+        " onclick=",
+        " onload=",
+        " onsubmit=",
+        " oninput=",
+        " onerror=",
+    ] {
         assert!(!html.contains(handler), "inline handler {handler}");
     }
     for asset in std::iter::once(&INDEX).chain(ASSETS.iter()) {
@@ -75,7 +81,11 @@ fn the_page_runs_no_inline_code_and_names_no_other_origin() {
             );
         }
         // Markup is built with text nodes only: no HTML injection from passage texts.
-        assert!(!asset.body.contains("innerHTML"), "{} uses innerHTML", asset.name);
+        assert!(
+            !asset.body.contains("innerHTML"),
+            "{} uses innerHTML",
+            asset.name
+        );
     }
     assert!(CONTENT_SECURITY_POLICY.contains("script-src 'self'"));
     assert!(CONTENT_SECURITY_POLICY.contains("connect-src 'self'"));

@@ -5,7 +5,8 @@
 //
 // Runs against a real convrag server (scripts/ui-test.sh starts one with a small indexed
 // collection): CONVRAG_UI_URL, CONVRAG_UI_TOKEN (a user's token), CONVRAG_UI_COLLECTION,
-// CONVRAG_UI_ARTIFACTS (screenshots), CHROMIUM (Debian's /usr/bin/chromium by default).
+// CONVRAG_UI_ARTIFACTS (screenshots), CONVRAG_UI_LLM ("real": the server's LLM answers;
+// "down": its LLM endpoint is unreachable), CHROMIUM (Debian's /usr/bin/chromium by default).
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -24,9 +25,19 @@ const TOKEN = required("CONVRAG_UI_TOKEN");
 const COLLECTION = process.env.CONVRAG_UI_COLLECTION || "diet";
 const ARTIFACTS = process.env.CONVRAG_UI_ARTIFACTS || new URL("../../target/ui-artifacts", import.meta.url).pathname;
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const LLM_MODE = required("CONVRAG_UI_LLM");
+if (!["real", "down"].includes(LLM_MODE)) throw new Error(`CONVRAG_UI_LLM must be real or down, not ${LLM_MODE}`);
 const TIMEOUT = 60_000;
+// The tiny test LLM on a busy 2-core machine.
+const LLM_TIMEOUT = 240_000;
 
-const DESKTOP = { width: 1280, height: 800 };
+const STATEMENT_VEGETARIAN = "I am vegetarian and cook dinner for my family.";
+const STATEMENT_PEANUTS = "I have a peanut allergy, so I always check what is in my food when I eat out.";
+const STATEMENT_SHELLFISH = "I have a shellfish allergy, so I always check what is in my food when I eat out.";
+const STATEMENT_CYCLING = "I cycle to work in Edinburgh every day.";
+const EATING_OUT = "What should I check when I eat out?";
+
+const DESKTOP = { width: 1440, height: 900 };
 const PHONE = { width: 375, height: 812 };
 
 /** The server's own view, through the public API (what the page must agree with). */
@@ -81,6 +92,25 @@ async function openWhy(turn) {
   if (!(await details.evaluate((d) => d.open))) await details.locator("summary").click();
 }
 
+/**
+ * A step of the story: each builds on the ones before, so after a failure the rest fail at once
+ * (naming the first failure) instead of waiting out their timeouts. A failing step leaves a
+ * screenshot of the page.
+ */
+let firstFailure = null;
+function step(name, fn) {
+  it(name, async () => {
+    if (firstFailure) throw new Error(`not run: the step "${firstFailure}" failed`);
+    try {
+      await fn();
+    } catch (error) {
+      firstFailure = name;
+      if (page) await screenshot(`failed-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`).catch(() => {});
+      throw error;
+    }
+  });
+}
+
 describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
   before(async () => {
     browser = await chromium.launch({
@@ -89,20 +119,24 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     });
     context = await browser.newContext({ viewport: DESKTOP });
     page = await context.newPage();
-    page.setDefaultTimeout(TIMEOUT);
+    page.setDefaultTimeout(15_000);
     const origin = new URL(BASE).origin;
     page.on("request", (request) => {
       const url = request.url();
       if (!url.startsWith("data:") && new URL(url).origin !== origin) foreignRequests.push(url);
     });
     page.on("pageerror", (error) => pageErrors.push(String(error)));
+    // The page's Content-Security-Policy reports what it blocks on the console.
+    page.on("console", (message) => {
+      if (message.type() === "error" && /Content Security Policy/i.test(message.text())) pageErrors.push(message.text());
+    });
   });
 
   after(async () => {
     if (browser) await browser.close();
   });
 
-  it("refuses a wrong token in plain words, then signs in", async () => {
+  step("refuses a wrong token in plain words, then signs in", async () => {
     await page.goto(BASE + "/");
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
     await page.locator("#health.ok").waitFor();
@@ -116,15 +150,16 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await page.getByRole("navigation", { name: "Conversations" }).waitFor();
   });
 
-  it("creates a conversation with a collection and PTKB statements", async () => {
+  step("creates a conversation with a collection and PTKB statements", async () => {
     await page.getByRole("button", { name: "New conversation" }).click();
     await page.getByLabel("Title").fill("Food for a busy week");
     await page.getByLabel("Collection").selectOption(COLLECTION);
-    await page.getByLabel("Statement 1").fill("I am vegetarian.");
+    await page.getByLabel("Statement 1", { exact: true }).fill(STATEMENT_VEGETARIAN);
     await page.getByRole("button", { name: "Add a statement" }).click();
-    await page.getByLabel("Statement 2").fill("I am allergic to peanuts.");
+    await page.getByLabel("Statement 2", { exact: true }).fill(STATEMENT_PEANUTS);
     await page.getByRole("button", { name: "Add a statement" }).click();
-    await page.getByLabel("Statement 3").fill("I cycle to work in Edinburgh every day.");
+    await page.getByLabel("Statement 3", { exact: true }).fill(STATEMENT_CYCLING);
+    await screenshot("new-conversation-desktop.png");
     await page.getByRole("button", { name: "Start the conversation" }).click();
 
     await page.getByRole("heading", { name: "Food for a busy week" }).waitFor();
@@ -133,7 +168,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(stored.conversation.collection, COLLECTION);
     assert.deepEqual(
       stored.ptkb.map((s) => s.text),
-      ["I am vegetarian.", "I am allergic to peanuts.", "I cycle to work in Edinburgh every day."],
+      [STATEMENT_VEGETARIAN, STATEMENT_PEANUTS, STATEMENT_CYCLING],
     );
     // The "about you" panel shows them (a column at desktop width).
     const panel = page.getByRole("complementary", { name: "About you" });
@@ -142,7 +177,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(await page.getByLabel("Your message").evaluate((e) => e === document.activeElement), true);
   });
 
-  it("streams the answer sentence by sentence, then shows the stored turn", async () => {
+  step("streams the answer sentence by sentence, then shows the stored turn", async () => {
     // Record every sentence as it is added and whether its turn was still streaming then.
     await page.evaluate(() => {
       window.sentenceLog = [];
@@ -153,6 +188,11 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
               window.sentenceLog.push({ text: n.firstChild.textContent, streaming: Boolean(n.closest(".turn.streaming")) });
       }).observe(document.getElementById("turns"), { childList: true, subtree: true });
     });
+    // The server answers with its LLM by default; the story is told with the extractive
+    // generator, whose answers follow from the passages alone.
+    await page.getByText("Answer settings").click();
+    await page.locator("#composer-generator").selectOption("extractive");
+    await page.getByText("Answer settings").click();
     const turn = await send("What should I cook for dinner this week?");
     const [stored] = await storedTurns();
     assert.equal(stored.seq, 1);
@@ -173,13 +213,13 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(await turn.locator(".rewrite").textContent(), stored.rewritten_utterance);
     assert.deepEqual(await turn.locator(".ptkb-ranking li .statement-text").allTextContents(), stored.ptkb_ranking.map((s) => s.text));
     assert.deepEqual(await selectedStatements(turn), stored.ptkb_ranking.filter((s) => s.selected).map((s) => s.text));
-    assert.ok(stored.ptkb_ranking.find((s) => s.selected && s.text === "I am vegetarian."), "a dinner question uses the vegetarian statement");
+    assert.ok(stored.ptkb_ranking.find((s) => s.selected && s.text === STATEMENT_VEGETARIAN), "a dinner question uses the vegetarian statement");
     assert.equal(await turn.locator(".passage-ranking li").count(), stored.passages.length);
     assert.equal(await turn.locator(".passage-ranking li.cited").count(), new Set(stored.sentences.flatMap((s) => s.citations)).size);
     await turn.locator(".timings").getByText("Total").waitFor();
   });
 
-  it("opens a cited passage with the cited part highlighted, by keyboard", async () => {
+  step("opens a cited passage with the cited part highlighted, by keyboard", async () => {
     const turn = page.locator("#turns > li.turn").first();
     const [stored] = await storedTurns();
     const sentence = stored.sentences.find((s) => s.citations.length > 0);
@@ -205,42 +245,47 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(await marker.evaluate((b) => b === document.activeElement), true, "focus returns to the marker");
   });
 
-  it("sends a second turn", async () => {
-    const turn = await send("What should I watch out for when I eat out at a restaurant?");
+  step("sends a second turn", async () => {
+    const turn = await send(EATING_OUT);
     const stored = await storedTurns();
     assert.equal(stored.length, 2);
     await openWhy(turn);
-    assert.ok((await selectedStatements(turn)).includes("I am allergic to peanuts."));
-    assert.match(stored[1].response_text, /peanut/i, "the answer is about the user's allergy");
+    assert.ok((await selectedStatements(turn)).includes(STATEMENT_PEANUTS));
+    // The statement steers retrieval: the answer opens with the user's allergy.
+    assert.match(stored[1].sentences[0].text, /peanut/i);
+    assert.match(await turn.locator(".answer .sentence").first().textContent(), /peanut/i);
     await page.getByRole("link", { name: /Food for a busy week/ }).getByText("2 turns").waitFor();
   });
 
-  it("edits a statement during the conversation and the next turn changes", async () => {
+  step("edits a statement during the conversation and the next turn changes", async () => {
     const panel = page.getByRole("complementary", { name: "About you" });
     await panel.getByRole("button", { name: "Edit statement 2" }).click();
-    const input = panel.getByLabel("Statement 2");
-    await input.fill("I am allergic to shellfish.");
+    const input = panel.getByLabel("Statement 2", { exact: true });
+    await input.fill(STATEMENT_SHELLFISH);
     await input.press("Enter");
-    await panel.getByText("I am allergic to shellfish.").waitFor();
+    await panel.getByText(STATEMENT_SHELLFISH).waitFor();
     assert.equal(await panel.getByRole("button", { name: "Edit statement 2" }).evaluate((b) => b === document.activeElement), true);
     const { ptkb } = await api(`/v1/conversations/${conversationId}`);
-    assert.equal(ptkb.find((s) => s.id === "2").text, "I am allergic to shellfish.");
+    assert.equal(ptkb.find((s) => s.id === "2").text, STATEMENT_SHELLFISH);
 
-    const turn = await send("What should I watch out for when I eat out at a restaurant?");
+    const turn = await send(EATING_OUT);
     const stored = await storedTurns();
     assert.equal(stored.length, 3);
     await openWhy(turn);
     const used = await selectedStatements(turn);
-    assert.ok(used.includes("I am allergic to shellfish."), `turn 3 uses the edited statement (used: ${used})`);
-    assert.ok(!used.includes("I am allergic to peanuts."));
-    assert.match(stored[2].response_text, /shellfish/i, "the answer follows the edited statement");
-    assert.notEqual(stored[2].response_text, stored[1].response_text);
+    assert.ok(used.includes(STATEMENT_SHELLFISH), `turn 3 uses the edited statement (used: ${used})`);
+    assert.ok(!used.includes(STATEMENT_PEANUTS));
+    assert.ok((await turn.locator(".personal .chip").allTextContents()).includes(STATEMENT_SHELLFISH), "shown under the answer too");
+    // Same question, edited statement: the answer now opens with the other allergy.
+    assert.match(stored[2].sentences[0].text, /shellfish/i, "the answer follows the edited statement");
+    assert.match(await turn.locator(".answer .sentence").first().textContent(), /shellfish/i);
+    assert.notEqual(stored[2].passages[0].passage_id, stored[1].passages[0].passage_id);
     // The earlier turn still shows what it saw.
     const second = page.locator("#turns > li.turn").nth(1);
-    assert.ok((await selectedStatements(second)).includes("I am allergic to peanuts."));
+    assert.ok((await selectedStatements(second)).includes(STATEMENT_PEANUTS));
   });
 
-  it("regenerates a turn with other settings and compares the versions", async () => {
+  step("regenerates a turn with other settings and compares the versions", async () => {
     const first = page.locator("#turns > li.turn").first();
     await first.getByRole("button", { name: "Regenerate…" }).click();
     const dialog = page.getByRole("dialog", { name: "Regenerate this answer" });
@@ -262,14 +307,91 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await compare.waitFor();
     const columns = compare.locator(".compare-column");
     assert.equal(await columns.count(), 2);
+    // The settings that differ are named, with each version's value.
+    const settingsOf = (column) =>
+      column.locator(".settings").evaluate((dl) => Object.fromEntries([...dl.querySelectorAll("dt")].map((dt) => [dt.textContent, dt.nextElementSibling.textContent])));
+    const [s1, s2] = [await settingsOf(columns.nth(0)), await settingsOf(columns.nth(1))];
+    assert.equal(s1.rerank, "true");
+    assert.equal(s2.rerank, "false");
+    assert.equal(s2.passages, "3");
+    assert.notEqual(s1.passages, "3");
+    assert.equal(s1.generator, undefined, "unchanged settings are left out");
     const answerText = (turn) => turn.sentences.map((s) => [s.text, ...s.citations].join(" ")).join(" ");
     assert.equal(await columns.nth(0).locator(".answer").textContent(), answerText(v1));
     assert.equal(await columns.nth(1).locator(".answer").textContent(), answerText(v2));
+    await compare.evaluate((c) => c.scrollIntoView({ block: "center" }));
+    await screenshot("compare-desktop.png");
     await first.getByRole("button", { name: "Previous version" }).click();
     await first.getByText("Version 1 of 2").waitFor();
   });
 
-  it("keeps what was typed when the server refuses it or cannot be reached", async () => {
+  step("answers with the language model, or says plainly why it could not", async () => {
+    const second = page.locator("#turns > li.turn").nth(1);
+    await second.getByRole("button", { name: "Regenerate…" }).click();
+    const dialog = page.getByRole("dialog", { name: "Regenerate this answer" });
+    await dialog.getByLabel("Generator").selectOption("llm");
+    // Short answers from few passages keep the tiny model quick.
+    await dialog.getByLabel("Passages").fill("3");
+    await dialog.getByLabel("Word limit").fill("60");
+    await dialog.getByRole("button", { name: "Regenerate" }).click();
+    await second.getByText("Version 2 of 2").waitFor({ timeout: LLM_TIMEOUT });
+
+    const v2 = (await api(`/v1/conversations/${conversationId}/turns?all_versions=true`)).turns.find((t) => t.seq === 2 && t.version === 2);
+    assert.equal(v2.settings.generator, "llm");
+    const fallback = v2.diagnostics.fallback;
+    if (LLM_MODE === "down") assert.equal(fallback && fallback.kind, "unreachable", JSON.stringify(v2.diagnostics));
+    const notice = second.locator(".turn-main .notice.fallback");
+    if (fallback) {
+      // The answer came from the passages instead, and the page says so in words.
+      assert.equal(v2.generator, "extractive");
+      const words = await notice.locator("p").first().textContent();
+      assert.match(words, /^The language model smollm2-135m-instruct .+, so this answer was put together from the passages instead\.$/);
+      if (fallback.kind === "unreachable") assert.match(words, /could not be reached/);
+      // The technical reason is there, folded away.
+      assert.equal(await notice.locator("details .reason").textContent(), fallback.reason);
+      assert.equal(await notice.locator("details .reason").isVisible(), false);
+    } else {
+      assert.equal(v2.generator, "llm:smollm2-135m-instruct");
+      assert.equal(await notice.count(), 0);
+      await second.getByText("language model smollm2-135m-instruct").waitFor();
+    }
+    assert.deepEqual(await second.locator(".turn-main .answer .sentence").evaluateAll((ns) => ns.map((n) => n.firstChild.textContent)), v2.sentences.map((s) => s.text));
+    await screenshot("llm-desktop.png");
+  });
+
+  step("takes screenshots of the chat on desktop and phone sizes", async () => {
+    // The last turn from its question on, with its "why" panel open beside it.
+    const last = page.locator("#turns > li.turn").last();
+    await openWhy(last);
+    await last.evaluate((turn) => turn.scrollIntoView({ block: "start" }));
+    await screenshot("chat-desktop.png");
+    assert.equal(await page.evaluate(() => document.documentElement.scrollHeight), DESKTOP.height, "the window itself never scrolls; the chat does");
+
+    await page.setViewportSize(PHONE);
+    await last.evaluate((turn) => turn.scrollIntoView({ block: "start" }));
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `no sideways scrolling on a phone (${overflow}px too wide)`);
+    assert.equal(await page.evaluate(() => document.documentElement.scrollHeight), PHONE.height, "the window itself never scrolls; the chat does");
+    assert.ok(await page.getByRole("button", { name: "Send" }).isVisible());
+    assert.ok(!(await page.getByRole("navigation", { name: "Conversations" }).isVisible()), "the list is folded away");
+    await screenshot("chat-phone.png");
+
+    // The panels slide over the chat and close with Escape, giving focus back.
+    await page.getByRole("button", { name: "About you" }).click();
+    const panel = page.getByRole("complementary", { name: "About you" });
+    await panel.waitFor();
+    assert.ok(await panel.getByText(STATEMENT_SHELLFISH).isVisible());
+    await screenshot("ptkb-phone.png");
+    await page.keyboard.press("Escape");
+    await panel.waitFor({ state: "hidden" });
+    assert.equal(await page.getByRole("button", { name: "About you" }).evaluate((b) => b === document.activeElement), true);
+    await page.getByRole("button", { name: "Conversations" }).click();
+    await page.getByRole("navigation", { name: "Conversations" }).getByText("Food for a busy week").waitFor();
+    await page.keyboard.press("Escape");
+    await page.setViewportSize(DESKTOP);
+  });
+
+  step("keeps what was typed when the server refuses it or cannot be reached", async () => {
     const box = page.getByLabel("Your message");
     const storedBefore = (await storedTurns()).length;
 
@@ -286,6 +408,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await page.route("**/v1/conversations/*/turns", (route) => route.abort("connectionrefused"));
     await box.press("Enter");
     await page.locator("#composer-error").getByText("cannot be reached").waitFor();
+    await screenshot("error-desktop.png");
     assert.equal(await box.inputValue(), "Is tofu a good source of protein?");
     await page.unroute("**/v1/conversations/*/turns");
     assert.equal((await storedTurns()).length, storedBefore, "nothing was stored");
@@ -298,42 +421,17 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(await page.getByLabel("Your message").inputValue(), "Is tofu a good source of protein?");
   });
 
-  it("takes screenshots of the chat on desktop and phone sizes", async () => {
-    const last = page.locator("#turns > li.turn").last();
-    await openWhy(last);
-    await page.locator("#turns-scroller").evaluate((s) => (s.scrollTop = s.scrollHeight));
-    await screenshot("chat-desktop.png");
-
+  step("signs out and forgets the token", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    await page.getByRole("status").getByText("You are signed out.").waitFor();
+    assert.equal(await page.evaluate(() => localStorage.getItem("convrag.token")), null);
     await page.setViewportSize(PHONE);
-    await page.locator("#turns-scroller").evaluate((s) => (s.scrollTop = s.scrollHeight));
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-    assert.ok(overflow <= 0, `no sideways scrolling on a phone (${overflow}px too wide)`);
-    assert.ok(await page.getByRole("button", { name: "Send" }).isVisible());
-    assert.ok(!(await page.getByRole("navigation", { name: "Conversations" }).isVisible()), "the list is folded away");
-    await screenshot("chat-phone.png");
-
-    // The panels slide over the chat and close with Escape, giving focus back.
-    await page.getByRole("button", { name: "About you" }).click();
-    const panel = page.getByRole("complementary", { name: "About you" });
-    await panel.waitFor();
-    assert.ok(await panel.getByText("I am allergic to shellfish.").isVisible());
-    await screenshot("ptkb-phone.png");
-    await page.keyboard.press("Escape");
-    await panel.waitFor({ state: "hidden" });
-    assert.equal(await page.getByRole("button", { name: "About you" }).evaluate((b) => b === document.activeElement), true);
-    await page.getByRole("button", { name: "Conversations" }).click();
-    await page.getByRole("navigation", { name: "Conversations" }).getByText("Food for a busy week").waitFor();
-    await page.keyboard.press("Escape");
+    await screenshot("signin-phone.png");
     await page.setViewportSize(DESKTOP);
   });
 
-  it("signs out and forgets the token", async () => {
-    await page.getByRole("button", { name: "Sign out" }).click();
-    await page.getByRole("heading", { name: "Sign in" }).waitFor();
-    assert.equal(await page.evaluate(() => localStorage.getItem("convrag.token")), null);
-  });
-
-  it("loaded nothing from other origins and raised no script errors", () => {
+  step("loaded nothing from other origins and raised no script errors", () => {
     assert.deepEqual(foreignRequests, []);
     assert.deepEqual(pageErrors, []);
   });
