@@ -238,7 +238,10 @@ export function describeError(error) {
     case "method_not_allowed":
       return `This server does not offer that yet${detail}. It may be an older version of convrag.`;
     default:
-      if (error.status >= 500) return `The server failed to do that${detail}. Nothing was saved; try again.`;
+      if (error.status >= 500) {
+        const short = error.message && error.message.length > 160 ? `${error.message.slice(0, 157)}…` : error.message;
+        return `The server failed to do that, so nothing was changed. Try again, or tell the administrator${short ? ` (${short})` : ""}.`;
+      }
       return `The server refused that${detail}.`;
   }
 }

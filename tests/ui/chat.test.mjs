@@ -421,6 +421,18 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(await page.getByLabel("Your message").inputValue(), "Is tofu a good source of protein?");
   });
 
+  step("deletes the conversation after asking", async () => {
+    const question = new Promise((resolve) => page.once("dialog", (d) => resolve(d)));
+    const click = page.getByRole("button", { name: "Delete" }).click();
+    const dialog = await question;
+    assert.match(dialog.message(), /Delete the conversation “Food for a busy week”/);
+    await dialog.accept();
+    await click;
+    await page.getByRole("heading", { name: "Your conversations" }).waitFor();
+    await page.getByText("No conversations yet.").waitFor();
+    assert.deepEqual((await api("/v1/conversations")).conversations, []);
+  });
+
   step("signs out and forgets the token", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
