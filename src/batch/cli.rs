@@ -102,6 +102,8 @@ pub struct CommonArgs {
 pub enum RunTypeArg {
     Automatic,
     Manual,
+    /// As the guidelines spell it (`only-response` is accepted too).
+    #[value(name = "only_response", alias = "only-response")]
     OnlyResponse,
 }
 
@@ -533,7 +535,7 @@ async fn execute(
     };
 
     let database = crate::server::Database::open(ctx.config).await?;
-    let result = async {
+    let work = async {
         let store = database.store.clone();
         let user = batch_user(&store).await?;
         let _lock = RunLock::acquire(&store, &plan.run_name).await?;
@@ -601,8 +603,16 @@ async fn execute(
             sidecar.display()
         );
         Ok(())
-    }
-    .await;
+    };
+    // Ctrl-C stops the run cleanly: turns in flight roll back, the embedded database (if any)
+    // is shut down, and the same command resumes.
+    let result = tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => Err(BatchError::Resume(format!(
+            "run {} interrupted; the turns computed so far are stored, and the same command resumes it",
+            plan.run_name
+        ))),
+    };
     let closed = database.close().await;
     result?;
     closed
