@@ -42,25 +42,38 @@ die() { echo "llm-server: error: $*" >&2; exit 1; }
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# A portable x86-64 build (AVX2/FMA/F16C, no AVX-512, no AMX): a native build on a CPU that
+# reports AMX crashed in ggml_backend_amx_mul_mat (the VM does not enable the AMX tile state), and
+# the wheel is cached across machines. The flavor names the cache directory and is recorded in the
+# venv, so a wheel built otherwise is never reused.
+LLAMA_FLAVOR="avx2-portable"
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+LLAMA_WHEELS="$WHEELS/llama-$LLAMA_FLAVOR"
+
 install_llama() {
     if [ -x "$VENV/bin/python" ] &&
+        [ "$(cat "$VENV/.llama-flavor" 2>/dev/null)" = "$LLAMA_FLAVOR" ] &&
         "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$LLAMA_VERSION')" 2>/dev/null &&
         "$VENV/bin/python" -c "import llama_cpp.server, uvicorn, sse_starlette" 2>/dev/null; then
         return 0
     fi
     [ -x "$VENV/bin/python" ] || { log "creating venv $VENV"; python3 -m venv "$VENV"; }
-    mkdir -p "$WHEELS"
-    if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+    mkdir -p "$LLAMA_WHEELS"
+    if ! ls "$LLAMA_WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
         log "building the llama-cpp-python $LLAMA_VERSION wheel (about 10 minutes on 2 cores; cached afterwards)"
         local started=$SECONDS build
         build="$(mktemp -d "$CACHE/llama-wheel.XXXXXX")"
-        "$VENV/bin/pip" wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$build" >&2
+        CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$VENV/bin/pip" wheel --no-cache-dir --no-deps \
+            "llama-cpp-python==$LLAMA_VERSION" -w "$build" >&2
         # Move in one step so a concurrent or interrupted build never leaves a partial wheel.
-        mv "$build"/llama_cpp_python-*.whl "$WHEELS"/
+        mv "$build"/llama_cpp_python-*.whl "$LLAMA_WHEELS"/
         rm -rf "$build"
         log "wheel built in $((SECONDS - started)) s"
     fi
-    "$VENV/bin/pip" install --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" >&2
+    "$VENV/bin/pip" install --force-reinstall --no-deps --no-index --find-links "$LLAMA_WHEELS" \
+        "llama-cpp-python==$LLAMA_VERSION" >&2
+    "$VENV/bin/pip" install --find-links "$LLAMA_WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" >&2
+    echo "$LLAMA_FLAVOR" >"$VENV/.llama-flavor"
 }
 
 install_model() {

@@ -43,3 +43,13 @@ if ! command -v python3 >/dev/null 2>&1; then
 elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
   apt_install python3-venv python3-pip
 fi
+# The browser tests of the chat page (scripts/ui-test.sh): Debian's chromium, driven headless by
+# playwright-core under node (Playwright's own browser downloads are not used).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "setup: installing chromium (apt)"
+  apt_install chromium fonts-dejavu-core
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing node and npm (apt)"
+  apt_install nodejs npm
+fi

@@ -21,3 +21,5 @@ echo "test LLM server: $CONVRAG_TEST_LLM_URL"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked --no-fail-fast
+# The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
+./scripts/ui-test.sh

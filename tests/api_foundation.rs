@@ -512,6 +512,22 @@ async fn turns_are_stored_whole_and_listed() {
     .execute(db.store.pool())
     .await;
     assert!(refused.is_err());
+
+    // A conversation with turns (whose rankings point at its statements) can be deleted whole.
+    let r = alice
+        .send("DELETE", &format!("/v1/conversations/{conv}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(
+        alice.get(&format!("/v1/conversations/{conv}")).await.status,
+        404
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM turns WHERE conversation_id = $1")
+        .bind(conv)
+        .fetch_one(db.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
     server.stop().await;
 }
 

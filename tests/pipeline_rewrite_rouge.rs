@@ -40,15 +40,17 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
 }
 
 /// Measured (scripts/measure-pipeline-stages.sh): raw utterances score recall 0.7006 / 0.7565 /
-/// 0.6573 and F1 0.7556 / 0.8180 / 0.7337; the default rewrites recall 0.7085 / 0.8135 / 0.6879
-/// and F1 0.7466 / 0.8376 / 0.7354. Thresholds sit just under the measured values.
+/// 0.6573 and F1 0.7556 / 0.8180 / 0.7337; the default rewrites recall 0.7103 / 0.8135 / 0.6879
+/// and F1 0.7204 / 0.8376 / 0.7354 (iKAT: two terms of the selected PTKB statements are written
+/// into first-person utterances, which raises recall and costs F1; CAsT has no PTKB). Thresholds
+/// sit just under the measured values.
 #[test]
 fn rewrite_quality_stays_above_measured() {
     if let Some((r, f)) = rouge(
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.706 && f > 0.744, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.709 && f > 0.718, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",

@@ -6,13 +6,6 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::AppState;
 
-/// The start page (`static/index.html`, compiled in so the binary stays self-contained).
-pub async fn index() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .body(include_str!("../../static/index.html"))
-}
-
 /// The process is up and serving HTTP.
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))

@@ -1,6 +1,7 @@
 //! The HTTP API under `/v1`: thin actix handlers, split by resource, that call the store and the
 //! pipeline. Errors go through [`error`], the single mapping to HTTP.
 
+pub mod assets;
 pub mod collections;
 pub mod conversations;
 pub mod error;
@@ -92,7 +93,8 @@ macro_rules! routes {
 }
 
 routes! {
-    GET "/" => health::index,
+    GET "/" => assets::index,
+    GET "/static/{file}" => assets::file,
     GET "/healthz" => health::healthz,
     GET "/readyz" => health::readyz,
     GET "/v1/openapi.json" => openapi::document,

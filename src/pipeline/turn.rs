@@ -54,7 +54,7 @@ pub struct TurnSettings {
     pub limit: WordLimit,
     /// Query weight of each selected PTKB statement's text in the BM25 query (the rewrite has
     /// weight 1): personalizes the candidates without letting a statement outweigh the question.
-    pub ptkb_query_weight: f32,
+    pub ptkb_query_weight: f64,
     /// Append the selected statements to the reranking model's query, so the neural order is
     /// personalized too (a bi-encoder's query embedding moves toward the persona).
     pub ptkb_in_rerank_query: bool,
@@ -317,7 +317,7 @@ impl TurnPipeline {
                 let mut query = WeightedQuery::text(&output.rewrite.text);
                 if settings.ptkb_query_weight > 0.0 {
                     for s in output.ptkb.selected() {
-                        query = query.with(&s.text, settings.ptkb_query_weight);
+                        query = query.with(&s.text, settings.ptkb_query_weight as f32);
                     }
                 }
                 let retriever = Arc::clone(&target.retriever);

@@ -172,16 +172,20 @@ impl Store {
 
     /// Deletes a conversation with its PTKB and turns.
     pub async fn delete_conversation(&self, user_id: i64, id: Uuid) -> Result<()> {
-        let result = sqlx::query("DELETE FROM conversations WHERE user_id = $1 AND id = $2")
+        let mut tx = self.pool().begin().await?;
+        lock_owned(&mut tx, user_id, id).await?;
+        // Turns first: their PTKB rankings point at statement versions without cascading, so
+        // deleting the statements (by the conversation's cascade) while turns exist is refused.
+        sqlx::query("DELETE FROM turns WHERE conversation_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM conversations WHERE user_id = $1 AND id = $2")
             .bind(user_id)
             .bind(id)
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
-        if result.rows_affected() == 0 {
-            return Err(StoreError::NotFound {
-                entity: "conversation",
-            });
-        }
+        tx.commit().await?;
         Ok(())
     }
 }

@@ -1,0 +1,104 @@
+//! The web UI (`static/`): the page at `/` and its files at `/static/{file}`, compiled into the
+//! binary so the server stays one self-contained file. Served with an ETag (revalidated on every
+//! load, so a new binary's files are picked up at once) and a same-origin-only content policy.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use sha2::{Digest, Sha256};
+
+use super::error::{ApiError, ErrorCode};
+
+/// One compiled-in file.
+pub struct Asset {
+    pub name: &'static str,
+    pub content_type: &'static str,
+    pub body: &'static str,
+}
+
+/// The page at `/`.
+pub const INDEX: Asset = Asset {
+    name: "index.html",
+    content_type: "text/html; charset=utf-8",
+    body: include_str!("../../static/index.html"),
+};
+
+/// The files under `/static/`.
+pub const ASSETS: &[Asset] = &[
+    Asset {
+        name: "app.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_str!("../../static/app.css"),
+    },
+    Asset {
+        name: "app.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/app.js"),
+    },
+    Asset {
+        name: "api.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/api.js"),
+    },
+    Asset {
+        name: "render.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/render.js"),
+    },
+];
+
+/// The page may load and call only its own origin and runs no inline code: nothing it shows
+/// (passage texts, titles, URLs) can make the browser fetch from elsewhere.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+    style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+    form-action 'self'; frame-ancestors 'none'";
+
+fn etag(asset: &Asset) -> String {
+    let digest = Sha256::digest(asset.body.as_bytes());
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+fn serve(req: &HttpRequest, asset: &Asset) -> HttpResponse {
+    let tag = etag(asset);
+    let fresh = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+    let mut response = if fresh {
+        HttpResponse::NotModified()
+    } else {
+        HttpResponse::Ok()
+    };
+    response
+        .insert_header((header::ETAG, tag))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY));
+    if fresh {
+        response.finish()
+    } else {
+        response.content_type(asset.content_type).body(asset.body)
+    }
+}
+
+/// `GET /`: the chat page.
+pub async fn index(req: HttpRequest) -> HttpResponse {
+    serve(&req, &INDEX)
+}
+
+/// `GET /static/{file}`
+pub async fn file(req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let name = path.into_inner();
+    let asset = ASSETS.iter().find(|a| a.name == name).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("no static file {name:?}; the page's files are {}", names()),
+        )
+    })?;
+    Ok(serve(&req, asset))
+}
+
+fn names() -> String {
+    ASSETS.iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,422 @@
+// Building the DOM of turns: the answer with citation buttons, the "why this answer" panel
+// (rewrite, ranked statements, ranked passages, timings), the comparison of two versions, and
+// the cited passage with its cited part highlighted. Text always goes in as text, never as HTML.
+
+/** Creates an element: el("p", {class: "x", onclick: f}, "text", child, ...). */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+}
+
+export function formatScore(value) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  const abs = Math.abs(value);
+  return abs >= 100 ? value.toFixed(0) : abs >= 10 ? value.toFixed(1) : value.toFixed(3);
+}
+
+export function formatMs(value) {
+  if (value === null || value === undefined) return "–";
+  return value >= 100 ? `${Math.round(value)} ms` : `${value.toFixed(1)} ms`;
+}
+
+/** A passage's display title: its title, else its id. */
+export function passageTitle(passage) {
+  return (passage.title && passage.title.trim()) || passage.passage_id || `Passage ${passage.rank}`;
+}
+
+/** The passage ranks that `sentences` cite. */
+export function citedRanks(sentences) {
+  const ranks = new Set();
+  for (const s of sentences || []) for (const c of s.citations || []) ranks.add(c);
+  return ranks;
+}
+
+/**
+ * One answer sentence with its citation markers as buttons. `onCite(rank, button)` opens the
+ * passage; a marker naming a passage the turn does not have is shown but disabled.
+ */
+export function sentenceNode(sentence, passages, onCite) {
+  const node = el("span", { class: "sentence" }, sentence.text);
+  for (const rank of sentence.citations || []) {
+    const passage = (passages || []).find((p) => p.rank === rank);
+    const label = passage ? `Source ${rank}: ${passageTitle(passage)}` : `Source ${rank} (not available)`;
+    node.append(
+      " ",
+      el(
+        "button",
+        {
+          type: "button",
+          class: "cite",
+          "aria-label": label,
+          title: label,
+          disabled: !passage,
+          dataset: { rank: String(rank) },
+          onclick: (event) => onCite(rank, event.currentTarget),
+        },
+        String(rank),
+      ),
+    );
+  }
+  return node;
+}
+
+/** The answer paragraph of a turn. */
+export function answerNode(turn, onCite) {
+  const p = el("p", { class: "answer" });
+  (turn.sentences || []).forEach((s, i) => {
+    if (i > 0) p.append(" ");
+    p.append(sentenceNode(s, turn.passages, onCite));
+  });
+  return p;
+}
+
+/** A short human description of a generator name (`extractive`, `llm:<model>`). */
+export function generatorLabel(generator) {
+  if (!generator) return "unknown generator";
+  if (generator === "extractive") return "extractive (sentences taken from the passages)";
+  if (generator.startsWith("llm:")) return `language model ${generator.slice(4)}`;
+  return generator;
+}
+
+/** What went wrong with the language model, by the server's fallback kind, in plain words. */
+const FALLBACK_WORDS = {
+  unreachable: "could not be reached",
+  timeout: "took too long to answer",
+  http_status: "answered with an error",
+  malformed: "sent an answer convrag could not read",
+  request: "failed while answering",
+  empty: "gave an empty answer",
+  no_cited_sentence: "gave no answer that cites the passages",
+};
+
+/** The notice of a turn whose LLM answer failed and was replaced by an extractive one, or null. */
+export function fallbackNotice(turn) {
+  const fallback = turn.diagnostics && turn.diagnostics.fallback;
+  if (!fallback) return null;
+  const who = fallback.from && fallback.from.startsWith("llm:") ? `The language model ${fallback.from.slice(4)}` : "The language model";
+  const what = FALLBACK_WORDS[fallback.kind] || `failed (${String(fallback.kind || "unknown").replace(/_/g, " ")})`;
+  return el(
+    "div",
+    { class: "notice fallback", role: "note" },
+    el("p", {}, `${who} ${what}, so this answer was put together from the passages instead.`),
+    fallback.reason ? el("details", { class: "small" }, el("summary", {}, "Technical details"), el("p", { class: "reason" }, fallback.reason)) : null,
+  );
+}
+
+/**
+ * The statements about the user that shaped a turn, shown under the answer (the "why" panel has
+ * the full ranking). Null while the ranking is not known yet.
+ */
+export function personalNote(turn) {
+  if (!turn.ptkb_ranking) return null;
+  const selected = turn.ptkb_ranking.filter((s) => s.selected);
+  if (turn.ptkb_ranking.length === 0) return null;
+  if (selected.length === 0) {
+    return el("p", { class: "personal none" }, "None of your statements matched this question: the answer is not personalized.");
+  }
+  return el(
+    "p",
+    { class: "personal" },
+    el("span", { class: "personal-label" }, "Personalized with "),
+    selected.map((s) => el("q", { class: "chip" }, s.text)),
+  );
+}
+
+const STAGES = ["ptkb", "rewrite", "retrieve", "rerank", "generate"];
+const STAGE_NAMES = {
+  ptkb: "Rank statements",
+  rewrite: "Rewrite query",
+  retrieve: "Retrieve (BM25)",
+  rerank: "Rerank (model)",
+  generate: "Generate answer",
+  total: "Total",
+};
+
+function section(title, ...content) {
+  return el("section", { class: "why-section" }, el("h4", {}, title), ...content);
+}
+
+/**
+ * The contents of the "why this answer" panel of a (possibly still partial) turn.
+ * `onPassage(rank, button)` opens a passage.
+ */
+export function whyContent(turn, onPassage) {
+  const parts = [];
+
+  const rewrite = turn.rewritten_utterance;
+  parts.push(
+    section(
+      "Rewritten query",
+      rewrite
+        ? el("p", { class: "rewrite" }, rewrite)
+        : el("p", { class: "muted" }, turn.pending ? "…" : "(none)"),
+      turn.rewrite_method ? el("p", { class: "muted small" }, `method: ${turn.rewrite_method}`) : null,
+    ),
+  );
+
+  const ranking = turn.ptkb_ranking || [];
+  parts.push(
+    section(
+      "Your statements, ranked",
+      ranking.length === 0
+        ? el("p", { class: "muted" }, turn.pending ? "…" : "No statements in this conversation.")
+        : el(
+            "ol",
+            { class: "ptkb-ranking" },
+            ranking.map((s) =>
+              el(
+                "li",
+                { class: s.selected ? "selected" : "", value: s.rank },
+                el("span", { class: "badge" }, s.selected ? "used" : "not used"),
+                " ",
+                el("span", { class: "statement-text" }, s.text),
+                " ",
+                el("span", { class: "score" }, `score ${formatScore(s.score)}`),
+              ),
+            ),
+          ),
+    ),
+  );
+
+  const passages = turn.passages || [];
+  const cited = citedRanks(turn.sentences);
+  parts.push(
+    section(
+      "Passages, ranked",
+      passages.length === 0
+        ? el("p", { class: "muted" }, turn.pending ? "…" : "No passages were found.")
+        : el(
+            "ol",
+            { class: "passage-ranking" },
+            passages.map((p) => {
+              // `used` is the server's word for "cited by the answer".
+              const state = cited.has(p.rank) || p.used ? "cited" : "not cited";
+              return el(
+                "li",
+                { class: state.replace(" ", "-"), value: p.rank },
+                el(
+                  "button",
+                  { type: "button", class: "link", onclick: (e) => onPassage(p.rank, e.currentTarget) },
+                  passageTitle(p),
+                ),
+                " ",
+                el("span", { class: "badge" }, state),
+                el(
+                  "span",
+                  { class: "scores" },
+                  `BM25 ${formatScore(p.retrieval_score)} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`,
+                ),
+              );
+            }),
+          ),
+    ),
+  );
+
+  const timings = turn.timings_ms;
+  if (timings && typeof timings === "object") {
+    const total = timings.total || STAGES.reduce((sum, k) => sum + (timings[k] || 0), 0) || 1;
+    const keys = [...STAGES.filter((k) => k in timings), ...Object.keys(timings).filter((k) => !STAGES.includes(k) && k !== "total")];
+    parts.push(
+      section(
+        "Timings",
+        el(
+          "table",
+          { class: "timings" },
+          el(
+            "tbody",
+            {},
+            keys.map((k) => {
+              const value = timings[k];
+              const width = Math.max(1, Math.min(100, ((value || 0) / total) * 100));
+              return el(
+                "tr",
+                {},
+                el("th", { scope: "row" }, STAGE_NAMES[k] || k),
+                el("td", { class: "ms" }, formatMs(value)),
+                el("td", { class: "bar-cell", "aria-hidden": "true" }, bar(width)),
+              );
+            }),
+            "total" in timings
+              ? el("tr", { class: "total" }, el("th", { scope: "row" }, "Total"), el("td", { class: "ms" }, formatMs(timings.total)), el("td"))
+              : null,
+          ),
+        ),
+      ),
+    );
+  } else if (turn.pending) {
+    parts.push(section("Timings", el("p", { class: "muted" }, "…")));
+  }
+
+  if (turn.settings && Object.keys(turn.settings).length) {
+    parts.push(section("Settings", settingsList(turn)));
+  }
+  return parts;
+}
+
+/** A timing bar; its width is set through the CSSOM, which the page's CSP allows (unlike style attributes). */
+function bar(percent) {
+  const node = el("span", { class: "bar" });
+  node.style.width = `${percent.toFixed(1)}%`;
+  return node;
+}
+
+function formatSetting(value) {
+  if (typeof value === "number" && !Number.isInteger(value)) return String(Number(value.toPrecision(3)));
+  return String(value);
+}
+
+/** The settings a turn ran with. */
+function settingsList(turn) {
+  return el("dl", { class: "settings" }, settingRows(turn).map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+/** A turn's settings as flat [name, value] rows ("limit max words"), generator first. */
+function settingRows(turn) {
+  const s = turn.settings || {};
+  const rows = [["generator", turn.generator || s.generator || "–"]];
+  for (const [key, value] of Object.entries(s)) {
+    if (key === "generator") continue;
+    if (value && typeof value === "object") {
+      for (const [inner, v] of Object.entries(value)) if (typeof v !== "object") rows.push([`${key} ${inner}`, v]);
+    } else {
+      rows.push([key, value]);
+    }
+  }
+  return rows.map(([k, v]) => [k.replace(/_/g, " "), formatSetting(v)]);
+}
+
+/**
+ * Two versions of a turn side by side: what differs in their settings, each answer, the passages
+ * each cited (those cited by one version only marked), and the time taken.
+ */
+export function comparisonNode(older, newer, onCite) {
+  const citedIds = (t) => new Set((t.passages || []).filter((p) => p.used || citedRanks(t.sentences).has(p.rank)).map((p) => p.passage_id));
+  const olderCited = citedIds(older);
+  const newerCited = citedIds(newer);
+  const newerSettings = new Map(settingRows(newer));
+  const olderSettings = new Map(settingRows(older));
+  const changed = [...new Set([...olderSettings.keys(), ...newerSettings.keys()])].filter(
+    (k) => olderSettings.get(k) !== newerSettings.get(k),
+  );
+  const column = (turn, own, other, settings, heading) =>
+    el(
+      "div",
+      { class: "compare-column" },
+      el("h4", {}, heading),
+      el(
+        "dl",
+        { class: "settings" },
+        changed.map((k) => [el("dt", {}, k), el("dd", {}, settings.get(k) ?? "–")]),
+        el("dt", {}, "took"),
+        el("dd", {}, formatMs(turn.timings_ms && turn.timings_ms.total)),
+      ),
+      answerNode(turn, (rank, button) => onCite(turn, rank, button)),
+      fallbackNotice(turn),
+      el("h5", {}, "Passages cited"),
+      el(
+        "ul",
+        { class: "compare-passages" },
+        (turn.passages || [])
+          .filter((p) => own.has(p.passage_id))
+          .map((p) =>
+            el(
+              "li",
+              { class: other.has(p.passage_id) ? "" : "only-here" },
+              passageTitle(p),
+              other.has(p.passage_id) ? null : el("span", { class: "badge" }, "only here"),
+            ),
+          ),
+      ),
+    );
+  return el(
+    "div",
+    { class: "compare", role: "group", "aria-label": `Version ${older.version} and version ${newer.version} compared` },
+    column(older, olderCited, newerCited, olderSettings, `Version ${older.version}`),
+    column(newer, newerCited, olderCited, newerSettings, `Version ${newer.version}`),
+  );
+}
+
+const WORD = /[\p{L}\p{N}]+/gu;
+const STOPWORDS = new Set(
+  "a an and are as at be but by for from has have in is it its of on or that the their this to was were which with you your i my me we our they".split(" "),
+);
+
+function contentWords(text) {
+  return (text.toLowerCase().match(WORD) || []).filter((w) => !STOPWORDS.has(w));
+}
+
+/**
+ * The parts of `passage` that `sentences` draw on, as sorted, merged [start, end) ranges: the
+ * sentence itself where the passage contains it verbatim (extractive answers), else the passage
+ * sentences sharing most of their content words with it (paraphrasing answers).
+ */
+export function citedRanges(passage, sentences) {
+  const ranges = [];
+  const lower = passage.toLowerCase();
+  const spans = [];
+  const splitter = /[^.!?]+(?:[.!?]+["')\]]*|$)\s*/g;
+  let m;
+  while ((m = splitter.exec(passage)) !== null) {
+    if (m[0].length === 0) {
+      splitter.lastIndex++;
+      continue;
+    }
+    const text = m[0].trimEnd();
+    if (text.trim()) spans.push({ start: m.index, end: m.index + text.length, words: contentWords(text) });
+  }
+  for (const sentence of sentences) {
+    const needle = sentence.trim().replace(/\s+/g, " ").toLowerCase();
+    const at = needle.length >= 12 ? lower.indexOf(needle) : -1;
+    if (at >= 0) {
+      ranges.push([at, at + needle.length]);
+      continue;
+    }
+    const words = new Set(contentWords(sentence));
+    let best = null;
+    for (const span of spans) {
+      if (span.words.length === 0) continue;
+      const shared = new Set(span.words.filter((w) => words.has(w))).size;
+      const share = shared / new Set(span.words).size;
+      if (shared >= 3 && share >= 0.5) ranges.push([span.start, span.end]);
+      if (shared >= 3 && (!best || shared > best.shared)) best = { span, shared };
+    }
+    if (best && !ranges.some(([s, e]) => s === best.span.start && e === best.span.end)) {
+      ranges.push([best.span.start, best.span.end]);
+    }
+  }
+  ranges.sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const r of ranges) {
+    const last = merged[merged.length - 1];
+    if (last && r[0] <= last[1]) last[1] = Math.max(last[1], r[1]);
+    else merged.push([...r]);
+  }
+  return merged;
+}
+
+/** The passage text with the cited ranges in <mark>. */
+export function highlightedText(passage, sentences) {
+  const fragment = document.createDocumentFragment();
+  let at = 0;
+  for (const [start, end] of citedRanges(passage, sentences)) {
+    fragment.append(passage.slice(at, start), el("mark", {}, passage.slice(start, end)));
+    at = end;
+  }
+  fragment.append(passage.slice(at));
+  return fragment;
+}
