@@ -415,6 +415,11 @@ async fn qrecc_tira_convention_and_poleval_domains() {
     assert!(lines[0].starts_with("w-1-0\t"), "{out}");
     assert!(lines[1].starts_with("l-1\t"), "{out}");
     assert!(lines[2].starts_with("w-2-0\t"), "{out}");
+    // Filled with the smallest ids, whatever the index's segment layout.
+    assert_eq!(
+        lines[3],
+        "w-1-0\tw-10-0\tw-11-0\tw-12-0\tw-2-0\tw-3-0\tw-4-0\tw-5-0\tw-6-0\tw-7-0"
+    );
     let filled: i64 = sqlx::query_scalar(
         "SELECT (diagnostics->>'filled_passages')::bigint FROM turns WHERE external_turn_id = '4'",
     )
