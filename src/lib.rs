@@ -5,6 +5,7 @@
 //! (`api::error`).
 
 pub mod api;
+pub mod batch;
 pub mod collection;
 pub mod config;
 pub mod eval;

@@ -49,6 +49,8 @@ enum Command {
     Embed(convrag::rerank::embed::EmbedArgs),
     /// Run pipeline stages (PTKB ranking, query rewriting) over a topics file.
     Pipeline(convrag::pipeline::cli::PipelineArgs),
+    /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
+    Run(convrag::batch::cli::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +97,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
         Command::Embed(args) => convrag::rerank::embed::run(&Config::load(&overrides)?, args),
         Command::Pipeline(args) => convrag::pipeline::cli::run(&Config::load(&overrides)?, args),
+        Command::Run(args) => convrag::batch::cli::run(&Config::load(&overrides)?, args),
     }
 }
 

@@ -22,6 +22,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .map_err(io_err)?;
     tmp.write_all(bytes).map_err(io_err)?;
+    // Temporary files are private (0600); the output is an ordinary file others may read.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io_err)?;
+    }
     tmp.as_file().sync_all().map_err(io_err)?;
     tmp.persist(path).map_err(|e| io_err(e.error))?;
     Ok(())
@@ -43,6 +50,9 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
     }
 
     #[test]

@@ -403,6 +403,18 @@ pub fn validate_run_text(
     topics: Option<&[IkatTopic]>,
     ctx: &ValidationContext,
 ) -> Report {
+    validate_run_text_with(text, topics, ctx, true)
+}
+
+/// As [`validate_run_text`]; with `require_passages` false a response may have no passage
+/// provenance: a PTKB-only run (`convrag run ikat --stages ptkb,rewrite`), which is an input of
+/// `convrag eval ptkb`, not a submission of the passage task.
+pub fn validate_run_text_with(
+    text: &str,
+    topics: Option<&[IkatTopic]>,
+    ctx: &ValidationContext,
+    require_passages: bool,
+) -> Report {
     let mut report = Report::default();
     let Some(doc) = super::parse_document(text, &mut report) else {
         return report;
@@ -577,7 +589,7 @@ pub fn validate_run_text(
                 report.error(line, format!("{at}: missing `passage_provenance` array"));
                 continue;
             };
-            if prov.is_empty() {
+            if prov.is_empty() && require_passages {
                 report.error(
                     line,
                     format!("{at}: no passage provenance (every response needs at least one)"),

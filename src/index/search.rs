@@ -207,6 +207,41 @@ impl TantivyRetriever {
         Ok(())
     }
 
+    /// The `n` smallest passage ids (byte order) of live passages: a choice of passages that does
+    /// not depend on how the index happens to be laid out in segments. Reads the id field's term
+    /// dictionaries, not the documents.
+    pub fn smallest_ids(&self, n: usize) -> Result<Vec<String>> {
+        use tantivy::{DocSet, TERMINATED};
+        let searcher = self.searcher();
+        let mut ids: Vec<String> = Vec::new();
+        for seg in searcher.segment_readers() {
+            let inv = seg
+                .inverted_index(self.fields.id)
+                .map_err(tantivy_err(&self.dir))?;
+            let mut stream = inv.terms().stream().map_err(super::io_err(&self.dir))?;
+            let mut taken = 0;
+            while taken < n && stream.advance() {
+                let mut postings = inv
+                    .read_postings_from_terminfo(stream.value(), IndexRecordOption::Basic)
+                    .map_err(super::io_err(&self.dir))?;
+                let mut live = false;
+                let mut doc = postings.doc();
+                while doc != TERMINATED && !live {
+                    live = !seg.is_deleted(doc);
+                    doc = postings.advance();
+                }
+                if live {
+                    ids.push(String::from_utf8_lossy(stream.key()).into_owned());
+                    taken += 1;
+                }
+            }
+        }
+        ids.sort();
+        ids.dedup();
+        ids.truncate(n);
+        Ok(ids)
+    }
+
     /// Scores every document matching a query term; returns the top `k` as (score, address, id),
     /// ties broken by ascending id as Anserini does.
     pub fn score(

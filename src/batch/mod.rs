@@ -1,0 +1,108 @@
+//! Batch runs (`convrag run ...`): every official submission format produced through the same
+//! turn pipeline and the same PostgreSQL records as the HTTP server.
+//!
+//! * [`engine`]: topics in parallel (`--jobs`), turns of a topic in order, each turn stored as an
+//!   ordinary conversation turn of the `batch` user (conversation external id
+//!   `<run name>/<topic id>`). The database is the resume journal: stored turns are skipped.
+//! * [`record`]: the `batch_runs` row and the `<output>.meta.json` sidecar (settings, model and
+//!   input checksums, collection manifests, convrag version); a resume with different facts is
+//!   refused, naming them.
+//! * [`ikat`], [`trec_rag`], [`qrecc`], [`poleval`]: inputs → topics of turns, and the stored
+//!   turns → the submission file, rendered in topic order and validated before it is written
+//!   atomically. Because the file is always rendered from the stored records, an interrupted and
+//!   resumed run writes the same bytes as an uninterrupted one.
+//! * [`cli`]: the command line.
+
+pub mod cli;
+pub mod engine;
+pub mod ikat;
+pub mod poleval;
+pub mod qrecc;
+pub mod record;
+pub mod trec_rag;
+
+use std::path::{Path, PathBuf};
+
+/// Errors of batch runs.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    /// A problem at a known place of an input file (line is 1-based).
+    #[error("{}:{line}: {message}", path.display())]
+    Input {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// An option that cannot be used as given (`option` names it as typed on the command line).
+    #[error("{option}: {message}")]
+    Option {
+        option: &'static str,
+        message: String,
+    },
+    /// The stored run cannot be continued by this invocation.
+    #[error("{0}")]
+    Resume(String),
+    /// One turn failed; nothing of it was stored.
+    #[error("turn {turn}: {source}")]
+    Turn {
+        turn: String,
+        source: crate::pipeline::PipelineError,
+    },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Format(#[from] crate::formats::FormatError),
+    #[error(transparent)]
+    Index(#[from] crate::index::IndexError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = BatchError> = std::result::Result<T, E>;
+
+impl From<sqlx::Error> for BatchError {
+    fn from(e: sqlx::Error) -> Self {
+        BatchError::Store(e.into())
+    }
+}
+
+pub(crate) fn option(option: &'static str, message: impl Into<String>) -> BatchError {
+    BatchError::Option {
+        option,
+        message: message.into(),
+    }
+}
+
+pub(crate) fn input_error(path: &Path, line: usize, message: impl Into<String>) -> BatchError {
+    BatchError::Input {
+        path: path.to_path_buf(),
+        line,
+        message: message.into(),
+    }
+}
+
+/// A score as the pipeline computed it: scores are `f32` and stored as `f64`; the shortest
+/// decimal that identifies the `f32` is what a submission shows (0.1, not 0.10000000149011612).
+/// Distinct `f32` values keep their order, so a non-increasing ranking stays non-increasing.
+pub fn submitted_score(stored: f64) -> f64 {
+    let single = stored as f32;
+    format!("{single}").parse().unwrap_or(stored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_print_as_the_f32_they_were() {
+        assert_eq!(submitted_score(0.1f32 as f64), 0.1);
+        assert_eq!(submitted_score(12.345678f32 as f64), 12.345678);
+        assert_eq!(submitted_score(-3.0), -3.0);
+        let a = 0.70000005f32 as f64;
+        let b = 0.7f32 as f64;
+        assert!(submitted_score(a) > submitted_score(b));
+    }
+}

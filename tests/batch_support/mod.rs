@@ -1,0 +1,165 @@
+//! Shared set-up of the batch-run tests: the `convrag` binary with a private data directory and a
+//! database of its own, fixture collections indexed by `convrag index`, golden files.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+#[path = "../common/mod.rs"]
+pub mod common;
+
+pub use common::TestDb;
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/batch")
+        .join(name)
+}
+
+/// A file of `../shared/data`, or `None` (printing why the test is skipped) when absent.
+pub fn shared(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(rel);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipping: {} not found (the shared data sits next to the repository)",
+            p.display()
+        );
+        None
+    }
+}
+
+/// Compares `actual` with `tests/golden/batch/<name>`; `CONVRAG_UPDATE_GOLDEN=1` rewrites it.
+pub fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/batch")
+        .join(name);
+    if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with CONVRAG_UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{} differs from the output:\n{actual}",
+        path.display()
+    );
+}
+
+/// A data directory and a database for `convrag` runs.
+pub struct Env {
+    pub db: TestDb,
+    pub home: tempfile::TempDir,
+    /// Use the installed reranking model (else the data directory has none: BM25 order only).
+    pub model: bool,
+}
+
+impl Env {
+    pub async fn new(model: bool) -> Env {
+        Env {
+            db: TestDb::new().await,
+            home: tempfile::tempdir().unwrap(),
+            model,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+
+    /// `convrag` with only this environment's settings (nothing inherited that changes results).
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_convrag"));
+        for var in [
+            "CONVRAG_CONFIG",
+            "CONVRAG_MODEL_DIR",
+            "ORT_DYLIB_PATH",
+            "CONVRAG_LLM_BASE_URL",
+            "CONVRAG_LLM_MODEL",
+            "CONVRAG_LLM_API_KEY",
+            "DATABASE_URL",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("CONVRAG_HOME", self.home.path())
+            .env("DATABASE_URL", &self.db.url)
+            .env("RUST_LOG", "warn")
+            .current_dir(self.home.path());
+        if self.model {
+            let dir = common::data_home().join("models/all-MiniLM-L6-v2");
+            let lib = common::ort_library();
+            assert!(
+                dir.join("manifest.json").exists() && lib.exists(),
+                "{} or {} not found: run scripts/fetch-models.sh first",
+                dir.display(),
+                lib.display()
+            );
+            cmd.env("CONVRAG_MODEL_DIR", dir).env("ORT_DYLIB_PATH", lib);
+        }
+        cmd
+    }
+
+    /// Runs `convrag ARGS`; returns the output whatever the exit status.
+    pub fn convrag(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Runs `convrag ARGS` and fails the test unless it succeeds.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.convrag(args);
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "convrag {args:?} failed:\n{stderr}");
+        stderr
+    }
+
+    /// Runs `convrag ARGS`, expects failure, returns standard error.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let o = self.convrag(args);
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            !o.status.success(),
+            "convrag {args:?} should fail:\n{stderr}"
+        );
+        stderr
+    }
+
+    /// Indexes `file` as collection `name`.
+    pub fn index(&self, name: &str, format: &str, file: &Path, language: Option<&str>) {
+        let file = file.to_str().unwrap();
+        let mut args = vec!["index", "--collection", name, "--format", format];
+        if let Some(l) = language {
+            args.extend(["--language", l]);
+        }
+        args.push(file);
+        self.ok(&args);
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.path(name).display()))
+    }
+
+    /// Current turns stored for the run's conversations.
+    pub async fn stored_turns(&self, run_name: &str) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id \
+             WHERE t.is_current AND c.external_id LIKE $1 || '/%'",
+        )
+        .bind(run_name)
+        .fetch_one(self.db.store.pool())
+        .await
+        .unwrap()
+    }
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
