@@ -375,6 +375,8 @@ function settingsFrom(form) {
   const body = {};
   const generator = form.querySelector('[name="generator"]').value;
   if (generator) body.generator = generator;
+  const rewriter = form.querySelector('[name="rewriter"]');
+  if (rewriter && rewriter.value) body.rewriter = rewriter.value;
   const rerank = form.querySelector('[name="rerank"]');
   if (rerank && !rerank.checked) body.rerank = false;
   for (const name of ["rerank_depth", "passages", "max_words"]) {
@@ -708,6 +710,7 @@ function openRegenerate(view, opener) {
   const settings = view.turn.settings || {};
   const generator = String(view.turn.generator || "");
   form.querySelector('[name="generator"]').value = generator.startsWith("llm") ? "llm" : generator === "extractive" ? "extractive" : "";
+  form.querySelector('[name="rewriter"]').value = settings.rewriter === "llm" ? "llm" : "";
   form.querySelector('[name="rerank"]').checked = settings.rerank !== false;
   for (const name of ["rerank_depth", "passages", "max_words"]) {
     form.querySelector(`[name="${name}"]`).value = settings[name] ?? "";

@@ -155,6 +155,21 @@ function section(title, ...content) {
  * The contents of the "why this answer" panel of a (possibly still partial) turn.
  * `onPassage(rank, button)` opens a passage.
  */
+/** How the query was rewritten, and why the language model's rewrite was not used if so. */
+function rewriteMethodNote(turn) {
+  const diagnostics = turn.diagnostics || {};
+  const method = turn.rewrite_method || diagnostics.rewrite_method;
+  const fallback = diagnostics.rewrite_fallback;
+  if (fallback) {
+    return el(
+      "p",
+      { class: "muted small" },
+      `method: ${method || "history"} (the language model's rewrite was not used: ${fallback.reason})`,
+    );
+  }
+  return method ? el("p", { class: "muted small" }, `method: ${method}`) : null;
+}
+
 export function whyContent(turn, onPassage) {
   const parts = [];
 
@@ -165,7 +180,7 @@ export function whyContent(turn, onPassage) {
       rewrite
         ? el("p", { class: "rewrite" }, rewrite)
         : el("p", { class: "muted" }, turn.pending ? "…" : "(none)"),
-      turn.rewrite_method ? el("p", { class: "muted small" }, `method: ${turn.rewrite_method}`) : null,
+      rewriteMethodNote(turn),
     ),
   );
 

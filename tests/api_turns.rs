@@ -460,6 +460,12 @@ async fn bad_turn_requests_get_clear_errors_and_store_nothing() {
             400,
             "generator",
         ),
+        (
+            json!({"utterance": "x", "rewriter": "llm"}),
+            400,
+            "rewriter",
+        ),
+        (json!({"utterance": "x", "rewriter": "t5"}), 400, "rewriter"),
         (json!({"utterance": "x", "rerank": true}), 503, "rerank"),
         (json!({"utterance": "x", "passages": 0}), 400, "passages"),
         (
@@ -594,6 +600,47 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     .await;
     check_stream_matches_store(&alice, &conv, &events).await;
     check_turn_invariants(&events.last().unwrap().1["turn"], 60);
+
+    // The LLM rewriter: the model was asked with the history; its one-line rewrite is the
+    // query, or the turn says why the history-aware rewrite stood in.
+    let t = turn(
+        &alice,
+        &conv,
+        json!({"utterance": "How much salt goes into it?", "rewriter": "llm",
+            "generator": "extractive", "passages": 3}),
+    )
+    .await;
+    check_turn_invariants(&t, 250);
+    assert_eq!(t["settings"]["rewriter"], "llm", "{t}");
+    let raw = t["diagnostics"]["rewrite_llm_output"].as_str();
+    assert!(raw.is_some(), "the model answered: {t}");
+    let rewrite = t["rewritten_utterance"].as_str().unwrap();
+    assert!(!rewrite.trim().is_empty() && !rewrite.contains('\n'), "{t}");
+    match t["diagnostics"]["rewrite_method"].as_str().unwrap() {
+        "llm" => {
+            assert!(t["diagnostics"]["rewrite_fallback"].is_null(), "{t}");
+            assert!(rewrite.split_whitespace().count() <= 60, "{t}");
+        }
+        "history" => assert_eq!(
+            t["diagnostics"]["rewrite_fallback"]["kind"], "unusable_output",
+            "{t}"
+        ),
+        other => panic!("unexpected rewrite method {other}: {t}"),
+    }
+    // A supplied rewrite wins over the LLM rewriter, and the model is not asked.
+    let t = turn(
+        &alice,
+        &conv,
+        json!({"utterance": "And pepper?", "rewriter": "llm", "generator": "extractive",
+            "rewrite": "How much pepper goes into lentil soup?", "passages": 3}),
+    )
+    .await;
+    assert_eq!(t["diagnostics"]["rewrite_method"], "manual", "{t}");
+    assert_eq!(
+        t["rewritten_utterance"],
+        "How much pepper goes into lentil soup?"
+    );
+    assert!(t["diagnostics"]["rewrite_llm_output"].is_null(), "{t}");
     s.server.stop().await;
 }
 
@@ -621,6 +668,23 @@ async fn llm_down_falls_back_to_extractive_and_says_so() {
         .as_str()
         .unwrap()
         .contains(&port.to_string()));
+    // The LLM rewriter falls back to the history-aware rewrite and says so.
+    let t = turn(
+        &alice,
+        &conv,
+        json!({"utterance": "Which of them is quickest?", "rewriter": "llm"}),
+    )
+    .await;
+    check_turn_invariants(&t, 250);
+    assert_eq!(t["diagnostics"]["rewrite_method"], "history", "{t}");
+    assert_eq!(
+        t["diagnostics"]["rewrite_fallback"]["kind"], "llm_error",
+        "{t}"
+    );
+    assert!(t["rewritten_utterance"]
+        .as_str()
+        .unwrap()
+        .starts_with("Which of"));
     s.server.stop().await;
 }
 

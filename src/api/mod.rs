@@ -39,6 +39,7 @@ pub struct AppState {
     /// The turn pipeline (`POST .../turns`), built from the configuration and the model.
     pub pipeline: Arc<TurnPipeline>,
     llm: Option<Arc<dyn crate::pipeline::generate::Generator>>,
+    llm_rewriter: Option<Arc<crate::pipeline::rewrite_llm::LlmRewriter>>,
 }
 
 impl AppState {
@@ -52,29 +53,41 @@ impl AppState {
             tracing::error!(error = %e, "the LLM configuration is unusable; extractive answers only");
             None
         });
+        let llm_rewriter = crate::pipeline::rewrite_llm::llm_rewriter_from_config(&config.llm)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the LLM configuration is unusable; no LLM rewrites");
+                None
+            });
         Self {
             store,
             collections: CollectionRegistry::new(config.collections_dir()),
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
             reranker: None,
-            pipeline: Arc::new(TurnPipeline::new(
-                crate::pipeline::ptkb::recommended_ranker(None),
-                None,
-                llm.clone(),
-            )),
+            pipeline: Arc::new(
+                TurnPipeline::new(
+                    crate::pipeline::ptkb::recommended_ranker(None),
+                    None,
+                    llm.clone(),
+                )
+                .with_llm_rewriter(llm_rewriter.clone()),
+            ),
             llm,
+            llm_rewriter,
         }
     }
 
     /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
     pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
         self.reranker = Some(Arc::clone(&reranker));
-        self.pipeline = Arc::new(TurnPipeline::new(
-            crate::pipeline::ptkb::recommended_ranker(Some(Arc::clone(&reranker))),
-            Some(reranker),
-            self.llm.clone(),
-        ));
+        self.pipeline = Arc::new(
+            TurnPipeline::new(
+                crate::pipeline::ptkb::recommended_ranker(Some(Arc::clone(&reranker))),
+                Some(reranker),
+                self.llm.clone(),
+            )
+            .with_llm_rewriter(self.llm_rewriter.clone()),
+        );
         self
     }
 }

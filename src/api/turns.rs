@@ -12,8 +12,8 @@ use super::extract::{parse_uuid, ApiJson, ApiQuery, AuthUser};
 use super::AppState;
 use crate::pipeline::generate::{GenerationEvent, WordLimit, WordMeasure};
 use crate::pipeline::turn::{
-    context_from_store, GeneratorChoice, PassageSource, RankedPassage, RetrievalTarget, TurnEvent,
-    TurnSettings,
+    context_from_store, GeneratorChoice, PassageSource, RankedPassage, RetrievalTarget,
+    RewriterChoice, TurnEvent, TurnSettings,
 };
 use crate::store::TurnSlot;
 
@@ -42,6 +42,8 @@ pub struct CreateTurn {
     pub max_words: Option<usize>,
     /// A manual rewrite used instead of the automatic one.
     pub rewrite: Option<String>,
+    /// Who rewrites the utterance: `history` (default) or `llm`.
+    pub rewriter: Option<RewriterChoice>,
 }
 
 const MAX_UTTERANCE_CHARS: usize = 10_000;
@@ -62,6 +64,13 @@ fn settings_for(state: &AppState, body: &CreateTurn) -> Result<TurnSettings, Api
             "this server has no LLM endpoint configured (llm.base_url); use \"extractive\"",
         ));
     }
+    let rewriter = body.rewriter.unwrap_or_default();
+    if rewriter == RewriterChoice::Llm && state.pipeline.llm_rewriter.is_none() {
+        return Err(ApiError::invalid(
+            "rewriter",
+            "this server has no LLM endpoint configured (llm.base_url); use \"history\"",
+        ));
+    }
     let rerank = body.rerank.unwrap_or(state.reranker.is_some());
     if rerank && state.reranker.is_none() {
         return Err(ApiError::field(
@@ -79,6 +88,7 @@ fn settings_for(state: &AppState, body: &CreateTurn) -> Result<TurnSettings, Api
     }
     let settings = TurnSettings {
         generator,
+        rewriter,
         rerank,
         depth: body.rerank_depth.unwrap_or(defaults.depth),
         passages,

@@ -19,7 +19,7 @@ use crate::formats::{atomic, poleval as poleval_format, qrecc as qrecc_format, t
 use crate::formats::{FormatError, ValidationContext};
 use crate::index::{CollectionRegistry, Language, Retriever};
 use crate::pipeline::generate::{WordLimit, WordMeasure};
-use crate::pipeline::turn::{GeneratorChoice, TurnPipeline, TurnSettings};
+use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnPipeline, TurnSettings};
 use crate::rerank::Reranker;
 use crate::store::Turn;
 
@@ -58,6 +58,12 @@ pub enum GeneratorArg {
     Llm,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RewriterArg {
+    History,
+    Llm,
+}
+
 /// Options every task shares.
 #[derive(Debug, Args, Clone)]
 pub struct CommonArgs {
@@ -87,6 +93,11 @@ pub struct CommonArgs {
     /// Generator (default: llm when an LLM endpoint is configured, else extractive).
     #[arg(long, value_enum)]
     pub generator: Option<GeneratorArg>,
+    /// Query rewriter: history (default, no LLM) or llm (the configured endpoint with
+    /// prompts/rewrite.*.md, falling back to the history-aware rewrite). Manual runs use the
+    /// supplied rewrites either way.
+    #[arg(long, value_enum)]
+    pub rewriter: Option<RewriterArg>,
     /// BM25/neural score fusion: none | rrf | rrf:K | weighted:W.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<String>,
@@ -337,11 +348,15 @@ impl<'a> Context<'a> {
         // As the server builds it (api::AppState::with_reranker).
         let model = crate::server::load_reranker(config);
         let llm = crate::pipeline::generate::llm_from_config(&config.llm)?;
-        let pipeline = Arc::new(TurnPipeline::new(
-            crate::pipeline::ptkb::recommended_ranker(model.clone()),
-            model.clone(),
-            llm,
-        ));
+        let llm_rewriter = crate::pipeline::rewrite_llm::llm_rewriter_from_config(&config.llm)?;
+        let pipeline = Arc::new(
+            TurnPipeline::new(
+                crate::pipeline::ptkb::recommended_ranker(model.clone()),
+                model.clone(),
+                llm,
+            )
+            .with_llm_rewriter(llm_rewriter),
+        );
         Ok(Context {
             config,
             registry: CollectionRegistry::new(config.collections_dir()),
@@ -375,6 +390,16 @@ impl<'a> Context<'a> {
                 "llm needs an LLM endpoint (llm.base_url / CONVRAG_LLM_BASE_URL)",
             ));
         }
+        let rewriter = match common.rewriter {
+            None | Some(RewriterArg::History) => RewriterChoice::History,
+            Some(RewriterArg::Llm) => RewriterChoice::Llm,
+        };
+        if rewriter == RewriterChoice::Llm && self.pipeline.llm_rewriter.is_none() {
+            return Err(option(
+                "--rewriter",
+                "llm needs an LLM endpoint (llm.base_url / CONVRAG_LLM_BASE_URL)",
+            ));
+        }
         let passages = common.passages.unwrap_or(base.passages);
         if passages == 0 || passages > max_passages {
             return Err(option(
@@ -399,6 +424,7 @@ impl<'a> Context<'a> {
                 .generation_passages
                 .unwrap_or(base.generation_passages.min(passages)),
             generator,
+            rewriter,
             limit: WordLimit {
                 max_words: max,
                 measure: base.limit.measure,
@@ -516,7 +542,9 @@ async fn execute(
     let mut settings = Map::new();
     settings.insert("stages".into(), json!(plan.stages.list()));
     settings.insert("turn".into(), serde_json::to_value(&plan.settings)?);
-    if plan.stages.generate && plan.settings.generator == GeneratorChoice::Llm {
+    if (plan.stages.generate && plan.settings.generator == GeneratorChoice::Llm)
+        || plan.settings.rewriter == RewriterChoice::Llm
+    {
         settings.insert("llm_model".into(), json!(ctx.config.llm.model));
     }
     settings.extend(plan.options.clone());

@@ -214,6 +214,10 @@ pub enum PipelineCommand {
         rewrite: RewriteOptions,
         #[command(flatten)]
         ptkb: PtkbOptions,
+        /// Rewrite with the configured LLM endpoint (llm.base_url, prompts/rewrite.*.md); a
+        /// turn whose LLM rewrite fails or is unusable gets the history-aware rewrite.
+        #[arg(long)]
+        llm: bool,
     },
     /// Turn latency per stage (p50/p95), cold and with the embedding cache warm.
     BenchTurns(super::bench::BenchTurnsArgs),
@@ -358,6 +362,55 @@ pub fn rewrite_topics(
     Ok(out)
 }
 
+/// [`rewrite_topics`] with the LLM rewriter (manual rewrites, when the run type gives them, win);
+/// reports how many turns fell back to `rewriter`'s rewrite, with a progress bar.
+pub fn llm_rewrite_topics(
+    topics: &[IkatTopic],
+    run_type: RunType,
+    ranker: &dyn PtkbRanker,
+    rewriter: &dyn Rewriter,
+    llm: &super::rewrite_llm::LlmRewriter,
+) -> Result<Vec<(String, String)>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PipelineError::Input(format!("cannot start the async runtime: {e}")))?;
+    let total: usize = topics.iter().map(|t| t.turns.len()).sum();
+    let bar = indicatif::ProgressBar::new(total as u64).with_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} turns, ETA {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let (mut out, mut asked, mut fallbacks) = (Vec::new(), 0usize, 0usize);
+    for topic in topics {
+        for (i, turn) in topic.turns.iter().enumerate() {
+            let ctx = ConversationContext::from_ikat(topic, i, run_type)
+                .expect("index within the topic's turns");
+            let ranking = ranker.rank(&ctx)?;
+            let selected: Vec<&str> = ranking.selected().map(|s| s.text.as_str()).collect();
+            let base = rewriter.rewrite(&ctx, &selected)?;
+            let text = if base.method == "manual" {
+                base.text
+            } else {
+                asked += 1;
+                let outcome = runtime.block_on(llm.rewrite(&ctx, &selected, base))?;
+                if let Some(f) = &outcome.fallback {
+                    fallbacks += 1;
+                    bar.suspend(|| eprintln!("{}: {}: {}", topic.turn_key(turn), f.kind, f.reason));
+                }
+                outcome.rewrite.text
+            };
+            out.push((topic.turn_key(turn), text));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    eprintln!(
+        "{total} turns: {asked} rewritten by the LLM, {fallbacks} of them fell back to the \
+         history-aware rewrite"
+    );
+    Ok(out)
+}
+
 /// The PTKB rankings as an iKAT run: one response per turn, empty text, no passages.
 pub fn ptkb_run(
     run_name: &str,
@@ -458,20 +511,37 @@ pub fn run(config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
             output,
             rewrite,
             ptkb,
+            llm,
         } => {
             let topics = read_conversations(&topics)?;
             let ranker = ptkb.ranker(model(&ptkb)?)?;
             let history = rewrite.rewriter();
-            let rewrites = match run_type {
-                RunTypeArg::Automatic => {
-                    rewrite_topics(&topics, RunType::Automatic, ranker.as_ref(), &history)?
+            let llm_rewriter = if llm {
+                Some(
+                    super::rewrite_llm::llm_rewriter_from_config(&config.llm)?.ok_or_else(
+                        || anyhow::anyhow!("--llm: no LLM endpoint is configured (llm.base_url / CONVRAG_LLM_BASE_URL)"),
+                    )?,
+                )
+            } else {
+                None
+            };
+            let rewrites = match (run_type, llm_rewriter) {
+                (run_type, Some(llm)) => {
+                    let rewriter = ManualRewriter { fallback: history };
+                    let run_type = RunType::from(run_type);
+                    llm_rewrite_topics(&topics, run_type, ranker.as_ref(), &rewriter, &llm)?
                 }
-                RunTypeArg::Manual => rewrite_topics(
-                    &topics,
-                    RunType::Manual,
-                    ranker.as_ref(),
-                    &ManualRewriter { fallback: history },
-                )?,
+                (run_type, None) => match run_type {
+                    RunTypeArg::Automatic => {
+                        rewrite_topics(&topics, RunType::Automatic, ranker.as_ref(), &history)?
+                    }
+                    RunTypeArg::Manual => rewrite_topics(
+                        &topics,
+                        RunType::Manual,
+                        ranker.as_ref(),
+                        &ManualRewriter { fallback: history },
+                    )?,
+                },
             };
             let mut tsv = String::new();
             for (key, text) in rewrites {

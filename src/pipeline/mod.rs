@@ -13,6 +13,7 @@ pub mod context;
 pub mod generate;
 pub mod ptkb;
 pub mod rewrite;
+pub mod rewrite_llm;
 pub mod terms;
 pub mod turn;
 

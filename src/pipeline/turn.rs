@@ -19,6 +19,7 @@ use super::generate::{
 };
 use super::ptkb::{PtkbRanker, PtkbRanking, TextSimilarity};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
+use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
 use crate::rerank::{Fusion, OwnedPassage, PassageRef, Reranker};
@@ -29,6 +30,17 @@ use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage};
 #[serde(rename_all = "snake_case")]
 pub enum GeneratorChoice {
     Extractive,
+    Llm,
+}
+
+/// Which rewriter writes a turn's query (a supplied manual rewrite always wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewriterChoice {
+    /// The history-aware rewriter ([`HistoryRewriter`]).
+    #[default]
+    History,
+    /// The chat model with `prompts/rewrite.*.md`, falling back to the history-aware rewrite.
     Llm,
 }
 
@@ -51,6 +63,9 @@ pub struct TurnSettings {
     /// Passages (from the top) the generator sees.
     pub generation_passages: usize,
     pub generator: GeneratorChoice,
+    /// Absent in settings recorded before the LLM rewriter existed: the history-aware one.
+    #[serde(default)]
+    pub rewriter: RewriterChoice,
     pub limit: WordLimit,
     /// Query weight of each selected PTKB statement's text in the BM25 query (the rewrite has
     /// weight 1): personalizes the candidates without letting a statement outweigh the question.
@@ -72,6 +87,7 @@ impl Default for TurnSettings {
             passages: 10,
             generation_passages: 10,
             generator: GeneratorChoice::Extractive,
+            rewriter: RewriterChoice::History,
             limit: WordLimit::IKAT,
             ptkb_query_weight: 0.15,
             ptkb_in_rerank_query: true,
@@ -151,6 +167,9 @@ pub struct StageTimings {
 pub struct TurnOutput {
     pub ptkb: PtkbRanking,
     pub rewrite: Rewrite,
+    /// With the LLM rewriter: why its rewrite was not used, and what it replied.
+    pub rewrite_fallback: Option<RewriteFallback>,
+    pub rewrite_llm_output: Option<String>,
     pub passages: Vec<RankedPassage>,
     pub generation: Option<Generation>,
     pub timings: StageTimings,
@@ -199,6 +218,8 @@ pub struct TurnPipeline {
     pub reranker: Option<Arc<dyn Reranker>>,
     pub extractive: Arc<dyn Generator>,
     pub llm: Option<Arc<dyn Generator>>,
+    /// The rewriter of `rewriter: "llm"` turns, when an LLM endpoint is configured.
+    pub llm_rewriter: Option<Arc<LlmRewriter>>,
 }
 
 /// A [`Reranker`] (the bi-encoder or cross-encoder) as a [`TextSimilarity`], so the PTKB ranker can
@@ -241,7 +262,14 @@ impl TurnPipeline {
             reranker,
             extractive: Arc::new(ExtractiveGenerator::default()),
             llm,
+            llm_rewriter: None,
         }
+    }
+
+    /// The same stages, with `rewriter` for turns that ask for the LLM rewriter.
+    pub fn with_llm_rewriter(mut self, rewriter: Option<Arc<LlmRewriter>>) -> Self {
+        self.llm_rewriter = rewriter;
+        self
     }
 
     /// The generator a choice names; `None` when it is the LLM and none is configured.
@@ -271,6 +299,17 @@ impl TurnPipeline {
                 field: "fusion",
                 reason: e.to_string(),
             })?;
+        let llm_rewriter = match settings.rewriter {
+            RewriterChoice::History => None,
+            RewriterChoice::Llm => {
+                Some(Arc::clone(self.llm_rewriter.as_ref().ok_or_else(|| {
+                    PipelineError::Setting {
+                        field: "rewriter",
+                        reason: "no LLM endpoint is configured (llm.base_url)".into(),
+                    }
+                })?))
+            }
+        };
         let started = Instant::now();
         let mut timings = StageTimings::default();
 
@@ -289,13 +328,22 @@ impl TurnPipeline {
 
         let t = Instant::now();
         let selected: Vec<&str> = ptkb.selected().map(|s| s.text.as_str()).collect();
-        let rewrite = rewriter.rewrite(&ctx, &selected)?;
+        let mut rewrite = rewriter.rewrite(&ctx, &selected)?;
+        let (mut rewrite_fallback, mut rewrite_llm_output) = (None, None);
+        if let Some(llm) = llm_rewriter.filter(|_| rewrite.method != "manual") {
+            let outcome = llm.rewrite(&ctx, &selected, rewrite).await?;
+            rewrite = outcome.rewrite;
+            rewrite_fallback = outcome.fallback;
+            rewrite_llm_output = outcome.raw_output;
+        }
         timings.rewrite = Some(ms_since(t));
         on_event(TurnEvent::Rewrite(&rewrite));
 
         let mut output = TurnOutput {
             ptkb,
             rewrite,
+            rewrite_fallback,
+            rewrite_llm_output,
             passages: Vec::new(),
             generation: None,
             timings: StageTimings::default(),
@@ -494,6 +542,15 @@ impl TurnOutput {
         let mut diagnostics = serde_json::Map::new();
         diagnostics.insert("rewrite_method".into(), self.rewrite.method.into());
         diagnostics.insert("history_turns".into(), self.history_turns.into());
+        if let Some(f) = &self.rewrite_fallback {
+            diagnostics.insert(
+                "rewrite_fallback".into(),
+                serde_json::to_value(f).unwrap_or_default(),
+            );
+        }
+        if let Some(raw) = &self.rewrite_llm_output {
+            diagnostics.insert("rewrite_llm_output".into(), raw.clone().into());
+        }
         diagnostics.insert(
             "reranker".into(),
             self.reranker

@@ -46,8 +46,21 @@ pub fn generator_from_config(config: &crate::config::LlmConfig) -> Result<Box<dy
 }
 
 fn llm_generator(client: crate::llm::OpenAiClient) -> LlmGenerator {
+    LlmGenerator::new(retrying(client), LlmGeneratorConfig::default())
+}
+
+/// Two retries of transient failures (connection refused, 5xx) around the endpoint.
+fn retrying(client: crate::llm::OpenAiClient) -> std::sync::Arc<dyn crate::llm::ChatModel> {
     let model = crate::llm::Retry::new(client, 3, std::time::Duration::from_millis(200));
-    LlmGenerator::new(std::sync::Arc::new(model), LlmGeneratorConfig::default())
+    std::sync::Arc::new(model)
+}
+
+/// The chat model `config` describes (with two retries of transient failures), or `None` when
+/// no endpoint is configured. Stages other than generation (the LLM rewriter) use it.
+pub fn chat_model_from_config(
+    config: &crate::config::LlmConfig,
+) -> Result<Option<std::sync::Arc<dyn crate::llm::ChatModel>>> {
+    Ok(crate::llm::OpenAiClient::from_config(config)?.map(retrying))
 }
 
 /// The LLM generator `config` describes (with its extractive fallback and two retries of

@@ -1,0 +1,348 @@
+//! Stage 2 with an LLM: the utterance rewritten by a chat model from the prompt in
+//! `prompts/rewrite.*.md` (turn setting `rewriter: "llm"`).
+//!
+//! The model sees the last few exchanges (responses cut short: small models copy long context
+//! instead of rewriting), the selected PTKB statements and the utterance, and answers with one
+//! line. A reply that is empty, or long enough to be an answer rather than a query, or a failed
+//! call, falls back to the history-aware rewrite computed first; the fallback and its reason are
+//! kept with the turn.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::context::ConversationContext;
+use super::generate::PromptTemplate;
+use super::rewrite::Rewrite;
+use super::terms;
+use super::Result;
+use crate::llm::{ChatMessage, ChatModel, ChatRequest};
+
+const SYSTEM_PROMPT: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/prompts/rewrite.system.md"
+));
+const USER_PROMPT: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/prompts/rewrite.user.md"
+));
+
+/// Longest raw reply kept with the turn.
+const MAX_RAW_CHARS: usize = 1000;
+
+/// Settings of the LLM rewriter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmRewriterConfig {
+    /// Earlier exchanges shown, the most recent ones.
+    pub max_context_turns: usize,
+    /// Each earlier response is cut to this many words.
+    pub max_response_words: usize,
+    /// A reply with more words than this is taken for an answer, not a query.
+    pub max_rewrite_words: usize,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+}
+
+impl Default for LlmRewriterConfig {
+    fn default() -> Self {
+        Self {
+            max_context_turns: 3,
+            max_response_words: 40,
+            max_rewrite_words: 60,
+            max_tokens: 96,
+            temperature: 0.0,
+            seed: Some(42),
+        }
+    }
+}
+
+/// Why the LLM's rewrite was not used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RewriteFallback {
+    /// `llm_error` (the call failed or timed out) or `unusable_output`.
+    pub kind: &'static str,
+    pub reason: String,
+}
+
+/// The rewrite a turn uses, with what the model said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmRewriteOutcome {
+    pub rewrite: Rewrite,
+    pub fallback: Option<RewriteFallback>,
+    /// The model's reply as received (cut to 1000 characters), when there was one.
+    pub raw_output: Option<String>,
+}
+
+/// Rewrites with a chat model (see the module documentation).
+pub struct LlmRewriter {
+    model: Arc<dyn ChatModel>,
+    config: LlmRewriterConfig,
+    system: PromptTemplate,
+    user: PromptTemplate,
+}
+
+impl LlmRewriter {
+    pub fn new(model: Arc<dyn ChatModel>, config: LlmRewriterConfig) -> Self {
+        Self {
+            model,
+            config,
+            system: PromptTemplate::new("prompts/rewrite.system.md", SYSTEM_PROMPT),
+            user: PromptTemplate::new("prompts/rewrite.user.md", USER_PROMPT),
+        }
+    }
+
+    /// Replaces the prompt templates (same placeholders as `prompts/rewrite.*.md`).
+    pub fn with_prompts(mut self, system: PromptTemplate, user: PromptTemplate) -> Self {
+        self.system = system;
+        self.user = user;
+        self
+    }
+
+    /// The chat request for a turn (public so the prompt can be inspected).
+    pub fn chat_request(
+        &self,
+        ctx: &ConversationContext,
+        selected_ptkb: &[&str],
+    ) -> Result<ChatRequest> {
+        let skip = ctx
+            .history
+            .len()
+            .saturating_sub(self.config.max_context_turns);
+        let mut context = String::new();
+        for h in &ctx.history[skip..] {
+            context.push_str(&format!("User: {}\n", one_line(&h.utterance)));
+            if let Some(r) = h.response.as_deref().filter(|r| !r.trim().is_empty()) {
+                let words: Vec<&str> = r.split_whitespace().collect();
+                let mut cut = words[..words.len().min(self.config.max_response_words)].join(" ");
+                if words.len() > self.config.max_response_words {
+                    cut.push_str(" ...");
+                }
+                context.push_str(&format!("Assistant: {cut}\n"));
+            }
+        }
+        if context.is_empty() {
+            context.push_str("(none)\n");
+        }
+        let ptkb = if selected_ptkb.is_empty() {
+            "(none)\n".to_string()
+        } else {
+            selected_ptkb
+                .iter()
+                .map(|s| format!("- {}\n", one_line(s)))
+                .collect()
+        };
+        let mut values = HashMap::new();
+        values.insert("context", context);
+        values.insert("ptkb", ptkb);
+        values.insert("utterance", one_line(&ctx.utterance));
+        let mut request = ChatRequest::new(vec![
+            ChatMessage::system(self.system.render(&values)?),
+            ChatMessage::user(self.user.render(&values)?),
+        ]);
+        request.max_tokens = Some(self.config.max_tokens);
+        request.temperature = Some(self.config.temperature);
+        request.seed = self.config.seed;
+        Ok(request)
+    }
+
+    /// The model's rewrite of the turn, or `fallback` (the history-aware rewrite) with the reason.
+    pub async fn rewrite(
+        &self,
+        ctx: &ConversationContext,
+        selected_ptkb: &[&str],
+        fallback: Rewrite,
+    ) -> Result<LlmRewriteOutcome> {
+        let request = self.chat_request(ctx, selected_ptkb)?;
+        let response = match self.model.chat(&request).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "LLM rewrite failed; using the history-aware rewrite");
+                return Ok(LlmRewriteOutcome {
+                    rewrite: fallback,
+                    fallback: Some(RewriteFallback {
+                        kind: "llm_error",
+                        reason: e.to_string(),
+                    }),
+                    raw_output: None,
+                });
+            }
+        };
+        let raw_output = Some(response.content.chars().take(MAX_RAW_CHARS).collect());
+        match clean_reply(&response.content, self.config.max_rewrite_words) {
+            Ok(text) => {
+                let mut seen = HashSet::new();
+                let terms = terms::content_stems(&text)
+                    .into_iter()
+                    .filter(|s| seen.insert(s.clone()))
+                    .map(|s| (s, 1.0))
+                    .collect();
+                Ok(LlmRewriteOutcome {
+                    rewrite: Rewrite {
+                        text,
+                        terms,
+                        method: "llm",
+                    },
+                    fallback: None,
+                    raw_output,
+                })
+            }
+            Err(reason) => Ok(LlmRewriteOutcome {
+                rewrite: fallback,
+                fallback: Some(RewriteFallback {
+                    kind: "unusable_output",
+                    reason,
+                }),
+                raw_output,
+            }),
+        }
+    }
+}
+
+/// The LLM rewriter of `config`'s endpoint, or `None` when no endpoint is configured.
+pub fn llm_rewriter_from_config(
+    config: &crate::config::LlmConfig,
+) -> Result<Option<Arc<LlmRewriter>>> {
+    Ok(super::generate::chat_model_from_config(config)?
+        .map(|model| Arc::new(LlmRewriter::new(model, LlmRewriterConfig::default()))))
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Labels models put before the query although told not to.
+const LABELS: &[&str] = &[
+    "rewritten question",
+    "rewritten query",
+    "rewritten utterance",
+    "rewrite",
+    "query",
+    "search query",
+    "question",
+];
+
+/// The rewrite in a reply: its first non-empty line without a label, list marker or quotes.
+fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, String> {
+    let Some(line) = reply.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err("the model's reply was empty".into());
+    };
+    let mut line = line.trim_start_matches(['-', '*', '>', '#', ' ']).trim();
+    for label in LABELS {
+        let labelled = line
+            .get(..label.len())
+            .filter(|head| head.eq_ignore_ascii_case(label))
+            .and_then(|_| line[label.len()..].trim_start().strip_prefix(':'));
+        if let Some(rest) = labelled {
+            line = rest.trim();
+            break;
+        }
+    }
+    let quotes: &[char] = &['"', '\'', '`', '“', '”', '‘', '’', '*'];
+    let text = one_line(line.trim_matches(quotes).trim());
+    if terms::content_stems(&text).is_empty() {
+        return Err(format!(
+            "the model's reply has no content words: {:?}",
+            reply.chars().take(80).collect::<String>()
+        ));
+    }
+    let words = text.split_whitespace().count();
+    if words > max_words {
+        return Err(format!(
+            "the model's reply has {words} words (more than {max_words}): an answer, not a query"
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::context::HistoryTurn;
+
+    struct NoModel;
+
+    impl ChatModel for NoModel {
+        fn name(&self) -> String {
+            "none".into()
+        }
+        fn model(&self) -> &str {
+            "none"
+        }
+        fn chat<'a>(
+            &'a self,
+            _: &'a ChatRequest,
+        ) -> futures_util::future::BoxFuture<'a, crate::llm::Result<crate::llm::ChatResponse>>
+        {
+            unreachable!("the prompt tests do not call the model")
+        }
+        fn chat_stream<'a>(
+            &'a self,
+            _: &'a ChatRequest,
+        ) -> futures_util::future::BoxFuture<'a, crate::llm::Result<crate::llm::ChatStream>>
+        {
+            unreachable!("the prompt tests do not call the model")
+        }
+    }
+
+    #[test]
+    fn reply_cleaning_keeps_the_query_and_rejects_answers() {
+        assert_eq!(
+            clean_reply("Rewritten question: \"What is the DASH diet?\"\n", 60).unwrap(),
+            "What is the DASH diet?"
+        );
+        assert_eq!(
+            clean_reply(
+                "\n\n  - Query: vegan protein sources  \nExplanation: ...",
+                60
+            )
+            .unwrap(),
+            "vegan protein sources"
+        );
+        assert_eq!(
+            clean_reply("Question time: what now", 60).unwrap(),
+            "Question time: what now"
+        );
+        assert!(clean_reply("   \n ", 60).unwrap_err().contains("empty"));
+        assert!(clean_reply("\"?\"", 60).unwrap_err().contains("content"));
+        let long = "word ".repeat(61);
+        assert!(clean_reply(&long, 60).unwrap_err().contains("61 words"));
+    }
+
+    #[test]
+    fn prompt_shows_recent_history_statements_and_utterance() {
+        let rewriter = LlmRewriter::new(Arc::new(NoModel), LlmRewriterConfig::default());
+        let ctx = ConversationContext {
+            utterance: "What about  its\nprice?".into(),
+            history: (1..=5)
+                .map(|i| HistoryTurn {
+                    utterance: format!("question {i}"),
+                    response: Some(format!("answer {i} {}", "long ".repeat(50))),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let request = rewriter.chat_request(&ctx, &["I live in Lisbon."]).unwrap();
+        let user = &request.messages[1].content;
+        assert!(!user.contains("question 2"), "{user}");
+        assert!(
+            user.contains("User: question 3\nAssistant: answer 3"),
+            "{user}"
+        );
+        assert!(user.contains("...\nUser: question 4"), "{user}");
+        assert!(user.contains("- I live in Lisbon.\n"), "{user}");
+        assert!(
+            user.contains("Last question: What about its price?"),
+            "{user}"
+        );
+        assert!(!user.contains("{{"), "{user}");
+        assert_eq!(request.max_tokens, Some(96));
+
+        let first = rewriter
+            .chat_request(&ConversationContext::new("Hi there"), &[])
+            .unwrap();
+        let user = &first.messages[1].content;
+        assert_eq!(user.matches("(none)").count(), 2, "{user}");
+    }
+}
