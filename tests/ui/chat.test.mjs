@@ -330,6 +330,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await second.getByRole("button", { name: "Regenerate…" }).click();
     const dialog = page.getByRole("dialog", { name: "Regenerate this answer" });
     await dialog.getByLabel("Generator").selectOption("llm");
+    await dialog.getByLabel("Query rewriter").selectOption("llm");
     // Short answers from few passages keep the tiny model quick.
     await dialog.getByLabel("Passages").fill("3");
     await dialog.getByLabel("Word limit").fill("60");
@@ -338,6 +339,18 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
 
     const v2 = (await api(`/v1/conversations/${conversationId}/turns?all_versions=true`)).turns.find((t) => t.seq === 2 && t.version === 2);
     assert.equal(v2.settings.generator, "llm");
+    // The query was rewritten by the model, or the page says why the history-aware rewrite stood in.
+    assert.equal(v2.settings.rewriter, "llm");
+    const rewriteFallback = v2.diagnostics.rewrite_fallback;
+    if (LLM_MODE === "down") assert.equal(rewriteFallback && rewriteFallback.kind, "llm_error", JSON.stringify(v2.diagnostics));
+    const method = await second.locator(".why .why-body p.muted.small", { hasText: "method:" }).first().textContent();
+    if (rewriteFallback) {
+      assert.equal(v2.diagnostics.rewrite_method, "history");
+      assert.equal(method, `method: history (the language model's rewrite was not used: ${rewriteFallback.reason})`);
+    } else {
+      assert.equal(v2.diagnostics.rewrite_method, "llm");
+      assert.equal(method, "method: llm");
+    }
     const fallback = v2.diagnostics.fallback;
     if (LLM_MODE === "down") assert.equal(fallback && fallback.kind, "unreachable", JSON.stringify(v2.diagnostics));
     const notice = second.locator(".turn-main .notice.fallback");
