@@ -4,36 +4,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
 use convrag::api::{self, AppState};
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
-use convrag::rerank::{MemoryEmbeddingCache, OnnxOptions, OnnxReranker};
-
-fn data_home() -> PathBuf {
-    match std::env::var("CONVRAG_HOME") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
-    }
-}
+use convrag::rerank::{MemoryEmbeddingCache, OnnxReranker};
 
 fn reranker() -> OnnxReranker {
-    let home = data_home();
-    let dir = home.join("models/all-MiniLM-L6-v2");
-    let lib = match std::env::var("ORT_DYLIB_PATH") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => home.join("onnxruntime/libonnxruntime.so.1.31.1"),
-    };
-    assert!(
-        dir.join("manifest.json").exists() && lib.exists(),
-        "{} or {} not found: run scripts/fetch-models.sh first",
-        dir.display(),
-        lib.display()
-    );
-    OnnxReranker::open(&dir, &lib, OnnxOptions::default()).unwrap()
+    common::default_model()
 }
 
 const PASSAGES: &str = r#"{"id": "p1", "title": "Foxes", "text": "Red foxes live in dens and hunt small rodents at night."}

@@ -3,36 +3,20 @@
 //!
 //! Needs what `scripts/fetch-models.sh` puts in the data directory (see tests/rerank_model.rs).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
-fn data_home() -> PathBuf {
-    match std::env::var("CONVRAG_HOME") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
-    }
-}
-
-fn require(path: &Path) -> PathBuf {
-    assert!(
-        path.exists(),
-        "{} not found: run scripts/fetch-models.sh first (it fills CONVRAG_HOME, default ./.convrag)",
-        path.display()
-    );
-    std::fs::canonicalize(path).unwrap()
-}
-
-/// The binary with a private data directory, but the library and model of the shared one.
+/// The binary with a private data directory, but the library and model of the shared one
+/// (absolute paths: the child runs in `home`).
 fn convrag(home: &Path) -> Command {
-    let lib = match std::env::var("ORT_DYLIB_PATH") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => data_home().join("onnxruntime/libonnxruntime.so.1.31.1"),
-    };
-    let model = data_home().join("models/all-MiniLM-L6-v2");
+    let lib = std::fs::canonicalize(common::ort_library()).unwrap();
+    let model = std::fs::canonicalize(common::model_dir("all-MiniLM-L6-v2")).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_convrag"));
     cmd.env("CONVRAG_HOME", home)
-        .env("ORT_DYLIB_PATH", require(&lib))
-        .env("CONVRAG_MODEL_DIR", require(&model))
+        .env("ORT_DYLIB_PATH", lib)
+        .env("CONVRAG_MODEL_DIR", model)
         .env("RUST_LOG", "warn")
         .current_dir(home);
     cmd

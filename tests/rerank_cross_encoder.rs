@@ -3,26 +3,12 @@
 //! meaningless: this checks input construction ([CLS] q [SEP] p [SEP], segment ids, truncation that
 //! keeps the query whole) and logit extraction, not relevance.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::ort_library;
 use convrag::rerank::{ModelKind, OnnxOptions, OnnxReranker, PassageRef, Reranker};
-
-fn ort_library() -> PathBuf {
-    let path = match std::env::var("ORT_DYLIB_PATH") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => match std::env::var("CONVRAG_HOME") {
-            Ok(h) if !h.trim().is_empty() => PathBuf::from(h),
-            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
-        }
-        .join("onnxruntime/libonnxruntime.so.1.31.1"),
-    };
-    assert!(
-        path.exists(),
-        "{} not found: run scripts/fetch-models.sh first (it fills CONVRAG_HOME, default ./.convrag)",
-        path.display()
-    );
-    path
-}
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rerank/tiny-cross-encoder")

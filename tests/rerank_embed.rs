@@ -1,7 +1,8 @@
 //! `convrag embed`: a collection's embeddings computed once into the disk cache; a second run (or
 //! a resumed one) encodes nothing again.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::sync::Arc;
 
 use convrag::collection::Format;
@@ -10,22 +11,10 @@ use convrag::index::{index_collection, CollectionRegistry, IndexOptions, Retriev
 use convrag::rerank::embed::{run, EmbedArgs};
 use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef};
 
-fn data_home() -> PathBuf {
-    match std::env::var("CONVRAG_HOME") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
-    }
-}
-
 #[test]
 fn embed_fills_the_cache_once() {
-    let models = data_home();
-    let model_dir = models.join("models/all-MiniLM-L6-v2");
-    let library = models.join("onnxruntime/libonnxruntime.so.1.31.1");
-    assert!(
-        model_dir.join("manifest.json").exists() && library.exists(),
-        "model not found: run scripts/fetch-models.sh first"
-    );
+    let model_dir = common::model_dir("all-MiniLM-L6-v2");
+    let library = common::ort_library();
     let home = tempfile::tempdir().unwrap();
     let config = Config {
         home: home.path().to_path_buf(),

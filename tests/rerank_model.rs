@@ -4,43 +4,16 @@
 //! Needs what `scripts/fetch-models.sh` puts in the data directory (CONVRAG_HOME, default
 //! ./.convrag of the repository); ORT_DYLIB_PATH overrides the library.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 
+use common::{model_dir, ort_library};
 use convrag::rerank::{
     DiskEmbeddingCache, MemoryEmbeddingCache, OnnxOptions, OnnxReranker, OwnedPassage, PassageRef,
     RerankError, Reranker,
 };
-
-fn data_home() -> PathBuf {
-    match std::env::var("CONVRAG_HOME") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".convrag"),
-    }
-}
-
-fn ort_library() -> PathBuf {
-    let path = match std::env::var("ORT_DYLIB_PATH") {
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => data_home().join("onnxruntime/libonnxruntime.so.1.31.1"),
-    };
-    require(&path);
-    path
-}
-
-fn model_dir(name: &str) -> PathBuf {
-    let dir = data_home().join("models").join(name);
-    require(&dir.join("manifest.json"));
-    dir
-}
-
-fn require(path: &Path) {
-    assert!(
-        path.exists(),
-        "{} not found: run scripts/fetch-models.sh first (it fills CONVRAG_HOME, default ./.convrag)",
-        path.display()
-    );
-}
 
 fn open(name: &str) -> OnnxReranker {
     OnnxReranker::open(&model_dir(name), &ort_library(), OnnxOptions::default())

@@ -209,24 +209,38 @@ pub fn data_home() -> std::path::PathBuf {
     }
 }
 
+/// Fails loudly when `path` is missing: the model files are installed by a script, not by tests.
+pub fn require(path: &std::path::Path) {
+    assert!(
+        path.exists(),
+        "{} not found: run scripts/fetch-models.sh first (it fills CONVRAG_HOME, default ./.convrag)",
+        path.display()
+    );
+}
+
 /// The ONNX Runtime library under [`data_home`] (or ORT_DYLIB_PATH).
 pub fn ort_library() -> std::path::PathBuf {
-    match std::env::var("ORT_DYLIB_PATH") {
+    let path = match std::env::var("ORT_DYLIB_PATH") {
         Ok(v) if !v.trim().is_empty() => std::path::PathBuf::from(v),
         _ => data_home().join("onnxruntime/libonnxruntime.so.1.31.1"),
-    }
+    };
+    require(&path);
+    path
+}
+
+/// An installed model's directory under [`data_home`].
+pub fn model_dir(name: &str) -> std::path::PathBuf {
+    let dir = data_home().join("models").join(name);
+    require(&dir.join("manifest.json"));
+    dir
 }
 
 /// The default model (all-MiniLM-L6-v2), failing loudly when it is not installed.
 pub fn default_model() -> convrag::rerank::OnnxReranker {
-    let dir = data_home().join("models/all-MiniLM-L6-v2");
-    let lib = ort_library();
-    assert!(
-        dir.join("manifest.json").exists() && lib.exists(),
-        "{} or {} not found: run scripts/fetch-models.sh first",
-        dir.display(),
-        lib.display()
-    );
-    convrag::rerank::OnnxReranker::open(&dir, &lib, convrag::rerank::OnnxOptions::default())
-        .unwrap()
+    convrag::rerank::OnnxReranker::open(
+        &model_dir("all-MiniLM-L6-v2"),
+        &ort_library(),
+        convrag::rerank::OnnxOptions::default(),
+    )
+    .unwrap()
 }
