@@ -339,12 +339,13 @@ pub fn rank_topics(
     Ok(out)
 }
 
-/// Rewrites every turn of every topic: (turn key, rewrite text).
-pub fn rewrite_topics(
+/// Every turn of every topic in order: (turn key, what `rewrite` makes of its context and
+/// selected statements).
+fn map_turns(
     topics: &[IkatTopic],
     run_type: RunType,
     ranker: &dyn PtkbRanker,
-    rewriter: &dyn Rewriter,
+    mut rewrite: impl FnMut(&str, &ConversationContext, &[&str]) -> Result<String>,
 ) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for topic in topics {
@@ -353,13 +354,24 @@ pub fn rewrite_topics(
                 .expect("index within the topic's turns");
             let ranking = ranker.rank(&ctx)?;
             let selected: Vec<&str> = ranking.selected().map(|s| s.text.as_str()).collect();
-            out.push((
-                topic.turn_key(turn),
-                rewriter.rewrite(&ctx, &selected)?.text,
-            ));
+            let key = topic.turn_key(turn);
+            let text = rewrite(&key, &ctx, &selected)?;
+            out.push((key, text));
         }
     }
     Ok(out)
+}
+
+/// Rewrites every turn of every topic: (turn key, rewrite text).
+pub fn rewrite_topics(
+    topics: &[IkatTopic],
+    run_type: RunType,
+    ranker: &dyn PtkbRanker,
+    rewriter: &dyn Rewriter,
+) -> Result<Vec<(String, String)>> {
+    map_turns(topics, run_type, ranker, |_, ctx, selected| {
+        Ok(rewriter.rewrite(ctx, selected)?.text)
+    })
 }
 
 /// [`rewrite_topics`] with the LLM rewriter (manual rewrites, when the run type gives them, win);
@@ -380,29 +392,21 @@ pub fn llm_rewrite_topics(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} turns, ETA {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let (mut out, mut asked, mut fallbacks) = (Vec::new(), 0usize, 0usize);
-    for topic in topics {
-        for (i, turn) in topic.turns.iter().enumerate() {
-            let ctx = ConversationContext::from_ikat(topic, i, run_type)
-                .expect("index within the topic's turns");
-            let ranking = ranker.rank(&ctx)?;
-            let selected: Vec<&str> = ranking.selected().map(|s| s.text.as_str()).collect();
-            let base = rewriter.rewrite(&ctx, &selected)?;
-            let text = if base.method == "manual" {
-                base.text
-            } else {
-                asked += 1;
-                let outcome = runtime.block_on(llm.rewrite(&ctx, &selected, base))?;
-                if let Some(f) = &outcome.fallback {
-                    fallbacks += 1;
-                    bar.suspend(|| eprintln!("{}: {}: {}", topic.turn_key(turn), f.kind, f.reason));
-                }
-                outcome.rewrite.text
-            };
-            out.push((topic.turn_key(turn), text));
-            bar.inc(1);
+    let (mut asked, mut fallbacks) = (0usize, 0usize);
+    let out = map_turns(topics, run_type, ranker, |key, ctx, selected| {
+        let base = rewriter.rewrite(ctx, selected)?;
+        bar.inc(1);
+        if base.method == "manual" {
+            return Ok(base.text);
         }
-    }
+        asked += 1;
+        let outcome = runtime.block_on(llm.rewrite(ctx, selected, base))?;
+        if let Some(f) = &outcome.fallback {
+            fallbacks += 1;
+            bar.suspend(|| eprintln!("{key}: {}: {}", f.kind, f.reason));
+        }
+        Ok(outcome.rewrite.text)
+    })?;
     bar.finish_and_clear();
     eprintln!(
         "{total} turns: {asked} rewritten by the LLM, {fallbacks} of them fell back to the \
