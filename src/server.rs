@@ -141,7 +141,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data directory {}", config.home.display()))?;
     let admin_token = admin_token(&config)?;
     // An unusable LLM configuration is a start-up error, not a silent extractive server.
-    crate::pipeline::generate::llm_from_config(&config.llm)
+    crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)
         .context("the LLM configuration (llm.* / CONVRAG_LLM_*) is unusable")?;
     let database = Database::open(&config).await?;
     let mut state = AppState::new(

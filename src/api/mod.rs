@@ -49,15 +49,15 @@ impl AppState {
     /// left out (`serve` checks it first and refuses to start).
     pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
         use sha2::{Digest, Sha256};
-        let llm = crate::pipeline::generate::llm_from_config(&config.llm).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "the LLM configuration is unusable; extractive answers only");
-            None
-        });
-        let llm_rewriter = crate::pipeline::rewrite_llm::llm_rewriter_from_config(&config.llm)
+        let stages = crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)
             .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "the LLM configuration is unusable; no LLM rewrites");
+                tracing::error!(error = %e, "the LLM configuration is unusable; extractive answers only");
                 None
             });
+        let (llm, llm_rewriter) = match stages {
+            Some(s) => (Some(s.generator), Some(s.rewriter)),
+            None => (None, None),
+        };
         Self {
             store,
             collections: CollectionRegistry::new(config.collections_dir()),

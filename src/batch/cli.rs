@@ -347,8 +347,11 @@ impl<'a> Context<'a> {
     fn new(config: &'a Config) -> anyhow::Result<Self> {
         // As the server builds it (api::AppState::with_reranker).
         let model = crate::server::load_reranker(config);
-        let llm = crate::pipeline::generate::llm_from_config(&config.llm)?;
-        let llm_rewriter = crate::pipeline::rewrite_llm::llm_rewriter_from_config(&config.llm)?;
+        let (llm, llm_rewriter) =
+            match crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)? {
+                Some(s) => (Some(s.generator), Some(s.rewriter)),
+                None => (None, None),
+            };
         let pipeline = Arc::new(
             TurnPipeline::new(
                 crate::pipeline::ptkb::recommended_ranker(model.clone()),

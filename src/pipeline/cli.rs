@@ -522,7 +522,7 @@ pub fn run(config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
             let history = rewrite.rewriter();
             let llm_rewriter = if llm {
                 Some(
-                    super::rewrite_llm::llm_rewriter_from_config(&config.llm)?.ok_or_else(
+                    super::rewrite_llm::llm_stages_from_config(&config.llm)?.map(|s| s.rewriter).ok_or_else(
                         || anyhow::anyhow!("--llm: no LLM endpoint is configured (llm.base_url / CONVRAG_LLM_BASE_URL)"),
                     )?,
                 )

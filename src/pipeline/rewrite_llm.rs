@@ -200,12 +200,24 @@ impl LlmRewriter {
     }
 }
 
-/// The LLM rewriter of `config`'s endpoint, or `None` when no endpoint is configured.
-pub fn llm_rewriter_from_config(
-    config: &crate::config::LlmConfig,
-) -> Result<Option<Arc<LlmRewriter>>> {
-    Ok(super::generate::chat_model_from_config(config)?
-        .map(|model| Arc::new(LlmRewriter::new(model, LlmRewriterConfig::default()))))
+/// The stages that talk to the LLM endpoint, sharing one client.
+pub struct LlmStages {
+    /// Cited answers, with the extractive fallback.
+    pub generator: Arc<dyn super::generate::Generator>,
+    pub rewriter: Arc<LlmRewriter>,
+}
+
+/// The LLM stages of `config`'s endpoint, or `None` when no endpoint is configured.
+pub fn llm_stages_from_config(config: &crate::config::LlmConfig) -> Result<Option<LlmStages>> {
+    Ok(
+        super::generate::chat_model_from_config(config)?.map(|model| LlmStages {
+            generator: Arc::new(super::generate::LlmGenerator::new(
+                Arc::clone(&model),
+                super::generate::LlmGeneratorConfig::default(),
+            )),
+            rewriter: Arc::new(LlmRewriter::new(model, LlmRewriterConfig::default())),
+        }),
+    )
 }
 
 fn one_line(text: &str) -> String {

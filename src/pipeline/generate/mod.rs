@@ -56,20 +56,11 @@ fn retrying(client: crate::llm::OpenAiClient) -> std::sync::Arc<dyn crate::llm::
 }
 
 /// The chat model `config` describes (with two retries of transient failures), or `None` when
-/// no endpoint is configured. Stages other than generation (the LLM rewriter) use it.
+/// no endpoint is configured (`rewrite_llm::llm_stages_from_config` builds the stages on it).
 pub fn chat_model_from_config(
     config: &crate::config::LlmConfig,
 ) -> Result<Option<std::sync::Arc<dyn crate::llm::ChatModel>>> {
     Ok(crate::llm::OpenAiClient::from_config(config)?.map(retrying))
-}
-
-/// The LLM generator `config` describes (with its extractive fallback and two retries of
-/// transient failures), or `None` when no endpoint is configured.
-pub fn llm_from_config(
-    config: &crate::config::LlmConfig,
-) -> Result<Option<std::sync::Arc<dyn Generator>>> {
-    Ok(crate::llm::OpenAiClient::from_config(config)?
-        .map(|client| std::sync::Arc::new(llm_generator(client)) as std::sync::Arc<dyn Generator>))
 }
 
 /// How words are counted for the limit (see `formats::words`).
