@@ -491,6 +491,38 @@ async fn bad_input_and_options_fail_cleanly() {
         "out.json",
     ]);
     assert!(err.contains("--stages"), "{err}");
+    // The LLM rewriter needs an endpoint; none is configured here.
+    let err = env.fails(&[
+        "run",
+        "ikat",
+        "--topics",
+        s(&topics),
+        "--collection",
+        "ikat-fixture",
+        "--rewriter",
+        "llm",
+        "--output",
+        "out.json",
+    ]);
+    assert!(
+        err.contains("--rewriter: llm needs an LLM endpoint"),
+        "{err}"
+    );
+    assert!(!env.path("out.json").exists());
+    let err = env.fails(&[
+        "pipeline",
+        "rewrite",
+        "--topics",
+        s(&topics),
+        "--llm",
+        "--output",
+        "rewrites.tsv",
+    ]);
+    assert!(
+        err.contains("--llm: no LLM endpoint is configured"),
+        "{err}"
+    );
+    assert!(!env.path("rewrites.tsv").exists());
     let err = env.fails(&[
         "run",
         "ikat",

@@ -94,14 +94,8 @@ impl Env {
             .env("RUST_LOG", "warn")
             .current_dir(self.home.path());
         if self.model {
-            let dir = common::data_home().join("models/all-MiniLM-L6-v2");
+            let dir = common::model_dir("all-MiniLM-L6-v2");
             let lib = common::ort_library();
-            assert!(
-                dir.join("manifest.json").exists() && lib.exists(),
-                "{} or {} not found: run scripts/fetch-models.sh first",
-                dir.display(),
-                lib.display()
-            );
             cmd.env("CONVRAG_MODEL_DIR", dir).env("ORT_DYLIB_PATH", lib);
         }
         cmd
