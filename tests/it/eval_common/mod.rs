@@ -7,15 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 pub fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+    Some(crate::common::shared_data(rel))
 }
 
 pub fn fixture(name: &str) -> PathBuf {

@@ -11,15 +11,7 @@ use convrag::pipeline::ptkb::default_ranker;
 use convrag::pipeline::rewrite::{HistoryRewriter, Rewriter};
 
 fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+    Some(crate::common::shared_data(rel))
 }
 
 /// (recall, F1) of the default automatic rewrites of `topics` against `reference`.

@@ -4,7 +4,7 @@
 //! dev-0 questions and the SCAI-QReCC samples. Small fixture collections stand in for the
 //! licensed corpora. No reranking model: these check reading, routing and writing.
 
-mod batch_support;
+use crate::batch_support;
 
 use std::path::Path;
 

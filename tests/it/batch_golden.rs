@@ -4,7 +4,7 @@
 //! goldens do not depend on the machine's floating point.
 //! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo test --test batch_golden` and review the diff.
 
-mod batch_support;
+use crate::batch_support;
 
 use batch_support::{fixture, golden, s, Env};
 use convrag::formats::{ikat, poleval, qrecc, trec_rag, trec_run, ValidationContext};

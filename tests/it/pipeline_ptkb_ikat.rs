@@ -11,15 +11,7 @@ use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::{default_ranker, PtkbRanker, PtkbRanking};
 
 fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+    Some(crate::common::shared_data(rel))
 }
 
 fn as_run(rankings: &[(String, PtkbRanking)], selected_only: bool) -> Run {

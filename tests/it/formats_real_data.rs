@@ -8,15 +8,7 @@ use convrag::formats::trec_run::{self, RunRules, ScoreFormat, TrecRunWriter};
 use convrag::formats::{ikat, poleval, qrecc, ValidationContext};
 
 fn data(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+    Some(crate::common::shared_data(rel))
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! killed with SIGKILL once some turns are stored, resumed, and compared byte for byte with an
 //! uninterrupted run made in another data directory and database (cold embedding cache in both).
 
-mod batch_support;
+use crate::batch_support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! for the LLM tests, the real LLM server (`CONVRAG_TEST_LLM_URL`, started by scripts/test.sh;
 //! without it those tests FAIL on purpose rather than skip silently).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -5,8 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "../common/mod.rs"]
-pub mod common;
+use crate::common;
 
 pub use common::TestDb;
 
@@ -16,20 +15,9 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A file of `../shared/data`, or `None` (printing why the test is skipped) when absent.
+/// A file of `../shared/data`; its absence fails the test (see `common::shared_data`).
 pub fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "skipping: {} not found (the shared data sits next to the repository)",
-            p.display()
-        );
-        None
-    }
+    Some(common::shared_data(rel))
 }
 
 /// Compares `actual` with `tests/golden/batch/<name>`; `CONVRAG_UPDATE_GOLDEN=1` rewrites it.

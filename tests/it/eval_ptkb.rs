@@ -1,6 +1,6 @@
 //! PTKB evaluation on the real iKAT 2023 judgments.
 
-mod eval_common;
+use crate::eval_common;
 use eval_common::*;
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! `convrag embed`: a collection's embeddings computed once into the disk cache; a second run (or
 //! a resumed one) encodes nothing again.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

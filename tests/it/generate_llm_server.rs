@@ -11,7 +11,7 @@
 //! skip would hide a broken set-up). The model is tiny; the tests check the protocol, streaming,
 //! citation parsing and the invariants of the answer, not its eloquence.
 
-mod generate_support;
+use crate::generate_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

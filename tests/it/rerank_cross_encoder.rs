@@ -3,7 +3,7 @@
 //! meaningless: this checks input construction ([CLS] q [SEP] p [SEP], segment ids, truncation that
 //! keeps the query whole) and logit extraction, not relevance.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

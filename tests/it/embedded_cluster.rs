@@ -1,7 +1,7 @@
 //! The embedded PostgreSQL cluster: create, start, stop, restart, crash leftovers, losing the
 //! database while serving, and the `convrag serve` binary on embedded defaults.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -69,11 +69,8 @@ fn ndcg_helper_matches_hand_computation() {
 
 #[test]
 fn cranfield_bm25_ndcg_at_10() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/classic-ir/cranfield");
-    if !data.join("cran.all.1400").exists() {
-        eprintln!("skipping: {} not found", data.display());
-        return;
-    }
+    let data = crate::common::shared_data("classic-ir/cranfield");
+    assert!(data.join("cran.all.1400").exists(), "cran.all.1400 missing in {}", data.display());
     let home = tempfile::tempdir().unwrap();
     let mut o = IndexOptions::new("cran", Format::Smart);
     o.inputs = vec![data.join("cran.all.1400")];

@@ -1,7 +1,7 @@
 //! Answer measures on real data: SQuAD F1/EM on SCAI-QReCC answers, TREC RAG 2024 answer
 //! statistics, PolEval NDCG@10 of the sample submissions (references by scripts/eval-reference.py).
 
-mod eval_common;
+use crate::eval_common;
 use eval_common::*;
 
 use convrag::eval::answers::{answer_stats_file, exact_match, f1};

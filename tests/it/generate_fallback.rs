@@ -2,7 +2,7 @@
 //! or breaks mid-stream must give an extractive answer that says why. Also the extractive
 //! generator on the fixture passages. No LLM server needed.
 
-mod generate_support;
+use crate::generate_support;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

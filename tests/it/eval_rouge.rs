@@ -1,7 +1,7 @@
 //! ROUGE-1 and the Porter stemmer against rouge-score 0.1.2 and NLTK (fixtures made by
 //! scripts/eval-reference.py from real rewrite pairs).
 
-mod eval_common;
+use crate::eval_common;
 use eval_common::*;
 
 use std::collections::HashMap;

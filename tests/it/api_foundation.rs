@@ -1,6 +1,6 @@
 //! The HTTP API against real PostgreSQL: every endpoint, bad input, ownership isolation.
 
-mod common;
+use crate::common;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
 use convrag::store::turns::{NewRankedStatement, NewTurnPassage, Sentence, TurnSlot};

@@ -2,7 +2,7 @@
 //! nDCG@10, and trec_eval's full output (per query and `all`) for DL19, a run derived from the
 //! iKAT 2023 qrels and a Cranfield BM25 run (fixtures made by scripts/eval-reference.py).
 
-mod eval_common;
+use crate::eval_common;
 use eval_common::*;
 
 use std::path::Path;

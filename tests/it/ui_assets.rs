@@ -2,7 +2,7 @@
 //! is served with its content type, revalidation works, nothing refers to another origin, and
 //! the page runs no inline code (so the Content-Security-Policy can forbid it).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -3,7 +3,7 @@
 //!
 //! Needs what `scripts/fetch-models.sh` puts in the data directory (see tests/rerank_model.rs).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
