@@ -1,7 +1,7 @@
 //! Round trips over the real public data in `../shared/data` (skipped with a message when absent).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use convrag::formats::trec_rag::{self, AnswerFormat, Rag24Answer};
 use convrag::formats::trec_run::{self, RunRules, ScoreFormat, TrecRunWriter};

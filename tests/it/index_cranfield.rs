@@ -12,7 +12,6 @@
 //! convrag 0.3220, Anserini 0.22.1 0.3234 on the same text (scripts/bench-effectiveness.sh).
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use convrag::collection::Format;
 use convrag::index::{

@@ -1,7 +1,7 @@
 //! PTKB ranking over the real iKAT 2023 test topics, measured with convrag's evaluator against
 //! the NIST and organizers' PTKB qrels; run-type isolation; degenerate inputs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use convrag::eval::ptkb::{default_measures, evaluate_ptkb, read_ptkb_judgments};
 use convrag::eval::trec::Run;

@@ -1,7 +1,7 @@
 //! Query rewriting over real conversations (iKAT 2023, CAsT 2019 and 2020), measured with
 //! convrag's ROUGE-1 against the manual rewrites; run-type isolation; malformed topics.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
 use convrag::formats::ikat::{read_topics, RunType};
