@@ -365,6 +365,25 @@ fn malformed_library_is_a_clear_error_not_a_panic() {
 
 #[test]
 fn a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly() {
+    // ONNX Runtime is loaded once per process and other tests of this binary load the real one,
+    // so the check runs in a child process of its own (this test, re-run alone).
+    const NAME: &str =
+        "rerank_model::a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly";
+    if std::env::var_os("CONVRAG_TEST_ORT_CHILD").is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--test-threads=1"])
+            .env("CONVRAG_TEST_ORT_CHILD", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("1 passed"),
+            "the child ran no test: {stdout}"
+        );
+        return;
+    }
     // A real ELF shared object without OrtGetApiBase: passes the file check, ort itself refuses it.
     let candidates = [
         "/lib/x86_64-linux-gnu/libz.so.1",
