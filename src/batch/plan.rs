@@ -531,7 +531,7 @@ fn collection_required(name: Option<String>, why: &str) -> Result<String> {
 
 fn plan_ikat(service: &TurnService, a: IkatOptions) -> Result<(Plan, Render)> {
     check_jobs(&a.common)?;
-    let run_type: RunType = a.run_type.into();
+    let run_type: RunType = a.run_type;
     let only_response = run_type == RunType::OnlyResponse;
     let default: &[Stage] = if only_response {
         &[
@@ -558,15 +558,13 @@ fn plan_ikat(service: &TurnService, a: IkatOptions) -> Result<(Plan, Render)> {
         return Err(option(
             "--stages",
             "only_response runs answer from the given ranking as it is: ptkb,rewrite,retrieve,generate",
-        )
-        .into());
+        ));
     }
     if only_response != a.ranking.is_some() {
         return Err(option(
             "--ranking",
             "is the given passage ranking of only_response runs, and only of them",
-        )
-        .into());
+        ));
     }
     let base = TurnSettings {
         passages: 100,
@@ -633,8 +631,7 @@ fn plan_ikat(service: &TurnService, a: IkatOptions) -> Result<(Plan, Render)> {
         return Err(option(
             "--trec-output",
             "needs passages: include retrieve in --stages",
-        )
-        .into());
+        ));
     }
     let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
         let run = super::ikat::render(
@@ -691,39 +688,85 @@ fn check_trec_rag(a: &TrecRagOptions, stages: Stages) -> Result<()> {
             } else {
                 "an R run is a ranking: retrieve (and rerank), no generate"
             },
-        )
-        .into());
+        ));
     }
     if a.references == 0 || a.references > rag_format::MAX_REFERENCES {
         return Err(option(
             "--references",
             format!("must be between 1 and {}", rag_format::MAX_REFERENCES),
-        )
-        .into());
+        ));
     }
     let given_input = a.ranking.is_some() || a.requests.is_some();
     if (a.task == RagTask::Ag) != given_input {
         return Err(option(
             "--ranking",
             "the AG task answers over a given ranking (--ranking and/or --requests); R and RAG retrieve themselves",
-        )
-        .into());
+        ));
     }
     if a.trec_output.is_some() && a.task != RagTask::Rag {
         return Err(option(
             "--trec-output",
             "is for RAG runs (an R run's output is already a TREC run)",
-        )
-        .into());
+        ));
     }
     if year2025 && answers && a.team_id.is_none() {
         return Err(option(
             "--team-id",
             "is required for 2025 answers (metadata.team_id)",
-        )
-        .into());
+        ));
     }
     Ok(())
+}
+
+/// The input files of a TREC RAG run, read.
+struct RagInputs {
+    /// Role → path, recorded with the run.
+    files: BTreeMap<String, PathBuf>,
+    requests: Option<Vec<rag_format::RerankRequest>>,
+    ranking: Option<Vec<trec_run::TrecRunLine>>,
+    topics: Vec<rag_format::Topic>,
+}
+
+fn read_trec_rag_inputs(a: &TrecRagOptions) -> Result<RagInputs> {
+    let year2025 = a.year == RagYear::Y2025;
+    let mut inputs = BTreeMap::new();
+    let requests = match &a.requests {
+        Some(p) => {
+            inputs.insert("requests".to_string(), p.clone());
+            Some(rag_format::read_rerank_requests(p)?)
+        }
+        None => None,
+    };
+    let ranking = match &a.ranking {
+        Some(p) => {
+            inputs.insert("ranking".to_string(), p.clone());
+            Some(trec_run::read_run(p)?)
+        }
+        None => None,
+    };
+    let topics = match (&a.topics, &requests) {
+        (Some(p), _) => {
+            inputs.insert("topics".to_string(), p.clone());
+            if year2025 {
+                rag_format::read_rag25_topics(p)?
+            } else {
+                rag_format::read_topics_tsv(p)?
+            }
+        }
+        (None, Some(reqs)) => super::trec_rag::topics_of_requests(reqs),
+        (None, None) => {
+            return Err(option(
+                "--topics",
+                "is required (AG runs may give --requests instead)",
+            ))
+        }
+    };
+    Ok(RagInputs {
+        files: inputs,
+        requests,
+        ranking,
+        topics,
+    })
 }
 
 fn plan_trec_rag(service: &TurnService, a: TrecRagOptions) -> Result<(Plan, Render)> {
@@ -772,42 +815,14 @@ fn plan_trec_rag(service: &TurnService, a: TrecRagOptions) -> Result<(Plan, Rend
         return Err(option(
             "--passages",
             format!("answers cite their references: keep --passages at least and --generation-passages at most --references ({})", a.references),
-        )
-        .into());
+        ));
     }
-    let mut inputs = BTreeMap::new();
-    let requests = match &a.requests {
-        Some(p) => {
-            inputs.insert("requests".to_string(), p.clone());
-            Some(rag_format::read_rerank_requests(p)?)
-        }
-        None => None,
-    };
-    let ranking = match &a.ranking {
-        Some(p) => {
-            inputs.insert("ranking".to_string(), p.clone());
-            Some(trec_run::read_run(p)?)
-        }
-        None => None,
-    };
-    let topics = match (&a.topics, &requests) {
-        (Some(p), _) => {
-            inputs.insert("topics".to_string(), p.clone());
-            if year2025 {
-                rag_format::read_rag25_topics(p)?
-            } else {
-                rag_format::read_topics_tsv(p)?
-            }
-        }
-        (None, Some(reqs)) => super::trec_rag::topics_of_requests(reqs),
-        (None, None) => {
-            return Err(option(
-                "--topics",
-                "is required (AG runs may give --requests instead)",
-            )
-            .into())
-        }
-    };
+    let RagInputs {
+        files: inputs,
+        requests,
+        ranking,
+        topics,
+    } = read_trec_rag_inputs(&a)?;
     let collection = match a.task {
         RagTask::Ag => a.collection.clone(),
         _ => Some(collection_required(a.collection.clone(), "to retrieve")?),
@@ -1053,8 +1068,7 @@ fn plan_poleval(service: &TurnService, a: PolevalOptions) -> Result<(Plan, Rende
         return Err(option(
             "--stages",
             "out.tsv holds passage ids: retrieve (and rerank), no generate",
-        )
-        .into());
+        ));
     }
     let base = TurnSettings {
         passages: poleval_format::PASSAGES_PER_LINE,
@@ -1069,7 +1083,7 @@ fn plan_poleval(service: &TurnService, a: PolevalOptions) -> Result<(Plan, Rende
         ikat_format::MAX_RESPONSE_WORDS,
     )?;
     if settings.passages < poleval_format::PASSAGES_PER_LINE {
-        return Err(option("--passages", "out.tsv needs ten passages per line").into());
+        return Err(option("--passages", "out.tsv needs ten passages per line"));
     }
     let questions = poleval_format::read_questions(&a.input)?;
     let routes = super::poleval::collections(&questions, &a.collections);
