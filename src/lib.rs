@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod rerank;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod text;
 

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use convrag::config::{Config, Overrides, SETTINGS};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "convrag",
@@ -48,9 +50,9 @@ enum Command {
     /// Precompute a collection's passage embeddings into the on-disk cache (resumable).
     Embed(convrag::rerank::embed::EmbedArgs),
     /// Run pipeline stages (PTKB ranking, query rewriting) over a topics file.
-    Pipeline(convrag::pipeline::cli::PipelineArgs),
+    Pipeline(cli::bench::PipelineArgs),
     /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
-    Run(convrag::batch::cli::RunArgs),
+    Run(cli::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,8 +98,8 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
         Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
         Command::Embed(args) => convrag::rerank::embed::run(&Config::load(&overrides)?, args),
-        Command::Pipeline(args) => convrag::pipeline::cli::run(&Config::load(&overrides)?, args),
-        Command::Run(args) => convrag::batch::cli::run(&Config::load(&overrides)?, args),
+        Command::Pipeline(args) => cli::bench::run_pipeline(&Config::load(&overrides)?, args),
+        Command::Run(args) => cli::run::run(&Config::load(&overrides)?, args),
     }
 }
 

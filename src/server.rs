@@ -9,7 +9,6 @@ use anyhow::Context;
 
 use crate::api::{self, AppState};
 use crate::config::Config;
-use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, Reranker};
 use crate::store::{DbTarget, EmbeddedCluster, Store};
 
 /// The database convrag talks to, and the embedded cluster when it runs one.
@@ -114,26 +113,8 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The default reranking model with its on-disk embedding cache, when installed. A missing model
-/// is normal (BM25 only); a broken one is reported and the server runs without it.
-pub fn load_reranker(config: &Config) -> Option<Arc<dyn Reranker>> {
-    let dir = config.default_model_dir();
-    if !dir.join("manifest.json").exists() {
-        tracing::info!(dir = %dir.display(), "no reranking model installed (scripts/fetch-models.sh installs one); searches are BM25 only");
-        return None;
-    }
-    match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
-        Ok(model) => {
-            let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
-            tracing::info!(model = %model.model_id(), "reranking model loaded");
-            Some(Arc::new(model.with_cache(cache)))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot load the reranking model; searches are BM25 only");
-            None
-        }
-    }
-}
+/// Moved to the turn service, where the pipeline is assembled.
+pub use crate::service::load_reranker;
 
 /// Runs the server until SIGINT/SIGTERM, then shuts down cleanly.
 pub async fn serve(config: Config) -> anyhow::Result<()> {

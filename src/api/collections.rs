@@ -1,6 +1,5 @@
-//! Passage collections: list them, search one (BM25, optionally reranked by the neural model).
-
-use std::sync::Arc;
+//! Passage collections: list them, search one (BM25, optionally reranked by the neural model
+//! and fused with BM25 exactly as a turn's passages are).
 
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
@@ -9,8 +8,7 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::extract::{ApiQuery, AuthUser};
 use super::AppState;
-use crate::index::{Hit, Retriever};
-use crate::rerank::{rerank_blocking, OwnedPassage};
+use crate::service::{SearchRequest, ServiceError};
 
 /// Largest `k` and rerank depth one request may ask for.
 const MAX_K: usize = 1000;
@@ -29,7 +27,7 @@ pub struct SearchQuery {
 
 /// `GET /v1/collections`
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let registry = state.collections.clone();
+    let registry = state.turns.collections().clone();
     let collections = web::block(move || registry.list())
         .await
         .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
@@ -67,66 +65,37 @@ pub async fn search(
             format!("must be at most {MAX_DEPTH}"),
         ));
     }
-    let reranker = if rerank {
-        Some(state.reranker.clone().ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::ModelUnavailable,
-                "no reranking model is loaded (run scripts/fetch-models.sh, see CONVRAG_MODEL_DIR)",
-            )
-        })?)
-    } else {
-        None
+    let request = SearchRequest {
+        collection: name,
+        query: q,
+        k,
+        depth,
+        rerank,
     };
-
-    let registry = state.collections.clone();
-    let (collection, query_text) = (name.clone(), q.clone());
-    let first_stage = if reranker.is_some() { depth } else { k };
-    let started = std::time::Instant::now();
-    let hits: Vec<Hit> =
-        web::block(move || registry.get(&collection)?.search(&query_text, first_stage))
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
-    let retrieve_ms = started.elapsed().as_secs_f64() * 1000.0;
-
-    let mut results: Vec<serde_json::Value> = Vec::with_capacity(k);
-    let mut rerank_ms = None;
-    match reranker {
-        None => {
-            for (i, hit) in hits.into_iter().take(k).enumerate() {
-                results.push(
-                    json!({"rank": i + 1, "id": hit.id, "score": hit.score, "bm25_score": hit.score,
-                    "title": hit.title, "url": hit.url, "text": hit.text}),
-                );
-            }
+    let found = state.turns.search(&request).await.map_err(|e| match e {
+        // A server without a model: nothing about this request's fields is wrong.
+        ServiceError::Setting(e) if e.unavailable => {
+            ApiError::new(ErrorCode::ModelUnavailable, e.reason)
         }
-        Some(model) => {
-            let started = std::time::Instant::now();
-            let passages: Vec<OwnedPassage> = hits
-                .iter()
-                .map(|h| OwnedPassage {
-                    id: h.id.clone(),
-                    text: h.model_text(),
-                })
-                .collect();
-            let scores =
-                rerank_blocking(Arc::clone(&model), q.clone(), passages, Some(name.clone()))
-                    .await?;
-            rerank_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
-            for (i, index) in crate::rerank::order_by_score(&scores)
-                .into_iter()
-                .take(k)
-                .enumerate()
-            {
-                let hit = &hits[index];
-                results.push(json!({"rank": i + 1, "id": hit.id, "score": scores[index], "bm25_score": hit.score,
-                    "rerank_score": scores[index], "title": hit.title, "url": hit.url, "text": hit.text}));
+        other => other.into(),
+    })?;
+    let results: Vec<serde_json::Value> = found
+        .passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut hit = json!({"rank": i + 1, "id": p.id, "score": p.score,
+                "bm25_score": p.retrieval_score, "title": p.title, "url": p.url, "text": p.text});
+            if let Some(score) = p.rerank_score {
+                hit["rerank_score"] = json!(score);
             }
-        }
-    }
+            hit
+        })
+        .collect();
     Ok(HttpResponse::Ok().json(json!({
-        "collection": name,
-        "query": q,
+        "collection": request.collection,
+        "query": request.query,
         "results": results,
-        "timings_ms": {"retrieve": retrieve_ms, "rerank": rerank_ms},
+        "timings_ms": {"retrieve": found.retrieve_ms, "rerank": found.rerank_ms},
     })))
 }

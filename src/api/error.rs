@@ -11,8 +11,10 @@ use serde::Serialize;
 use crate::collection::CollectionError;
 use crate::index::IndexError;
 use crate::pipeline::generate::GenerateError;
+use crate::pipeline::turn::{SettingError, SettingField};
 use crate::pipeline::PipelineError;
 use crate::rerank::RerankError;
+use crate::service::ServiceError;
 use crate::store::{EmbeddedError, StoreError};
 
 /// Stable error codes of the HTTP API.
@@ -126,6 +128,23 @@ impl ApiError {
         Self::field(ErrorCode::InvalidField, field, message)
     }
 
+    /// The error as a client may see it: internal and database errors are logged with the
+    /// request id and replaced by a message naming only the id (no SQL, driver or LLM text, no
+    /// endpoint URLs); other errors are about the request and pass unchanged.
+    pub fn for_client(self, request_id: Option<&str>) -> ApiError {
+        let public = match self.code {
+            ErrorCode::Internal => "internal error",
+            ErrorCode::DatabaseUnavailable => "database unavailable, try again shortly",
+            _ => return self,
+        };
+        let id = request_id.unwrap_or("none");
+        tracing::error!(request_id = id, code = self.code.as_str(), message = %self.message, "request failed");
+        ApiError {
+            message: format!("{public} (request id {id})"),
+            ..self
+        }
+    }
+
     pub fn to_response(&self) -> HttpResponse {
         HttpResponse::build(self.code.status()).json(self.envelope())
     }
@@ -158,10 +177,9 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        if self.code == ErrorCode::Internal {
-            tracing::error!(message = %self.message, "internal error");
-        }
-        self.to_response()
+        self.clone()
+            .for_client(super::current_request_id().as_deref())
+            .to_response()
     }
 }
 
@@ -252,7 +270,42 @@ impl From<PipelineError> for ApiError {
             PipelineError::Retrieval(e) => e.into(),
             PipelineError::Rerank(e) => e.into(),
             PipelineError::Generate(e) => e.into(),
-            PipelineError::Parse { .. } | PipelineError::Format(_) => {
+            PipelineError::Parse { .. } | PipelineError::Format(_) | PipelineError::Task(_) => {
+                ApiError::new(ErrorCode::Internal, e.to_string())
+            }
+        }
+    }
+}
+
+/// A turn setting as `POST .../turns` names it (the BM25 depth is its `rerank_depth`).
+impl From<SettingError> for ApiError {
+    fn from(e: SettingError) -> Self {
+        let field = match e.field {
+            SettingField::Depth => "rerank_depth",
+            other => other.as_str(),
+        };
+        let code = if e.unavailable {
+            ErrorCode::ModelUnavailable
+        } else {
+            ErrorCode::InvalidField
+        };
+        ApiError::field(code, field, e.reason)
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Setting(e) => e.into(),
+            ServiceError::MissingUtterance => ApiError::invalid("utterance", "is required"),
+            ServiceError::NoCollection => ApiError::invalid(
+                "collection",
+                "the conversation has no collection to retrieve from (PATCH it with one)",
+            ),
+            ServiceError::Store(e) => e.into(),
+            ServiceError::Index(e) => e.into(),
+            ServiceError::Pipeline(e) => e.into(),
+            ServiceError::LlmConfig(_) | ServiceError::Task(_) => {
                 ApiError::new(ErrorCode::Internal, e.to_string())
             }
         }
@@ -306,5 +359,29 @@ mod tests {
         }
         .into();
         assert_eq!(e.field.as_deref(), Some("text"));
+    }
+
+    #[tokio::test]
+    async fn a_panicked_stage_is_internal_and_hidden() {
+        let join = tokio::spawn(async { panic!("stage blew up at postgres://secret@db") })
+            .await
+            .unwrap_err();
+        let e: ApiError = PipelineError::Task(join).into();
+        assert_eq!(e.code, ErrorCode::Internal);
+        let shown = e.for_client(Some("abc"));
+        assert_eq!(shown.message, "internal error (request id abc)");
+    }
+
+    #[test]
+    fn database_errors_do_not_reach_clients() {
+        let e: ApiError =
+            StoreError::Unavailable("connection refused at 10.0.0.7:5432".into()).into();
+        let shown = e.for_client(Some("r1"));
+        assert_eq!(shown.code, ErrorCode::DatabaseUnavailable);
+        assert!(!shown.message.contains("10.0.0.7"), "{}", shown.message);
+        assert!(shown.message.ends_with("(request id r1)"));
+        // Errors about the request itself are shown as they are.
+        let e = ApiError::invalid("utterance", "must not be empty").for_client(Some("r2"));
+        assert_eq!(e.message, "must not be empty");
     }
 }

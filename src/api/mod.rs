@@ -7,6 +7,7 @@ pub mod conversations;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod model;
 pub mod openapi;
 pub mod ptkb;
 pub mod turns;
@@ -15,15 +16,14 @@ pub mod users;
 use std::sync::Arc;
 
 use actix_web::body::MessageBody;
-use actix_web::dev::{Server, ServerHandle, ServiceResponse};
+use actix_web::dev::{Server, ServerHandle, ServiceRequest, ServiceResponse};
 use actix_web::http::{header, Method};
-use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
+use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers, Next};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use crate::config::Config;
-use crate::index::CollectionRegistry;
-use crate::pipeline::turn::TurnPipeline;
 use crate::rerank::Reranker;
+use crate::service::TurnService;
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
 
@@ -32,64 +32,39 @@ pub struct AppState {
     pub store: Store,
     pub config: Arc<Config>,
     pub admin_token_digest: [u8; 32],
-    /// The passage collections under the data directory.
-    pub collections: CollectionRegistry,
-    /// The neural reranking model, when one is installed.
-    pub reranker: Option<Arc<dyn Reranker>>,
-    /// The turn pipeline (`POST .../turns`), built from the configuration and the model.
-    pub pipeline: Arc<TurnPipeline>,
-    llm: Option<Arc<dyn crate::pipeline::generate::Generator>>,
-    llm_rewriter: Option<Arc<crate::pipeline::rewrite_llm::LlmRewriter>>,
+    /// Turns and searches: the pipeline built from the configuration and the model.
+    pub turns: Arc<TurnService>,
 }
 
 impl AppState {
     /// State with the collections of `config.collections_dir()` and no reranking model.
     ///
-    /// The LLM generator comes from `config.llm`; an unusable LLM configuration is logged and
-    /// left out (`serve` checks it first and refuses to start).
+    /// The LLM stages come from `config.llm`; an unusable LLM configuration is logged and left
+    /// out (`serve` checks it first and refuses to start).
     pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
         use sha2::{Digest, Sha256};
-        let stages = crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)
-            .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "the LLM configuration is unusable; extractive answers only");
-                None
-            });
-        let (llm, llm_rewriter) = match stages {
-            Some(s) => (Some(s.generator), Some(s.rewriter)),
-            None => (None, None),
-        };
         Self {
             store,
-            collections: CollectionRegistry::new(config.collections_dir()),
+            turns: Arc::new(turn_service(&config, None)),
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
-            reranker: None,
-            pipeline: Arc::new(
-                TurnPipeline::new(
-                    crate::pipeline::ptkb::recommended_ranker(None),
-                    None,
-                    llm.clone(),
-                )
-                .with_llm_rewriter(llm_rewriter.clone()),
-            ),
-            llm,
-            llm_rewriter,
         }
     }
 
     /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
     pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
-        self.reranker = Some(Arc::clone(&reranker));
-        self.pipeline = Arc::new(
-            TurnPipeline::new(
-                crate::pipeline::ptkb::recommended_ranker(Some(Arc::clone(&reranker))),
-                Some(reranker),
-                self.llm.clone(),
-            )
-            .with_llm_rewriter(self.llm_rewriter.clone()),
-        );
+        self.turns = Arc::new(turn_service(&self.config, Some(reranker)));
         self
     }
+}
+
+fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnService {
+    TurnService::from_config(config, reranker.clone()).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "extractive answers only");
+        let mut config = config.clone();
+        config.llm.base_url = None;
+        TurnService::from_config(&config, reranker).expect("no LLM endpoint, nothing to refuse")
+    })
 }
 
 /// Declares the routes once: the table (for the OpenAPI check and 405 answers) and their
@@ -200,6 +175,33 @@ fn json_error_bodies<B: MessageBody + 'static>(
     Ok(ErrorHandlerResponse::Response(res))
 }
 
+/// The response header naming the request (also in the log lines of its failures).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being handled, inside [`request_ids`]' scope.
+pub fn current_request_id() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// Gives every request an id: handlers (and [`ApiError`]'s response) see it through
+/// [`current_request_id`], and every response carries it as `X-Request-Id`.
+async fn request_ids(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> actix_web::Result<ServiceResponse<impl MessageBody>> {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let mut res = REQUEST_ID.scope(id.clone(), next.call(req)).await?;
+    if let Ok(value) = header::HeaderValue::from_str(&id) {
+        res.headers_mut()
+            .insert(header::HeaderName::from_static(REQUEST_ID_HEADER), value);
+    }
+    Ok(res)
+}
+
 /// Binds and starts an HTTP server for `state` on `bind` (port 0 picks a free port).
 /// Returns the bound address and the server future (which the caller drives).
 pub fn http_server(
@@ -212,7 +214,11 @@ pub fn http_server(
         App::new()
             .app_data(state.clone())
             .wrap(ErrorHandlers::new().default_handler(json_error_bodies))
-            .wrap(actix_web::middleware::Logger::new("%r %s %Dms").log_target("convrag::http"))
+            .wrap(from_fn(request_ids))
+            .wrap(
+                actix_web::middleware::Logger::new("%r %s %Dms id=%{x-request-id}o")
+                    .log_target("convrag::http"),
+            )
             .configure(configure)
     })
     .workers(workers.max(1))

@@ -1,20 +1,16 @@
 //! A conversation's turns: run one (`POST`, JSON or a server-sent event stream), read them back.
 
-use std::sync::Arc;
-
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::error::{ApiError, ErrorCode};
 use super::extract::{parse_uuid, ApiJson, ApiQuery, AuthUser};
+use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
 use super::AppState;
-use crate::pipeline::generate::{GenerationEvent, WordLimit, WordMeasure};
-use crate::pipeline::turn::{
-    context_from_store, GeneratorChoice, PassageSource, RankedPassage, RetrievalTarget,
-    RewriterChoice, TurnEvent, TurnSettings,
-};
+use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent, TurnSettings};
+use crate::service::{RequestedSettings, SettingLimits, TurnContext, TurnRequest};
 use crate::store::TurnSlot;
 
 #[derive(Deserialize)]
@@ -47,66 +43,19 @@ pub struct CreateTurn {
 }
 
 const MAX_UTTERANCE_CHARS: usize = 10_000;
-const MAX_TURN_PASSAGES: usize = 100;
 
-/// The effective settings of a request (defaults: the LLM when configured, reranking when a
-/// model is loaded).
-fn settings_for(state: &AppState, body: &CreateTurn) -> Result<TurnSettings, ApiError> {
-    let defaults = TurnSettings::default();
-    let generator = body.generator.unwrap_or(if state.pipeline.llm.is_some() {
-        GeneratorChoice::Llm
-    } else {
-        GeneratorChoice::Extractive
-    });
-    if generator == GeneratorChoice::Llm && state.pipeline.llm.is_none() {
-        return Err(ApiError::invalid(
-            "generator",
-            "this server has no LLM endpoint configured (llm.base_url); use \"extractive\"",
-        ));
+impl CreateTurn {
+    fn requested_settings(&self) -> RequestedSettings {
+        RequestedSettings {
+            generator: self.generator,
+            rewriter: self.rewriter,
+            rerank: self.rerank,
+            depth: self.rerank_depth,
+            passages: self.passages,
+            max_words: self.max_words,
+            ..RequestedSettings::default()
+        }
     }
-    let rewriter = body.rewriter.unwrap_or_default();
-    if rewriter == RewriterChoice::Llm && state.pipeline.llm_rewriter.is_none() {
-        return Err(ApiError::invalid(
-            "rewriter",
-            "this server has no LLM endpoint configured (llm.base_url); use \"history\"",
-        ));
-    }
-    let rerank = body.rerank.unwrap_or(state.reranker.is_some());
-    if rerank && state.reranker.is_none() {
-        return Err(ApiError::field(
-            ErrorCode::ModelUnavailable,
-            "rerank",
-            "no reranking model is loaded (run scripts/fetch-models.sh)",
-        ));
-    }
-    let passages = body.passages.unwrap_or(defaults.passages);
-    if passages == 0 || passages > MAX_TURN_PASSAGES {
-        return Err(ApiError::invalid(
-            "passages",
-            format!("must be between 1 and {MAX_TURN_PASSAGES}"),
-        ));
-    }
-    let settings = TurnSettings {
-        generator,
-        rewriter,
-        rerank,
-        depth: body.rerank_depth.unwrap_or(defaults.depth),
-        passages,
-        generation_passages: passages.min(defaults.generation_passages),
-        limit: WordLimit {
-            max_words: body.max_words.unwrap_or(defaults.limit.max_words),
-            measure: WordMeasure::Ikat,
-        },
-        ..defaults
-    };
-    settings.validate().map_err(|(field, reason)| {
-        let field = match field {
-            "depth" => "rerank_depth",
-            other => other,
-        };
-        ApiError::invalid(field, reason)
-    })?;
-    Ok(settings)
 }
 
 fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
@@ -123,51 +72,12 @@ fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
 }
 
 /// One server-sent event.
-fn sse(event: &str, data: &Value) -> web::Bytes {
-    web::Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+fn sse(event: StreamEvent, data: &Value) -> web::Bytes {
+    web::Bytes::from(format!("event: {}\ndata: {data}\n\n", event.as_str()))
 }
 
-fn passage_json(rank: usize, p: &RankedPassage, collection: &str) -> Value {
-    json!({"rank": rank, "passage_id": p.id, "collection": collection,
-        "retrieval_score": p.retrieval_score, "rerank_score": p.rerank_score, "score": p.score,
-        "used": false, "title": p.title, "url": p.url, "text": p.text})
-}
-
-/// The stream event a pipeline event becomes.
-fn event_frame(event: TurnEvent<'_>, collection: &str) -> web::Bytes {
-    match event {
-        TurnEvent::Ptkb(ranking) => {
-            let statements: Vec<Value> = ranking
-                .statements
-                .iter()
-                .enumerate()
-                .map(|(i, s)| json!({"id": s.id, "text": s.text, "score": s.score, "rank": i + 1, "selected": s.selected}))
-                .collect();
-            sse("ptkb", &json!({ "ptkb_ranking": statements }))
-        }
-        TurnEvent::Rewrite(rewrite) => sse(
-            "rewrite",
-            &json!({"rewritten_utterance": rewrite.text, "method": rewrite.method}),
-        ),
-        TurnEvent::Passages(passages) => {
-            let list: Vec<Value> = passages
-                .iter()
-                .enumerate()
-                .map(|(i, p)| passage_json(i + 1, p, collection))
-                .collect();
-            sse("passages", &json!({ "passages": list }))
-        }
-        TurnEvent::Generation(GenerationEvent::Sentence { index, sentence }) => {
-            let citations: Vec<usize> = sentence.citations.iter().map(|c| c + 1).collect();
-            sse(
-                "sentence",
-                &json!({"index": index, "text": sentence.text, "citations": citations}),
-            )
-        }
-        TurnEvent::Generation(GenerationEvent::Restart { reason }) => {
-            sse("restart", &json!({ "reason": reason }))
-        }
-    }
+fn json_value<T: serde::Serialize>(value: T) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
 }
 
 fn wants_event_stream(req: &HttpRequest) -> bool {
@@ -200,7 +110,11 @@ pub async fn create(
     if let Some(r) = &body.rewrite {
         check_text("rewrite", r)?;
     }
-    let settings = settings_for(&state, &body)?;
+    let settings = state.turns.resolve(
+        &body.requested_settings(),
+        TurnSettings::default(),
+        SettingLimits::API,
+    )?;
     let slot = match &body.regenerate {
         None => TurnSlot::Next,
         Some(id) => {
@@ -220,78 +134,38 @@ pub async fn create(
             TurnSlot::Regenerate { seq: earlier.seq }
         }
     };
-
-    let pending = state
-        .store
-        .begin_turn(user.id, conversation_id, slot)
-        .await?;
-    let utterance = match (body.utterance, &pending.replaced_utterance) {
-        (Some(u), _) => u,
-        (None, Some(u)) => u.clone(),
-        (None, None) => return Err(ApiError::invalid("utterance", "is required")),
+    let mut request = TurnRequest::new(body.utterance, settings);
+    request.context = TurnContext::Stored {
+        manual_rewrite: body.rewrite,
     };
-    let collection = pending.collection.clone().ok_or_else(|| {
-        ApiError::invalid(
-            "collection",
-            "the conversation has no collection to retrieve from (PATCH it with one)",
-        )
-    })?;
-    let registry = state.collections.clone();
-    let name = collection.clone();
-    let retriever = web::block(move || registry.get(&name))
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
-    let target = PassageSource::Collection(RetrievalTarget {
-        collection: collection.clone(),
-        retriever,
-    });
-    let ctx = context_from_store(&utterance, &pending.history, &pending.ptkb, body.rewrite);
-    let pipeline = Arc::clone(&state.pipeline);
+    let turn = state
+        .turns
+        .begin(&state.store, user.id, conversation_id, slot, request)
+        .await?;
 
     if !wants_event_stream(&req) {
-        let output = pipeline
-            .run(ctx, Some(target), &settings, &mut |_| {})
-            .await?;
-        let turn = pending
-            .commit(
-                &state.store,
-                output.to_new_turn(&utterance, Some(&collection), &settings),
-            )
-            .await?;
-        return Ok(HttpResponse::Created().json(json!({ "turn": turn })));
+        let turn = turn.run(&mut |_| {}).await?;
+        return Ok(HttpResponse::Created().json(TurnEnvelope::from(turn)));
     }
 
     // Streaming: the turn runs in its own task and reports through a channel; the response
     // body is the channel. The turn is stored even if the client goes away mid-stream.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<web::Bytes>();
-    let store = state.store.clone();
+    let collection = turn.collection().unwrap_or_default().to_string();
+    // The task outlives the request's scope: it reports failures under the request's id.
+    let request_id = super::current_request_id();
     actix_web::rt::spawn(async move {
         let events = tx.clone();
-        let name = collection.clone();
         let mut on_event = move |e: TurnEvent<'_>| {
-            let _ = events.send(event_frame(e, &name));
+            let (event, data) = stream_event(e, &collection);
+            let _ = events.send(sse(event, &data));
         };
-        let result: Result<_, ApiError> = async {
-            let output = pipeline
-                .run(ctx, Some(target), &settings, &mut on_event)
-                .await?;
-            let turn = pending
-                .commit(
-                    &store,
-                    output.to_new_turn(&utterance, Some(&collection), &settings),
-                )
-                .await?;
-            Ok(turn)
-        }
-        .await;
-        let frame = match result {
-            Ok(turn) => sse("turn", &json!({ "turn": turn })),
-            Err(e) => {
-                if e.code == ErrorCode::Internal {
-                    tracing::error!(message = %e.message, "turn failed");
-                }
-                sse("error", &e.envelope())
-            }
+        let frame = match turn.run(&mut on_event).await.map_err(ApiError::from) {
+            Ok(turn) => sse(StreamEvent::Turn, &json_value(TurnEnvelope::from(turn))),
+            Err(e) => sse(
+                StreamEvent::Error,
+                &e.for_client(request_id.as_deref()).envelope(),
+            ),
         };
         let _ = tx.send(frame);
     });
@@ -318,7 +192,9 @@ pub async fn list(
         .store
         .list_turns(user.id, id, query.0.all_versions)
         .await?;
-    Ok(HttpResponse::Ok().json(json!({"turns": turns})))
+    Ok(HttpResponse::Ok().json(TurnsEnvelope {
+        turns: turns.into_iter().map(Into::into).collect(),
+    }))
 }
 
 /// `GET /v1/conversations/{conversation_id}/turns/{turn_id}`
@@ -331,5 +207,5 @@ pub async fn get(
     let id = parse_uuid("conversation_id", &conversation)?;
     let turn_id = parse_uuid("turn_id", &turn)?;
     let turn = state.store.turn(user.id, id, turn_id).await?;
-    Ok(HttpResponse::Ok().json(json!({"turn": turn})))
+    Ok(HttpResponse::Ok().json(TurnEnvelope::from(turn)))
 }

@@ -1,5 +1,5 @@
 //! The batch engine: topics in parallel, the turns of a topic in order, every turn through
-//! [`TurnPipeline`] and stored like a turn of the HTTP API (`begin_turn` → `run` → `commit`).
+//! [`TurnService`] and stored like a turn of the HTTP API (`begin` → `run`, which commits).
 //!
 //! Resuming needs no bookkeeping of its own: a topic is a conversation of the `batch` user with
 //! external id `<run name>/<topic id>`, and its stored turns (matched by external turn id, in
@@ -10,17 +10,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use uuid::Uuid;
 
 use super::record::TurnCounts;
 use super::{BatchError, Result};
-use crate::index::{CollectionRegistry, Retriever, TantivyRetriever};
-use crate::pipeline::context::ConversationContext;
-use crate::pipeline::turn::{
-    context_from_store, PassageSource, RankedPassage, RetrievalTarget, TurnPipeline, TurnSettings,
-};
+use crate::index::{Retriever, TantivyRetriever};
+use crate::pipeline::turn::{RankedPassage, TurnSettings};
+use crate::progress::SharedProgress;
+use crate::service::{Filler, ServiceError, TurnReferences, TurnRequest, TurnService};
 use crate::store::{NewConversation, NewStatement, Store, StoreError, Turn, TurnSlot};
+
+pub use crate::service::{TurnContext, TurnPassages};
 
 /// The user every batch run's conversations belong to.
 pub const BATCH_USER: &str = "batch";
@@ -53,39 +53,19 @@ pub struct TurnJob {
     pub passages: TurnPassages,
 }
 
-/// What the turn's stages may read.
-#[derive(Debug, Clone)]
-pub enum TurnContext {
-    /// Exactly this (iKAT run-type rules, single-turn topics).
-    Given(ConversationContext),
-    /// The stored conversation: earlier utterances with convrag's own answers, the PTKB
-    /// (QReCC, where no canonical responses are given).
-    Stored { manual_rewrite: Option<String> },
-}
-
-/// Where the turn's passages come from (when the settings retrieve).
-#[derive(Debug, Clone)]
-pub enum TurnPassages {
-    /// BM25 over the topic's collection.
-    Retrieve,
-    /// A given ranking, used in its order (TREC RAG AG, iKAT only_response).
-    Given(Vec<RankedPassage>),
-}
-
 /// Everything a run needs.
 pub struct Engine {
     pub store: Store,
     pub user_id: i64,
     pub run_name: String,
-    pub pipeline: Arc<TurnPipeline>,
+    pub service: Arc<TurnService>,
     pub settings: TurnSettings,
-    pub registry: CollectionRegistry,
     /// Topics processed at the same time.
     pub jobs: usize,
     /// Fill each turn's ranking up to this many passages from the collection when BM25 finds
     /// fewer (PolEval lines need exactly ten ids); 0: never.
     pub fill_to: usize,
-    pub progress: bool,
+    pub progress: SharedProgress,
     fillers: Mutex<HashMap<String, Arc<Vec<RankedPassage>>>>,
 }
 
@@ -106,48 +86,23 @@ pub async fn batch_user(store: &Store) -> Result<i64> {
     }
 }
 
-/// Holds PostgreSQL's advisory lock on a run name for as long as it lives, so two processes never
-/// compute the same run; the lock goes with the connection, also when the process is killed.
-pub struct RunLock {
-    _conn: sqlx::PgConnection,
-}
-
-impl RunLock {
-    pub async fn acquire(store: &Store, run_name: &str) -> Result<RunLock> {
-        let mut conn = store.pool().acquire().await?.detach();
-        let locked: bool =
-            sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('convrag batch run ' || $1))")
-                .bind(run_name)
-                .fetch_one(&mut conn)
-                .await?;
-        if !locked {
-            return Err(BatchError::Resume(format!(
-                "run {run_name} is being computed by another convrag process (wait for it, or choose another --run-name)"
-            )));
-        }
-        Ok(RunLock { _conn: conn })
-    }
-}
-
 impl Engine {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         user_id: i64,
         run_name: String,
-        pipeline: Arc<TurnPipeline>,
+        service: Arc<TurnService>,
         settings: TurnSettings,
-        registry: CollectionRegistry,
         jobs: usize,
-        progress: bool,
+        progress: SharedProgress,
     ) -> Self {
         Engine {
             store,
             user_id,
             run_name,
-            pipeline,
+            service,
             settings,
-            registry,
             jobs: jobs.max(1),
             fill_to: 0,
             progress,
@@ -159,24 +114,12 @@ impl Engine {
         format!("{}/{}", self.run_name, topic.id)
     }
 
-    /// Stored turns per topic external id (current versions).
-    async fn stored_counts(&self) -> Result<HashMap<String, usize>> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT c.external_id, count(t.id) FROM conversations c \
-               LEFT JOIN turns t ON t.conversation_id = c.id AND t.is_current \
-             WHERE c.user_id = $1 AND left(c.external_id, length($2) + 1) = $2 || '/' \
-             GROUP BY c.external_id",
-        )
-        .bind(self.user_id)
-        .bind(&self.run_name)
-        .fetch_all(self.store.pool())
-        .await?;
-        Ok(rows.into_iter().map(|(k, n)| (k, n as usize)).collect())
-    }
-
     /// Computes every turn not stored yet.
     pub async fn run(&self, topics: &[TopicJob]) -> Result<TurnCounts> {
-        let stored = self.stored_counts().await?;
+        let stored = self
+            .store
+            .batch_turn_counts(self.user_id, &self.run_name)
+            .await?;
         let total: usize = topics.iter().map(|t| t.turns.len()).sum();
         let resumed: usize = topics
             .iter()
@@ -188,31 +131,18 @@ impl Engine {
                     .min(t.turns.len())
             })
             .sum();
-        let bar = if self.progress {
-            ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
-        } else {
-            ProgressBar::hidden()
-        };
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{msg} [{bar:30}] {pos}/{len} turns, {elapsed} elapsed, ETA {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_message(self.run_name.clone());
-        bar.set_position(resumed as u64);
-        // The estimate should come from this invocation's pace, not from the resumed turns.
-        bar.reset_eta();
-        let computed: usize = stream::iter(topics.iter().map(|t| self.run_topic(t, &bar)))
+        self.progress.set_message(self.run_name.clone());
+        self.progress.set_length(total as u64);
+        self.progress.set_position(resumed as u64);
+        let computed = stream::iter(topics.iter().map(|t| self.run_topic(t)))
             .buffer_unordered(self.jobs)
             .try_fold(0usize, |acc, n| async move { Ok(acc + n) })
-            .await?;
-        bar.finish_and_clear();
+            .await;
+        self.progress.finish();
         Ok(TurnCounts {
             total,
             resumed,
-            computed,
+            computed: computed?,
         })
     }
 
@@ -248,24 +178,10 @@ impl Engine {
         }
     }
 
-    async fn retriever(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
-        let registry = self.registry.clone();
-        let name = name.to_string();
-        tokio::task::spawn_blocking(move || registry.get(&name))
-            .await
-            .map_err(|e| BatchError::Resume(format!("opening a collection failed: {e}")))?
-            .map_err(Into::into)
-    }
-
     /// Computes the topic's missing turns; returns how many.
-    async fn run_topic(&self, topic: &TopicJob, bar: &ProgressBar) -> Result<usize> {
+    async fn run_topic(&self, topic: &TopicJob) -> Result<usize> {
         let conversation = self.conversation(topic).await?;
-        let stored: Vec<(i32, Option<String>)> = sqlx::query_as(
-            "SELECT seq, external_turn_id FROM turns WHERE conversation_id = $1 AND is_current ORDER BY seq",
-        )
-        .bind(conversation)
-        .fetch_all(self.store.pool())
-        .await?;
+        let stored = self.store.current_turn_ids(conversation).await?;
         if stored.len() > topic.turns.len() {
             return Err(BatchError::Resume(format!(
                 "topic {}: {} turns are stored, the input has {}",
@@ -284,101 +200,47 @@ impl Engine {
                 )));
             }
         }
-        let target = match (&topic.collection, self.settings.retrieve) {
-            (Some(name), true) => Some(RetrievalTarget {
-                collection: name.clone(),
-                retriever: self.retriever(name).await? as Arc<dyn Retriever>,
+        let filler = match &topic.collection {
+            Some(name) if self.fill_to > 0 && self.settings.retrieve => Some(Filler {
+                to: self.fill_to,
+                passages: self.fillers_of(name).await?,
             }),
             _ => None,
         };
         let mut computed = 0;
         for turn in &topic.turns[stored.len()..] {
-            let pending = self
-                .store
-                .begin_turn(self.user_id, conversation, TurnSlot::Next)
-                .await?;
-            let ctx = match &turn.context {
-                TurnContext::Given(c) => c.clone(),
-                TurnContext::Stored { manual_rewrite } => context_from_store(
-                    &turn.utterance,
-                    &pending.history,
-                    &pending.ptkb,
-                    manual_rewrite.clone(),
-                ),
+            let request = TurnRequest {
+                utterance: Some(turn.utterance.clone()),
+                context: turn.context.clone(),
+                passages: turn.passages.clone(),
+                settings: self.settings.clone(),
+                references: TurnReferences {
+                    external_turn_id: Some(turn.external_id.clone()),
+                    reference_rewrite: turn.reference_rewrite.clone(),
+                    reference_ptkb: turn.reference_ptkb.clone(),
+                    canonical_response: turn.canonical_response.clone(),
+                },
+                filler: filler.clone(),
             };
-            let source = match &turn.passages {
-                TurnPassages::Retrieve => target.clone().map(PassageSource::Collection),
-                TurnPassages::Given(passages) => Some(PassageSource::Given {
-                    collection: topic.collection.clone(),
-                    passages: passages.clone(),
-                }),
+            let started = self
+                .service
+                .begin(
+                    &self.store,
+                    self.user_id,
+                    conversation,
+                    TurnSlot::Next,
+                    request,
+                )
+                .await;
+            let stored = match started {
+                Ok(started) => started.run(&mut |_| {}).await,
+                Err(e) => Err(e),
             };
-            let failed = |source| BatchError::Turn {
-                turn: turn.external_id.clone(),
-                source,
-            };
-            let mut output = self
-                .pipeline
-                .run(ctx, source, &self.settings, &mut |_| {})
-                .await
-                .map_err(failed)?;
-            let mut filled = 0;
-            if self.fill_to > output.passages.len() && self.settings.retrieve {
-                if let Some(t) = &target {
-                    filled = self.fill(t, &mut output.passages).await?;
-                }
-            }
-            let mut new_turn =
-                output.to_new_turn(&turn.utterance, topic.collection.as_deref(), &self.settings);
-            new_turn.external_turn_id = Some(turn.external_id.clone());
-            new_turn.reference_rewrite = turn.reference_rewrite.clone();
-            new_turn.reference_ptkb = turn.reference_ptkb.clone();
-            new_turn.canonical_response = turn.canonical_response.clone();
-            if filled > 0 {
-                if let Some(d) = new_turn.diagnostics.as_object_mut() {
-                    d.insert("filled_passages".into(), filled.into());
-                }
-            }
-            pending
-                .commit(&self.store, new_turn)
-                .await
-                .map_err(|e| match e {
-                    StoreError::Invalid { field, message } => BatchError::Resume(format!(
-                        "turn {}: not stored ({field}: {message})",
-                        turn.external_id
-                    )),
-                    other => other.into(),
-                })?;
+            stored.map_err(|e| turn_error(&turn.external_id, e))?;
             computed += 1;
-            bar.inc(1);
+            self.progress.inc(1);
         }
         Ok(computed)
-    }
-
-    /// Appends passages of the collection (smallest ids first, score 0 or the last score when
-    /// lower) until the ranking has `fill_to` passages; returns how many were added.
-    async fn fill(
-        &self,
-        target: &RetrievalTarget,
-        passages: &mut Vec<RankedPassage>,
-    ) -> Result<usize> {
-        let fillers = self.fillers_of(&target.collection).await?;
-        let floor = passages.last().map_or(0.0, |p| p.score.min(0.0));
-        let mut added = 0;
-        for f in fillers.iter() {
-            if passages.len() >= self.fill_to {
-                break;
-            }
-            if passages.iter().any(|p| p.id == f.id) {
-                continue;
-            }
-            passages.push(RankedPassage {
-                score: floor,
-                ..f.clone()
-            });
-            added += 1;
-        }
-        Ok(added)
     }
 
     /// The `2 × fill_to` passages with the smallest ids of a collection, read once.
@@ -386,7 +248,7 @@ impl Engine {
         if let Some(f) = self.fillers.lock().expect("fillers lock").get(collection) {
             return Ok(Arc::clone(f));
         }
-        let retriever = self.retriever(collection).await?;
+        let retriever = self.service.retriever(collection).await?;
         let wanted = self.fill_to * 2;
         let list = tokio::task::spawn_blocking(move || first_passages(&retriever, wanted))
             .await
@@ -433,6 +295,29 @@ impl Engine {
             out.push(turns);
         }
         Ok(out)
+    }
+}
+
+/// A turn that was not stored, as the batch reports it.
+fn turn_error(turn: &str, e: ServiceError) -> BatchError {
+    match e {
+        ServiceError::Pipeline(source) => BatchError::Turn {
+            turn: turn.to_string(),
+            source,
+        },
+        ServiceError::Setting(e) => BatchError::Turn {
+            turn: turn.to_string(),
+            source: e.into(),
+        },
+        ServiceError::Store(StoreError::Invalid { field, message }) => {
+            BatchError::Resume(format!("turn {turn}: not stored ({field}: {message})"))
+        }
+        ServiceError::Store(e) => e.into(),
+        ServiceError::Index(e) => e.into(),
+        e @ (ServiceError::MissingUtterance
+        | ServiceError::NoCollection
+        | ServiceError::LlmConfig(_)
+        | ServiceError::Task(_)) => BatchError::Resume(format!("turn {turn}: {e}")),
     }
 }
 

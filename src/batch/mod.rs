@@ -11,11 +11,12 @@
 //!   turns → the submission file, rendered in topic order and validated before it is written
 //!   atomically. Because the file is always rendered from the stored records, an interrupted and
 //!   resumed run writes the same bytes as an uninterrupted one.
-//! * [`cli`]: the command line.
+//! * [`plan`]: task options → a planned run (topics, settings, recorded facts, rendering), and
+//!   its execution; the command line (`src/cli/run.rs`) only parses and prints.
 
-pub mod cli;
 pub mod engine;
 pub mod ikat;
+pub mod plan;
 pub mod poleval;
 pub mod qrecc;
 pub mod record;
@@ -66,6 +67,17 @@ pub type Result<T, E = BatchError> = std::result::Result<T, E>;
 impl From<sqlx::Error> for BatchError {
     fn from(e: sqlx::Error) -> Self {
         BatchError::Store(e.into())
+    }
+}
+
+impl From<crate::service::ServiceError> for BatchError {
+    fn from(e: crate::service::ServiceError) -> Self {
+        use crate::service::ServiceError;
+        match e {
+            ServiceError::Store(e) => e.into(),
+            ServiceError::Index(e) => e.into(),
+            other => BatchError::Resume(other.to_string()),
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{BatchError, Result};
+use crate::store::batch_runs::NewBatchRun;
 use crate::store::Store;
 
 /// An input file of the run, by role (`topics`, `ranking`, `requests`, ...).
@@ -177,32 +178,11 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct RunRow {
-    name: String,
-    task: String,
-    settings: Value,
-    model_id: Option<String>,
-    model_sha256: Option<String>,
-    model_files: Value,
-    collections: Value,
-    inputs: Value,
-    convrag_version: String,
-    created_at: DateTime<Utc>,
-    finished_at: Option<DateTime<Utc>>,
-}
-
 /// The stored run named `name` of `user_id`, if any.
 pub async fn load(store: &Store, user_id: i64, name: &str) -> Result<Option<StoredRun>> {
-    let row: Option<RunRow> = sqlx::query_as(
-        "SELECT name, task, settings, model_id, model_sha256, model_files, collections, inputs, \
-           convrag_version, created_at, finished_at FROM batch_runs WHERE user_id = $1 AND name = $2",
-    )
-    .bind(user_id)
-    .bind(name)
-    .fetch_optional(store.pool())
-    .await?;
-    let Some(r) = row else { return Ok(None) };
+    let Some(r) = store.batch_run(user_id, name).await? else {
+        return Ok(None);
+    };
     fn decode<T: serde::de::DeserializeOwned>(name: &str, what: &str, v: Value) -> Result<T> {
         serde_json::from_value(v).map_err(|e| {
             BatchError::Resume(format!("run {name}: stored {what} is unreadable ({e})"))
@@ -233,25 +213,24 @@ pub async fn load(store: &Store, user_id: i64, name: &str) -> Result<Option<Stor
 
 /// Stores a new run.
 pub async fn insert(store: &Store, user_id: i64, record: &RunRecord) -> Result<StoredRun> {
-    let created_at: DateTime<Utc> = sqlx::query_scalar(
-        "INSERT INTO batch_runs (user_id, name, task, settings, model_id, model_sha256, model_files, \
-           collections, inputs, convrag_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-         RETURNING created_at",
-    )
-    .bind(user_id)
-    .bind(&record.name)
-    .bind(&record.task)
-    .bind(&record.settings)
-    .bind(record.model.as_ref().map(|m| m.id.clone()))
-    .bind(record.model.as_ref().map(|m| m.sha256.clone()))
-    .bind(json(
-        &record.model.as_ref().map(|m| m.files.clone()).unwrap_or_default(),
-    ))
-    .bind(json(&record.collections))
-    .bind(json(&record.inputs))
-    .bind(&record.convrag_version)
-    .fetch_one(store.pool())
-    .await?;
+    let run = NewBatchRun {
+        name: &record.name,
+        task: &record.task,
+        settings: &record.settings,
+        model_id: record.model.as_ref().map(|m| m.id.as_str()),
+        model_sha256: record.model.as_ref().map(|m| m.sha256.as_str()),
+        model_files: json(
+            &record
+                .model
+                .as_ref()
+                .map(|m| m.files.clone())
+                .unwrap_or_default(),
+        ),
+        collections: json(&record.collections),
+        inputs: json(&record.inputs),
+        convrag_version: &record.convrag_version,
+    };
+    let created_at = store.insert_batch_run(user_id, &run).await?;
     Ok(StoredRun {
         record: record.clone(),
         created_at,
@@ -268,48 +247,15 @@ pub async fn finish(
     output: &Path,
     sha256: &str,
 ) -> Result<DateTime<Utc>> {
-    let at: DateTime<Utc> = sqlx::query_scalar(
-        "UPDATE batch_runs SET finished_at = COALESCE(finished_at, now()), output_path = $3, \
-           output_sha256 = $4, settings = $5 WHERE user_id = $1 AND name = $2 RETURNING finished_at",
-    )
-    .bind(user_id)
-    .bind(&record.name)
-    .bind(output.display().to_string())
-    .bind(sha256)
-    .bind(&record.settings)
-    .fetch_one(store.pool())
-    .await?;
-    Ok(at)
+    let path = output.display().to_string();
+    Ok(store
+        .finish_batch_run(user_id, &record.name, &path, sha256, &record.settings)
+        .await?)
 }
 
 /// Deletes a run with all its conversations (`--restart`).
 pub async fn delete(store: &Store, user_id: i64, name: &str) -> Result<u64> {
-    let mut tx = store.pool().begin().await?;
-    // Turns first: their PTKB rankings refer to statements that the conversation's cascade
-    // would otherwise delete before them.
-    sqlx::query(
-        "DELETE FROM turns WHERE conversation_id IN (SELECT id FROM conversations \
-           WHERE user_id = $1 AND left(external_id, length($2) + 1) = $2 || '/')",
-    )
-    .bind(user_id)
-    .bind(name)
-    .execute(&mut *tx)
-    .await?;
-    let deleted = sqlx::query(
-        "DELETE FROM conversations WHERE user_id = $1 AND left(external_id, length($2) + 1) = $2 || '/'",
-    )
-    .bind(user_id)
-    .bind(name)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    sqlx::query("DELETE FROM batch_runs WHERE user_id = $1 AND name = $2")
-        .bind(user_id)
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(deleted)
+    Ok(store.delete_batch_run(user_id, name).await?)
 }
 
 /// Turn counts of one invocation.

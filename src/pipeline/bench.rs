@@ -1,42 +1,80 @@
-//! `convrag pipeline bench-turns`: turn latency per stage over real conversations.
+//! Turn latency per stage over real conversations (`convrag pipeline bench-turns`).
 //!
-//! Every turn of the topics file (iKAT automatic contexts) runs through [`TurnPipeline`] with
-//! extractive generation, twice: first with an empty on-disk embedding cache (cold: every
-//! candidate passage is encoded), then again with the cache the first pass filled (warm). Prints
-//! p50/p95/mean per stage for each pass. Turns run one after another, as one user's would; the
-//! model's session pool uses both cores within a turn.
+//! Every turn (iKAT automatic contexts) runs through the [`TurnService`] with extractive
+//! generation, in passes: the first with an empty on-disk embedding cache (cold: every candidate
+//! passage is encoded), the next with the cache the first filled (warm). Turns run one after
+//! another, as one user's would; the model's session pool uses both cores within a turn. The
+//! command line prints the reports (`src/cli/bench.rs`).
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use clap::Args;
-
 use super::context::ConversationContext;
-use super::turn::{timings_map, PassageSource, RetrievalTarget, TurnPipeline, TurnSettings};
-use crate::formats::ikat::RunType;
-use crate::index::CollectionRegistry;
-use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, Reranker};
+use super::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
+use crate::formats::ikat::{IkatTopic, RunType};
+use crate::index::{CollectionRegistry, IndexError, Retriever};
+use crate::progress::Progress;
+use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
+use crate::service::{ServiceError, TurnService};
 
-#[derive(Debug, Args, Clone)]
-pub struct BenchTurnsArgs {
-    /// iKAT topics file (contexts built as for automatic runs).
-    #[arg(long, value_name = "FILE")]
-    pub topics: PathBuf,
+/// Errors of the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("the topics hold no turns")]
+    NoTurns,
+    #[error("cannot create the embedding cache: {0}")]
+    Cache(#[source] std::io::Error),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Rerank(#[from] RerankError),
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+/// What to time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchOptions {
     /// Collection to retrieve from (under the data directory).
-    #[arg(long)]
     pub collection: String,
     /// At most this many turns (in topic order).
-    #[arg(long, default_value_t = 100)]
     pub turns: usize,
     /// BM25 candidates retrieved and reranked per turn.
-    #[arg(long, default_value_t = TurnSettings::default().depth)]
     pub depth: usize,
-    /// BM25 only (no model).
-    #[arg(long)]
-    pub no_rerank: bool,
-    /// Write the per-turn timings of both passes as JSON here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// Rerank with the default model (else BM25 only).
+    pub rerank: bool,
+}
+
+/// What the benchmark runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchSetup {
+    pub turns: usize,
+    pub collection: String,
+    pub passages: u64,
+    pub depth: usize,
+    /// The reranking model, if any.
+    pub model: Option<String>,
+    pub cores: usize,
+}
+
+/// One pass over the turns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassReport {
+    pub pass: String,
+    /// Milliseconds of each turn, per stage (`total` included).
+    pub per_stage: BTreeMap<&'static str, Vec<f64>>,
+    /// `{"turn", "timings_ms"}` per turn.
+    pub turns: Vec<serde_json::Value>,
+}
+
+/// A prepared benchmark: the contexts, the service with its own (initially empty) cache.
+pub struct TurnBench {
+    contexts: Vec<(String, ConversationContext)>,
+    service: TurnService,
+    source: PassageSource,
+    settings: TurnSettings,
+    setup: BenchSetup,
+    _cache: tempfile::TempDir,
 }
 
 /// p50, p95 and mean of `values` (nearest-rank percentiles).
@@ -54,102 +92,109 @@ pub fn summarize(values: &[f64]) -> (f64, f64, f64) {
     )
 }
 
-pub fn run(config: &crate::Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
-    let topics = super::cli::read_conversations(&args.topics)?;
-    let mut contexts: Vec<(String, ConversationContext)> = Vec::new();
-    'topics: for topic in &topics {
-        for (i, turn) in topic.turns.iter().enumerate() {
-            if contexts.len() == args.turns {
-                break 'topics;
-            }
-            if let Some(ctx) = ConversationContext::from_ikat(topic, i, RunType::Automatic) {
-                contexts.push((format!("{}_{}", topic.number, turn.turn_id), ctx));
-            }
+impl TurnBench {
+    /// The first `options.turns` turns of `topics` with their automatic-run contexts, the
+    /// collection opened and the model loaded with an empty on-disk embedding cache.
+    pub fn prepare(
+        config: &crate::Config,
+        topics: &[IkatTopic],
+        options: &BenchOptions,
+    ) -> Result<Self, BenchError> {
+        let contexts: Vec<(String, ConversationContext)> = topics
+            .iter()
+            .flat_map(|topic| {
+                topic.turns.iter().enumerate().filter_map(move |(i, turn)| {
+                    ConversationContext::from_ikat(topic, i, RunType::Automatic)
+                        .map(|ctx| (format!("{}_{}", topic.number, turn.turn_id), ctx))
+                })
+            })
+            .take(options.turns)
+            .collect();
+        if contexts.is_empty() {
+            return Err(BenchError::NoTurns);
         }
+        let retriever =
+            CollectionRegistry::new(config.collections_dir()).get(&options.collection)?;
+        let cache = tempfile::tempdir().map_err(BenchError::Cache)?;
+        let model: Option<Arc<dyn Reranker>> = if options.rerank {
+            let model = OnnxReranker::open(
+                &config.default_model_dir(),
+                &config.ort_library_path(),
+                OnnxOptions::default(),
+            )?
+            .with_cache(Arc::new(DiskEmbeddingCache::new(cache.path())));
+            Some(Arc::new(model))
+        } else {
+            None
+        };
+        let setup = BenchSetup {
+            turns: contexts.len(),
+            collection: options.collection.clone(),
+            passages: retriever.num_passages(),
+            depth: options.depth,
+            model: model.as_ref().map(|m| m.model_id()),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let settings = TurnSettings {
+            depth: options.depth,
+            rerank: model.is_some(),
+            ..TurnSettings::default()
+        };
+        Ok(TurnBench {
+            contexts,
+            service: TurnService::from_config(config, model)?,
+            source: PassageSource::Collection(RetrievalTarget {
+                collection: options.collection.clone(),
+                retriever,
+            }),
+            settings,
+            setup,
+            _cache: cache,
+        })
     }
-    anyhow::ensure!(!contexts.is_empty(), "{}: no turns", args.topics.display());
-    let retriever = CollectionRegistry::new(config.collections_dir()).get(&args.collection)?;
-    let cache_dir = tempfile::tempdir()?;
-    let model: Option<Arc<dyn Reranker>> = if args.no_rerank {
-        None
-    } else {
-        let model = OnnxReranker::open(
-            &config.default_model_dir(),
-            &config.ort_library_path(),
-            OnnxOptions::default(),
-        )?
-        .with_cache(Arc::new(DiskEmbeddingCache::new(cache_dir.path())));
-        Some(Arc::new(model))
-    };
-    let pipeline = TurnPipeline::new(
-        super::ptkb::recommended_ranker(model.clone()),
-        model.clone(),
-        None,
-    );
-    let settings = TurnSettings {
-        depth: args.depth,
-        rerank: model.is_some(),
-        ..TurnSettings::default()
-    };
-    let source = PassageSource::Collection(RetrievalTarget {
-        collection: args.collection.clone(),
-        retriever,
-    });
-    println!(
-        "{} turns of {} on collection {} ({} passages), depth {}, model {}, {} cores",
-        contexts.len(),
-        args.topics.display(),
-        args.collection,
-        source_passages(&source),
-        args.depth,
-        model.as_ref().map_or("none".into(), |m| m.model_id()),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut report = serde_json::Map::new();
-    for pass in ["cold", "warm"] {
-        let bar = indicatif::ProgressBar::new(contexts.len() as u64).with_style(
-            indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ETA {eta}")?,
-        );
-        bar.set_message(pass);
-        let mut per_stage: std::collections::BTreeMap<&'static str, Vec<f64>> = Default::default();
-        let mut turns_json = Vec::new();
-        for (key, ctx) in &contexts {
-            let output = runtime.block_on(pipeline.run(
-                ctx.clone(),
-                Some(source.clone()),
-                &settings,
-                &mut |_| {},
-            ))?;
-            for (stage, ms) in timings_map(&output.timings) {
-                per_stage.entry(stage).or_default().push(ms);
-            }
-            turns_json.push(serde_json::json!({"turn": key, "timings_ms": output.timings}));
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        println!("\n{pass}: stage      p50 ms    p95 ms   mean ms");
-        for stage in ["ptkb", "rewrite", "retrieve", "rerank", "generate", "total"] {
-            if let Some(v) = per_stage.get(stage) {
-                let (p50, p95, mean) = summarize(v);
-                println!("{pass}: {stage:<9} {p50:>8.1} {p95:>9.1} {mean:>9.1}");
-            }
-        }
-        report.insert(pass.into(), serde_json::Value::Array(turns_json));
-    }
-    if let Some(path) = &args.json {
-        crate::formats::atomic::write_atomic(path, &serde_json::to_vec_pretty(&report)?)?;
-    }
-    Ok(())
-}
 
-fn source_passages(source: &PassageSource) -> String {
-    match source {
-        PassageSource::Collection(t) => t.retriever.num_passages().to_string(),
-        PassageSource::Given { passages, .. } => passages.len().to_string(),
+    pub fn setup(&self) -> &BenchSetup {
+        &self.setup
+    }
+
+    /// Runs every turn once, in order, reporting each to `progress`.
+    pub fn run_pass(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        pass: &str,
+        progress: &dyn Progress,
+    ) -> Result<PassReport, BenchError> {
+        progress.set_message(pass.to_string());
+        progress.set_length(self.contexts.len() as u64);
+        let mut report = PassReport {
+            pass: pass.to_string(),
+            per_stage: BTreeMap::new(),
+            turns: Vec::with_capacity(self.contexts.len()),
+        };
+        for (key, ctx) in &self.contexts {
+            let output = runtime.block_on(self.service.run_unstored(
+                ctx.clone(),
+                Some(self.source.clone()),
+                &self.settings,
+                &mut |_| {},
+            ));
+            let output = match output {
+                Ok(output) => output,
+                Err(e) => {
+                    progress.finish();
+                    return Err(e.into());
+                }
+            };
+            for (stage, ms) in timings_map(&output.timings) {
+                report.per_stage.entry(stage).or_default().push(ms);
+            }
+            report
+                .turns
+                .push(serde_json::json!({"turn": key, "timings_ms": output.timings}));
+            progress.inc(1);
+        }
+        progress.finish();
+        Ok(report)
     }
 }
 

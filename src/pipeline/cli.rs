@@ -219,8 +219,6 @@ pub enum PipelineCommand {
         #[arg(long)]
         llm: bool,
     },
-    /// Turn latency per stage (p50/p95), cold and with the embedding cache warm.
-    BenchTurns(super::bench::BenchTurnsArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -481,7 +479,7 @@ pub fn run(config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
         if ptkb.neural <= 0.0 {
             return Ok(None);
         }
-        crate::server::load_reranker(config)
+        crate::service::load_reranker(config)
             .map(Some)
             .ok_or_else(|| {
                 anyhow::anyhow!(
@@ -508,7 +506,6 @@ pub fn run(config: &crate::Config, args: PipelineArgs) -> anyhow::Result<()> {
                 write(&p, &ptkb_trec_run(&run_name, &rankings))?;
             }
         }
-        PipelineCommand::BenchTurns(args) => super::bench::run(config, args)?,
         PipelineCommand::Rewrite {
             topics,
             run_type,

@@ -48,6 +48,9 @@ pub enum PipelineError {
     Rerank(#[from] crate::rerank::RerankError),
     #[error(transparent)]
     Generate(#[from] generate::GenerateError),
+    /// A stage's task panicked or was cancelled.
+    #[error("a stage task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 pub type Result<T, E = PipelineError> = std::result::Result<T, E>;

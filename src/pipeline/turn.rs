@@ -26,7 +26,7 @@ use crate::rerank::{Fusion, OwnedPassage, PassageRef, Reranker};
 use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage};
 
 /// Which generator answers a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum GeneratorChoice {
     Extractive,
@@ -34,7 +34,7 @@ pub enum GeneratorChoice {
 }
 
 /// Which rewriter writes a turn's query (a supplied manual rewrite always wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum RewriterChoice {
     /// The history-aware rewriter ([`HistoryRewriter`]).
@@ -56,8 +56,8 @@ pub struct TurnSettings {
     /// BM25 candidates; all of them are reranked when `rerank` is on.
     pub depth: usize,
     pub rerank: bool,
-    /// How BM25 and neural scores make the final order (see [`Fusion`]).
-    pub fusion: String,
+    /// How BM25 and neural scores make the final order (stored as its string, `"weighted:0.2"`).
+    pub fusion: Fusion,
     /// Passages kept with the turn (the ranking a run submits), at most `depth`.
     pub passages: usize,
     /// Passages (from the top) the generator sees.
@@ -82,8 +82,7 @@ impl Default for TurnSettings {
             generate: true,
             depth: 100,
             rerank: true,
-            // Best of the fusions measured on TREC DL 2019 (BENCHMARKS.md, rerank section).
-            fusion: "weighted:0.2".into(),
+            fusion: Fusion::RECOMMENDED,
             passages: 10,
             generation_passages: 10,
             generator: GeneratorChoice::Extractive,
@@ -95,27 +94,110 @@ impl Default for TurnSettings {
     }
 }
 
+/// A turn setting, as validation names it (each caller spells it its own way: the API's JSON
+/// field, the command line's option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingField {
+    Generator,
+    Rewriter,
+    Rerank,
+    Depth,
+    Passages,
+    GenerationPassages,
+    MaxWords,
+    Fusion,
+    PtkbQueryWeight,
+    /// The collection retrieval needs.
+    Collection,
+}
+
+impl SettingField {
+    /// The name of the setting in [`TurnSettings`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingField::Generator => "generator",
+            SettingField::Rewriter => "rewriter",
+            SettingField::Rerank => "rerank",
+            SettingField::Depth => "depth",
+            SettingField::Passages => "passages",
+            SettingField::GenerationPassages => "generation_passages",
+            SettingField::MaxWords => "max_words",
+            SettingField::Fusion => "fusion",
+            SettingField::PtkbQueryWeight => "ptkb_query_weight",
+            SettingField::Collection => "collection",
+        }
+    }
+}
+
+/// Why a setting cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {reason}", field.as_str())]
+pub struct SettingError {
+    pub field: SettingField,
+    pub reason: String,
+    /// The setting is fine but needs something this process does not have (a model, an LLM).
+    pub unavailable: bool,
+}
+
+impl SettingError {
+    pub fn invalid(field: SettingField, reason: impl Into<String>) -> Self {
+        SettingError {
+            field,
+            reason: reason.into(),
+            unavailable: false,
+        }
+    }
+
+    pub fn unavailable(field: SettingField, reason: impl Into<String>) -> Self {
+        SettingError {
+            field,
+            reason: reason.into(),
+            unavailable: true,
+        }
+    }
+}
+
+impl From<SettingError> for PipelineError {
+    fn from(e: SettingError) -> Self {
+        PipelineError::Setting {
+            field: e.field.as_str(),
+            reason: e.reason,
+        }
+    }
+}
+
+/// Checks that `value` is in `1..=max`.
+pub fn check_range(
+    field: SettingField,
+    value: usize,
+    max: usize,
+) -> std::result::Result<(), SettingError> {
+    if value == 0 || value > max {
+        return Err(SettingError::invalid(
+            field,
+            format!("must be between 1 and {max}"),
+        ));
+    }
+    Ok(())
+}
+
 impl TurnSettings {
     /// Checks limits; the error names the setting.
-    pub fn validate(&self) -> std::result::Result<(), (&'static str, String)> {
-        if self.depth == 0 || self.depth > 1000 {
-            return Err(("depth", "must be between 1 and 1000".into()));
-        }
-        if self.passages == 0 || self.passages > 1000 {
-            return Err(("passages", "must be between 1 and 1000".into()));
-        }
-        if self.generation_passages == 0 || self.generation_passages > 100 {
-            return Err(("generation_passages", "must be between 1 and 100".into()));
-        }
-        if self.limit.max_words == 0 || self.limit.max_words > 2000 {
-            return Err(("max_words", "must be between 1 and 2000".into()));
-        }
+    pub fn validate(&self) -> std::result::Result<(), SettingError> {
+        check_range(SettingField::Depth, self.depth, 1000)?;
+        check_range(SettingField::Passages, self.passages, 1000)?;
+        check_range(
+            SettingField::GenerationPassages,
+            self.generation_passages,
+            100,
+        )?;
+        check_range(SettingField::MaxWords, self.limit.max_words, 2000)?;
         if !(0.0..=10.0).contains(&self.ptkb_query_weight) {
-            return Err(("ptkb_query_weight", "must be between 0 and 10".into()));
+            return Err(SettingError::invalid(
+                SettingField::PtkbQueryWeight,
+                "must be between 0 and 10",
+            ));
         }
-        self.fusion
-            .parse::<Fusion>()
-            .map_err(|e| ("fusion", e.to_string()))?;
         Ok(())
     }
 }
@@ -242,8 +324,17 @@ fn ms_since(start: Instant) -> f64 {
     (start.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
 }
 
+/// A stage's blocking task did not finish (it panicked or was cancelled): a bug, not a model
+/// being unavailable.
 fn join_error(e: tokio::task::JoinError) -> PipelineError {
-    PipelineError::Model(format!("stage task failed: {e}"))
+    PipelineError::Task(e)
+}
+
+/// What the rewrite step produced.
+struct RewriteStep {
+    rewrite: Rewrite,
+    fallback: Option<RewriteFallback>,
+    llm_output: Option<String>,
 }
 
 impl TurnPipeline {
@@ -289,76 +380,118 @@ impl TurnPipeline {
         settings: &TurnSettings,
         on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
     ) -> Result<TurnOutput> {
-        settings
-            .validate()
-            .map_err(|(field, reason)| PipelineError::Setting { field, reason })?;
-        let fusion: Fusion = settings
-            .fusion
-            .parse()
-            .map_err(|e: crate::rerank::RerankError| PipelineError::Setting {
-                field: "fusion",
-                reason: e.to_string(),
-            })?;
-        let llm_rewriter = match settings.rewriter {
-            RewriterChoice::History => None,
-            RewriterChoice::Llm => {
-                Some(Arc::clone(self.llm_rewriter.as_ref().ok_or_else(|| {
-                    PipelineError::Setting {
-                        field: "rewriter",
-                        reason: "no LLM endpoint is configured (llm.base_url)".into(),
-                    }
-                })?))
-            }
-        };
+        settings.validate()?;
+        let llm_rewriter = self.llm_rewriter_for(settings.rewriter)?;
         let started = Instant::now();
         let mut timings = StageTimings::default();
 
-        // PTKB ranking and rewriting: cheap lexically, a model call with the neural ranker.
-        let (ptkb_ranker, rewriter) = (Arc::clone(&self.ptkb), Arc::clone(&self.rewriter));
-        let (ctx, ptkb, ptkb_ms) = tokio::task::spawn_blocking(move || {
-            let t = Instant::now();
-            let ranking = ptkb_ranker.rank(&ctx);
-            (ctx, ranking, ms_since(t))
-        })
-        .await
-        .map_err(join_error)?;
-        let ptkb = ptkb?;
-        timings.ptkb = Some(ptkb_ms);
+        let t = Instant::now();
+        let (ctx, ptkb) = self.rank_ptkb(ctx).await?;
+        timings.ptkb = Some(ms_since(t));
         on_event(TurnEvent::Ptkb(&ptkb));
 
         let t = Instant::now();
-        let selected: Vec<&str> = ptkb.selected().map(|s| s.text.as_str()).collect();
-        let mut rewrite = rewriter.rewrite(&ctx, &selected)?;
-        let (mut rewrite_fallback, mut rewrite_llm_output) = (None, None);
-        if let Some(llm) = llm_rewriter.filter(|_| rewrite.method != "manual") {
-            let outcome = llm.rewrite(&ctx, &selected, rewrite).await?;
-            rewrite = outcome.rewrite;
-            rewrite_fallback = outcome.fallback;
-            rewrite_llm_output = outcome.raw_output;
-        }
+        let step = self.rewrite(&ctx, &ptkb, llm_rewriter).await?;
         timings.rewrite = Some(ms_since(t));
-        on_event(TurnEvent::Rewrite(&rewrite));
+        on_event(TurnEvent::Rewrite(&step.rewrite));
 
         let mut output = TurnOutput {
             ptkb,
-            rewrite,
-            rewrite_fallback,
-            rewrite_llm_output,
+            rewrite: step.rewrite,
+            rewrite_fallback: step.fallback,
+            rewrite_llm_output: step.llm_output,
             passages: Vec::new(),
             generation: None,
             timings: StageTimings::default(),
             reranker: None,
             history_turns: ctx.history.len(),
         };
-        if !settings.retrieve {
-            timings.total = ms_since(started);
-            output.timings = timings;
-            return Ok(output);
+        if settings.retrieve {
+            let source = source.ok_or_else(|| {
+                SettingError::invalid(SettingField::Collection, "retrieval needs a collection")
+            })?;
+            self.rank_passages(source, settings, &mut output, &mut timings)
+                .await?;
+            on_event(TurnEvent::Passages(&output.passages));
+            if settings.generate {
+                let t = Instant::now();
+                let generation = self
+                    .generate(&ctx, &output, settings, &mut |e| {
+                        on_event(TurnEvent::Generation(e))
+                    })
+                    .await?;
+                timings.generate = Some(ms_since(t));
+                output.generation = Some(generation);
+            }
         }
-        let source = source.ok_or_else(|| PipelineError::Setting {
-            field: "collection",
-            reason: "retrieval needs a collection".into(),
-        })?;
+        timings.total = ms_since(started);
+        output.timings = timings;
+        Ok(output)
+    }
+
+    fn llm_rewriter_for(&self, choice: RewriterChoice) -> Result<Option<Arc<LlmRewriter>>> {
+        match choice {
+            RewriterChoice::History => Ok(None),
+            RewriterChoice::Llm => match &self.llm_rewriter {
+                Some(r) => Ok(Some(Arc::clone(r))),
+                None => Err(SettingError::invalid(
+                    SettingField::Rewriter,
+                    "no LLM endpoint is configured (llm.base_url)",
+                )
+                .into()),
+            },
+        }
+    }
+
+    /// PTKB ranking: cheap lexically, a model call with the neural ranker (so off the async
+    /// workers either way).
+    async fn rank_ptkb(
+        &self,
+        ctx: ConversationContext,
+    ) -> Result<(ConversationContext, PtkbRanking)> {
+        let ranker = Arc::clone(&self.ptkb);
+        let (ctx, ranking) = tokio::task::spawn_blocking(move || {
+            let ranking = ranker.rank(&ctx);
+            (ctx, ranking)
+        })
+        .await
+        .map_err(join_error)?;
+        Ok((ctx, ranking?))
+    }
+
+    async fn rewrite(
+        &self,
+        ctx: &ConversationContext,
+        ptkb: &PtkbRanking,
+        llm_rewriter: Option<Arc<LlmRewriter>>,
+    ) -> Result<RewriteStep> {
+        let selected: Vec<&str> = ptkb.selected().map(|s| s.text.as_str()).collect();
+        let rewrite = self.rewriter.rewrite(ctx, &selected)?;
+        match llm_rewriter.filter(|_| rewrite.method != "manual") {
+            Some(llm) => {
+                let outcome = llm.rewrite(ctx, &selected, rewrite).await?;
+                Ok(RewriteStep {
+                    rewrite: outcome.rewrite,
+                    fallback: outcome.fallback,
+                    llm_output: outcome.raw_output,
+                })
+            }
+            None => Ok(RewriteStep {
+                rewrite,
+                fallback: None,
+                llm_output: None,
+            }),
+        }
+    }
+
+    /// Retrieval (or the given ranking), reranking when on, cut to `settings.passages`.
+    async fn rank_passages(
+        &self,
+        source: PassageSource,
+        settings: &TurnSettings,
+        output: &mut TurnOutput,
+        timings: &mut StageTimings,
+    ) -> Result<()> {
         let (collection, candidates) = match source {
             PassageSource::Collection(target) => {
                 // The rewrite at weight 1, each selected statement at `ptkb_query_weight`.
@@ -368,22 +501,10 @@ impl TurnPipeline {
                         query = query.with(&s.text, settings.ptkb_query_weight as f32);
                     }
                 }
-                let retriever = Arc::clone(&target.retriever);
-                let depth = settings.depth.max(settings.passages);
                 let t = Instant::now();
-                let hits: Vec<Hit> = tokio::task::spawn_blocking(move || {
-                    retriever.search_with(&query, &SearchOptions::top(depth))
-                })
-                .await
-                .map_err(join_error)??;
+                let depth = settings.depth.max(settings.passages);
+                let candidates = self.retrieve(&target, query, depth).await?;
                 timings.retrieve = Some(ms_since(t));
-                let candidates = hits
-                    .into_iter()
-                    .map(|h| {
-                        let score = h.score;
-                        ranked(h, None, score)
-                    })
-                    .collect::<Vec<_>>();
                 (Some(target.collection), candidates)
             }
             PassageSource::Given {
@@ -391,22 +512,10 @@ impl TurnPipeline {
                 passages,
             } => (collection, passages),
         };
-
-        let reranker = if settings.rerank {
-            self.reranker.clone()
-        } else {
-            None
-        };
-        let mut passages: Vec<RankedPassage> = match reranker {
+        let model = self.reranker.clone().filter(|_| settings.rerank);
+        let mut passages = match model {
             Some(model) if !candidates.is_empty() => {
                 let t = Instant::now();
-                let owned: Vec<OwnedPassage> = candidates
-                    .iter()
-                    .map(|p| OwnedPassage {
-                        id: p.id.clone(),
-                        text: p.model_text(),
-                    })
-                    .collect();
                 output.reranker = Some(model.model_id());
                 let mut rerank_query = output.rewrite.text.clone();
                 if settings.ptkb_in_rerank_query {
@@ -415,72 +524,112 @@ impl TurnPipeline {
                         rerank_query.push_str(&s.text);
                     }
                 }
-                let neural =
-                    crate::rerank::rerank_blocking(model, rerank_query, owned, collection.clone())
+                let reranked =
+                    rerank_fused(model, rerank_query, candidates, collection, settings.fusion)
                         .await?;
-                let first: Vec<f32> = candidates.iter().map(|p| p.retrieval_score).collect();
-                let fused = fusion.fuse(&first, &neural);
-                let order = crate::rerank::order_by_score(&fused);
                 timings.rerank = Some(ms_since(t));
-                let mut candidates: Vec<Option<RankedPassage>> =
-                    candidates.into_iter().map(Some).collect();
-                order
-                    .into_iter()
-                    .map(|i| {
-                        let mut p = candidates[i].take().expect("each index once");
-                        p.rerank_score = Some(neural[i]);
-                        p.score = fused[i];
-                        p
-                    })
-                    .collect()
+                reranked
             }
             _ => candidates,
         };
         passages.truncate(settings.passages);
         output.passages = passages;
-        on_event(TurnEvent::Passages(&output.passages));
-
-        if settings.generate {
-            let generator =
-                self.generator(settings.generator)
-                    .ok_or_else(|| PipelineError::Setting {
-                        field: "generator",
-                        reason: "no LLM endpoint is configured (llm.base_url)".into(),
-                    })?;
-            let request = GenerationRequest {
-                query: output.rewrite.text.clone(),
-                context: ctx
-                    .history
-                    .iter()
-                    .map(|h| ContextTurn {
-                        user: h.utterance.clone(),
-                        response: h.response.clone(),
-                    })
-                    .collect(),
-                passages: output
-                    .passages
-                    .iter()
-                    .take(settings.generation_passages)
-                    .map(|p| Passage {
-                        id: p.id.clone(),
-                        title: Some(p.title.clone()).filter(|t| !t.is_empty()),
-                        url: Some(p.url.clone()).filter(|u| !u.is_empty()),
-                        text: p.text.clone(),
-                        score: p.score as f64,
-                    })
-                    .collect(),
-                limit: settings.limit,
-            };
-            let t = Instant::now();
-            let mut forward = |e: GenerationEvent| on_event(TurnEvent::Generation(e));
-            let generation = generator.generate_streaming(&request, &mut forward).await?;
-            timings.generate = Some(ms_since(t));
-            output.generation = Some(generation);
-        }
-        timings.total = ms_since(started);
-        output.timings = timings;
-        Ok(output)
+        Ok(())
     }
+
+    /// BM25 candidates for `query`, best first (on the blocking pool).
+    pub async fn retrieve(
+        &self,
+        target: &RetrievalTarget,
+        query: WeightedQuery,
+        depth: usize,
+    ) -> Result<Vec<RankedPassage>> {
+        let retriever = Arc::clone(&target.retriever);
+        let hits: Vec<Hit> = tokio::task::spawn_blocking(move || {
+            retriever.search_with(&query, &SearchOptions::top(depth))
+        })
+        .await
+        .map_err(join_error)??;
+        Ok(hits
+            .into_iter()
+            .map(|h| {
+                let score = h.score;
+                ranked(h, None, score)
+            })
+            .collect())
+    }
+
+    async fn generate(
+        &self,
+        ctx: &ConversationContext,
+        output: &TurnOutput,
+        settings: &TurnSettings,
+        on_event: &mut (dyn FnMut(GenerationEvent) + Send),
+    ) -> Result<Generation> {
+        let generator = self.generator(settings.generator).ok_or_else(|| {
+            SettingError::invalid(
+                SettingField::Generator,
+                "no LLM endpoint is configured (llm.base_url)",
+            )
+        })?;
+        let request = GenerationRequest {
+            query: output.rewrite.text.clone(),
+            context: ctx
+                .history
+                .iter()
+                .map(|h| ContextTurn {
+                    user: h.utterance.clone(),
+                    response: h.response.clone(),
+                })
+                .collect(),
+            passages: output
+                .passages
+                .iter()
+                .take(settings.generation_passages)
+                .map(|p| Passage {
+                    id: p.id.clone(),
+                    title: Some(p.title.clone()).filter(|t| !t.is_empty()),
+                    url: Some(p.url.clone()).filter(|u| !u.is_empty()),
+                    text: p.text.clone(),
+                    score: p.score as f64,
+                })
+                .collect(),
+            limit: settings.limit,
+        };
+        Ok(generator.generate_streaming(&request, on_event).await?)
+    }
+}
+
+/// The candidates reordered by `fusion` of their first-stage scores and `model`'s scores for
+/// `query`: each gets its neural score as `rerank_score` and the fused one as `score`. The one
+/// reranking of turns and searches.
+pub async fn rerank_fused(
+    model: Arc<dyn Reranker>,
+    query: String,
+    candidates: Vec<RankedPassage>,
+    collection: Option<String>,
+    fusion: Fusion,
+) -> Result<Vec<RankedPassage>> {
+    let owned: Vec<OwnedPassage> = candidates
+        .iter()
+        .map(|p| OwnedPassage {
+            id: p.id.clone(),
+            text: p.model_text(),
+        })
+        .collect();
+    let neural = crate::rerank::rerank_blocking(model, query, owned, collection).await?;
+    let first: Vec<f32> = candidates.iter().map(|p| p.retrieval_score).collect();
+    let fused = fusion.fuse(&first, &neural);
+    let mut candidates: Vec<Option<RankedPassage>> = candidates.into_iter().map(Some).collect();
+    Ok(crate::rerank::order_by_score(&fused)
+        .into_iter()
+        .map(|i| {
+            let mut p = candidates[i].take().expect("each index once");
+            p.rerank_score = Some(neural[i]);
+            p.score = fused[i];
+            p
+        })
+        .collect())
 }
 
 fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {

@@ -61,7 +61,25 @@ impl fmt::Display for Fusion {
     }
 }
 
+/// Stored and read as its string (`"weighted:0.2"`), so settings recorded before the type
+/// existed read back unchanged.
+impl serde::Serialize for Fusion {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fusion {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl Fusion {
+    /// BM25 weight 0.2: the best of the fusions measured on TREC DL 2019 (BENCHMARKS.md).
+    pub const RECOMMENDED: Fusion = Fusion::Weighted { bm25_weight: 0.2 };
+
     /// Final scores for candidates with first-stage scores `first` and neural scores `neural`
     /// (same length and order).
     pub fn fuse(&self, first: &[f32], neural: &[f32]) -> Vec<f32> {
@@ -149,5 +167,14 @@ mod tests {
         // Constant lists normalize to 0 rather than dividing by zero.
         let fused = Fusion::Weighted { bm25_weight: 0.5 }.fuse(&[1.0, 1.0], &[0.0, 1.0]);
         assert_eq!(fused, vec![0.0, 0.5]);
+    }
+
+    #[test]
+    fn serde_is_the_stored_string() {
+        let json = serde_json::to_string(&Fusion::RECOMMENDED).unwrap();
+        assert_eq!(json, "\"weighted:0.2\"");
+        let back: Fusion = serde_json::from_str("\"rrf:60\"").unwrap();
+        assert_eq!(back, Fusion::Rrf { k: 60.0 });
+        assert!(serde_json::from_str::<Fusion>("\"weighted:2\"").is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! Every read or write of a conversation takes the owning user's id, so ownership is checked in the
 //! query itself: another user's conversation is simply not found.
 
+pub mod batch_runs;
 pub mod conversations;
 pub mod embedded;
 pub mod ptkb;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
+pub use batch_runs::RunLock;
 pub use conversations::{Conversation, ConversationPatch, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
 pub use ptkb::{NewStatement, Statement};

@@ -268,6 +268,29 @@ impl Store {
     }
 }
 
+type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+/// A unique-key violation as the refused input (the checks before writing catch the known
+/// cases; this is the database's word for any other).
+fn duplicate(field: &'static str, message: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+    move |e| match super::sqlstate(&e).as_deref() {
+        Some("23505") => StoreError::Invalid {
+            field,
+            message: message.to_string(),
+        },
+        _ => e.into(),
+    }
+}
+
+/// The first item whose key was seen before.
+fn first_repeat<'a, T, K: Eq + std::hash::Hash>(
+    items: &'a [T],
+    key: impl Fn(&'a T) -> K,
+) -> Option<&'a T> {
+    let mut seen = std::collections::HashSet::new();
+    items.iter().find(|item| !seen.insert(key(item)))
+}
+
 impl PendingTurn {
     /// Writes the turn and releases the conversation. On error nothing is stored.
     pub async fn commit(self, store: &Store, turn: NewTurn) -> Result<Turn> {
@@ -281,129 +304,13 @@ impl PendingTurn {
             ..
         } = self;
         if version > 1 {
-            sqlx::query(
-                "UPDATE turns SET is_current = false WHERE conversation_id = $1 AND seq = $2",
-            )
-            .bind(conversation_id)
-            .bind(seq)
-            .execute(&mut *tx)
-            .await?;
+            retire_current(&mut tx, conversation_id, seq).await?;
         }
-
         let id = Uuid::new_v4();
-        sqlx::query(
-            "INSERT INTO turns (id, conversation_id, seq, version, is_current, external_turn_id, utterance, \
-               reference_rewrite, reference_ptkb, canonical_response, rewritten_utterance, response_text, \
-               generator, settings, timings_ms, diagnostics) \
-             VALUES ($1, $2, $3, $4, true, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-        )
-        .bind(id)
-        .bind(conversation_id)
-        .bind(seq)
-        .bind(version)
-        .bind(&turn.external_turn_id)
-        .bind(&turn.utterance)
-        .bind(&turn.reference_rewrite)
-        .bind(&turn.reference_ptkb)
-        .bind(&turn.canonical_response)
-        .bind(&turn.rewritten_utterance)
-        .bind(&turn.response_text)
-        .bind(&turn.generator)
-        .bind(json_or_empty(&turn.settings))
-        .bind(json_or_empty(&turn.timings_ms))
-        .bind(json_or_empty(&turn.diagnostics))
-        .execute(&mut *tx)
-        .await?;
-
-        // Rankings refer to the statement versions this turn position sees.
-        let visible = visible_at(&mut tx, conversation_id, seq).await?;
-        let by_id: HashMap<&str, i64> = visible.iter().map(|s| (s.id.as_str(), s.row_id)).collect();
-        for (i, ranked) in turn.ptkb_ranking.iter().enumerate() {
-            let row =
-                *by_id
-                    .get(ranked.statement_id.as_str())
-                    .ok_or_else(|| StoreError::Invalid {
-                        field: "ptkb_ranking",
-                        message: format!(
-                            "statement {:?} is not in the PTKB seen by this turn",
-                            ranked.statement_id
-                        ),
-                    })?;
-            sqlx::query(
-                "INSERT INTO turn_ptkb_rankings (turn_id, conversation_id, rank, statement_row, score, selected) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(id)
-            .bind(conversation_id)
-            .bind(i as i32 + 1)
-            .bind(row)
-            .bind(ranked.score)
-            .bind(ranked.selected)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| match super::sqlstate(&e).as_deref() {
-                Some("23505") => StoreError::Invalid {
-                    field: "ptkb_ranking",
-                    message: format!("statement {:?} is ranked twice", ranked.statement_id),
-                },
-                _ => e.into(),
-            })?;
-        }
-        for (i, p) in turn.passages.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO turn_passages (turn_id, rank, passage_id, collection, retrieval_score, rerank_score, \
-                   score, used, title, url, text) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-            )
-            .bind(id)
-            .bind(i as i32 + 1)
-            .bind(&p.passage_id)
-            .bind(&p.collection)
-            .bind(p.retrieval_score)
-            .bind(p.rerank_score)
-            .bind(p.score)
-            .bind(p.used)
-            .bind(&p.title)
-            .bind(&p.url)
-            .bind(&p.text)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| match super::sqlstate(&e).as_deref() {
-                Some("23505") => StoreError::Invalid {
-                    field: "passages",
-                    message: format!("passage {:?} appears twice", p.passage_id),
-                },
-                _ => e.into(),
-            })?;
-        }
-        for (position, sentence) in turn.sentences.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO response_sentences (turn_id, position, text) VALUES ($1, $2, $3)",
-            )
-            .bind(id)
-            .bind(position as i32)
-            .bind(&sentence.text)
-            .execute(&mut *tx)
-            .await?;
-            for (order, rank) in sentence.citations.iter().enumerate() {
-                sqlx::query(
-                    "INSERT INTO sentence_citations (turn_id, sentence_position, citation_order, passage_rank) \
-                     VALUES ($1, $2, $3, $4)",
-                )
-                .bind(id)
-                .bind(position as i32)
-                .bind(order as i32)
-                .bind(rank)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| match super::sqlstate(&e).as_deref() {
-                    Some("23505") => StoreError::Invalid {
-                        field: "sentences",
-                        message: format!("sentence {position} cites passage {rank} twice"),
-                    },
-                    _ => e.into(),
-                })?;
-            }
-        }
+        insert_turn_row(&mut tx, id, conversation_id, seq, version, &turn).await?;
+        insert_ptkb_ranking(&mut tx, id, conversation_id, seq, &turn.ptkb_ranking).await?;
+        insert_passages(&mut tx, id, &turn.passages).await?;
+        insert_sentences(&mut tx, id, &turn.sentences).await?;
         sqlx::query("UPDATE conversations SET updated_at = now() WHERE id = $1")
             .bind(conversation_id)
             .execute(&mut *tx)
@@ -411,6 +318,181 @@ impl PendingTurn {
         tx.commit().await?;
         store.turn(user_id, conversation_id, id).await
     }
+}
+
+/// The earlier versions at `seq` stay stored but are no longer current.
+async fn retire_current(tx: &mut Tx, conversation_id: Uuid, seq: i32) -> Result<()> {
+    sqlx::query("UPDATE turns SET is_current = false WHERE conversation_id = $1 AND seq = $2")
+        .bind(conversation_id)
+        .bind(seq)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_turn_row(
+    tx: &mut Tx,
+    id: Uuid,
+    conversation_id: Uuid,
+    seq: i32,
+    version: i32,
+    turn: &NewTurn,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO turns (id, conversation_id, seq, version, is_current, external_turn_id, utterance, \
+           reference_rewrite, reference_ptkb, canonical_response, rewritten_utterance, response_text, \
+           generator, settings, timings_ms, diagnostics) \
+         VALUES ($1, $2, $3, $4, true, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+    )
+    .bind(id)
+    .bind(conversation_id)
+    .bind(seq)
+    .bind(version)
+    .bind(&turn.external_turn_id)
+    .bind(&turn.utterance)
+    .bind(&turn.reference_rewrite)
+    .bind(&turn.reference_ptkb)
+    .bind(&turn.canonical_response)
+    .bind(&turn.rewritten_utterance)
+    .bind(&turn.response_text)
+    .bind(&turn.generator)
+    .bind(json_or_empty(&turn.settings))
+    .bind(json_or_empty(&turn.timings_ms))
+    .bind(json_or_empty(&turn.diagnostics))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The ranking, in one statement; it refers to the statement versions this position sees.
+async fn insert_ptkb_ranking(
+    tx: &mut Tx,
+    turn_id: Uuid,
+    conversation_id: Uuid,
+    seq: i32,
+    ranking: &[NewRankedStatement],
+) -> Result<()> {
+    if let Some(r) = first_repeat(ranking, |r| r.statement_id.as_str()) {
+        return Err(StoreError::Invalid {
+            field: "ptkb_ranking",
+            message: format!("statement {:?} is ranked twice", r.statement_id),
+        });
+    }
+    let visible = visible_at(tx, conversation_id, seq).await?;
+    let by_id: HashMap<&str, i64> = visible.iter().map(|s| (s.id.as_str(), s.row_id)).collect();
+    let mut rows = Vec::with_capacity(ranking.len());
+    for ranked in ranking {
+        let row = by_id
+            .get(ranked.statement_id.as_str())
+            .ok_or_else(|| StoreError::Invalid {
+                field: "ptkb_ranking",
+                message: format!(
+                    "statement {:?} is not in the PTKB seen by this turn",
+                    ranked.statement_id
+                ),
+            })?;
+        rows.push(*row);
+    }
+    let ranks: Vec<i32> = (1..=ranking.len() as i32).collect();
+    let scores: Vec<f64> = ranking.iter().map(|r| r.score).collect();
+    let selected: Vec<bool> = ranking.iter().map(|r| r.selected).collect();
+    sqlx::query(
+        "INSERT INTO turn_ptkb_rankings (turn_id, conversation_id, rank, statement_row, score, selected) \
+         SELECT $1, $2, * FROM UNNEST($3::int4[], $4::int8[], $5::float8[], $6::bool[])",
+    )
+    .bind(turn_id)
+    .bind(conversation_id)
+    .bind(&ranks)
+    .bind(&rows)
+    .bind(&scores)
+    .bind(&selected)
+    .execute(&mut **tx)
+    .await
+    .map_err(duplicate("ptkb_ranking", "a statement is ranked twice"))?;
+    Ok(())
+}
+
+/// The passages in rank order, in one statement.
+async fn insert_passages(tx: &mut Tx, turn_id: Uuid, passages: &[NewTurnPassage]) -> Result<()> {
+    if let Some(p) = first_repeat(passages, |p| p.passage_id.as_str()) {
+        return Err(StoreError::Invalid {
+            field: "passages",
+            message: format!("passage {:?} appears twice", p.passage_id),
+        });
+    }
+    let column = |f: fn(&NewTurnPassage) -> Option<String>| -> Vec<Option<String>> {
+        passages.iter().map(f).collect()
+    };
+    let ranks: Vec<i32> = (1..=passages.len() as i32).collect();
+    let ids: Vec<&str> = passages.iter().map(|p| p.passage_id.as_str()).collect();
+    let retrieval: Vec<Option<f64>> = passages.iter().map(|p| p.retrieval_score).collect();
+    let rerank: Vec<Option<f64>> = passages.iter().map(|p| p.rerank_score).collect();
+    let scores: Vec<f64> = passages.iter().map(|p| p.score).collect();
+    let used: Vec<bool> = passages.iter().map(|p| p.used).collect();
+    sqlx::query(
+        "INSERT INTO turn_passages (turn_id, rank, passage_id, collection, retrieval_score, rerank_score, \
+           score, used, title, url, text) \
+         SELECT $1, * FROM UNNEST($2::int4[], $3::text[], $4::text[], $5::float8[], $6::float8[], \
+           $7::float8[], $8::bool[], $9::text[], $10::text[], $11::text[])",
+    )
+    .bind(turn_id)
+    .bind(&ranks)
+    .bind(&ids)
+    .bind(column(|p| p.collection.clone()))
+    .bind(&retrieval)
+    .bind(&rerank)
+    .bind(&scores)
+    .bind(&used)
+    .bind(column(|p| p.title.clone()))
+    .bind(column(|p| p.url.clone()))
+    .bind(column(|p| p.text.clone()))
+    .execute(&mut **tx)
+    .await
+    .map_err(duplicate("passages", "a passage appears twice"))?;
+    Ok(())
+}
+
+/// The sentences and their citations, one statement each.
+async fn insert_sentences(tx: &mut Tx, turn_id: Uuid, sentences: &[Sentence]) -> Result<()> {
+    for (position, sentence) in sentences.iter().enumerate() {
+        if let Some(rank) = first_repeat(&sentence.citations, |r| *r) {
+            return Err(StoreError::Invalid {
+                field: "sentences",
+                message: format!("sentence {position} cites passage {rank} twice"),
+            });
+        }
+    }
+    let positions: Vec<i32> = (0..sentences.len() as i32).collect();
+    let texts: Vec<&str> = sentences.iter().map(|s| s.text.as_str()).collect();
+    sqlx::query(
+        "INSERT INTO response_sentences (turn_id, position, text) \
+         SELECT $1, * FROM UNNEST($2::int4[], $3::text[])",
+    )
+    .bind(turn_id)
+    .bind(&positions)
+    .bind(&texts)
+    .execute(&mut **tx)
+    .await?;
+    let (mut cited_by, mut order, mut ranks) = (Vec::new(), Vec::new(), Vec::new());
+    for (position, sentence) in sentences.iter().enumerate() {
+        for (i, rank) in sentence.citations.iter().enumerate() {
+            cited_by.push(position as i32);
+            order.push(i as i32);
+            ranks.push(*rank);
+        }
+    }
+    sqlx::query(
+        "INSERT INTO sentence_citations (turn_id, sentence_position, citation_order, passage_rank) \
+         SELECT $1, * FROM UNNEST($2::int4[], $3::int4[], $4::int4[])",
+    )
+    .bind(turn_id)
+    .bind(&cited_by)
+    .bind(&order)
+    .bind(&ranks)
+    .execute(&mut **tx)
+    .await
+    .map_err(duplicate("sentences", "a sentence cites a passage twice"))?;
+    Ok(())
 }
 
 impl Store {

@@ -6,6 +6,7 @@ mod eval_common;
 mod generate_support;
 
 mod api_collections;
+mod api_errors;
 mod api_foundation;
 mod api_turns;
 mod batch_golden;

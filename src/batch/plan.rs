@@ -1,48 +1,33 @@
-//! `convrag run ikat|trec-rag|qrecc|poleval ...`: checks the options and inputs, builds the
-//! pipeline as the server does, runs (or resumes) the topics, then renders, validates and writes
-//! the submission file with its `.meta.json` sidecar.
+//! `convrag run ...` as library code: the options of each task are checked against the inputs
+//! and the installed model and become a [`PlannedRun`] (topics of turns, settings, the facts
+//! recorded with the run, and how the stored turns render into the submission file), which
+//! [`execute`] runs (or resumes) through the [`TurnService`] and writes with its `.meta.json`
+//! sidecar. The command line only parses arguments and prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
 
-use super::engine::{batch_user, Engine, RunLock, TopicJob};
-use super::record::{self, OutputRecord, RunRecord, Sidecar};
+use super::engine::{batch_user, Engine, TopicJob};
+use super::record::{self, OutputRecord, RunRecord, Sidecar, TurnCounts};
 use super::{option, BatchError, Result};
 use crate::config::Config;
 use crate::formats::ikat::{self as ikat_format, RunType};
 use crate::formats::trec_rag::{self as rag_format, AnswerFormat, Rag25Metadata};
 use crate::formats::{atomic, poleval as poleval_format, qrecc as qrecc_format, trec_run};
 use crate::formats::{FormatError, ValidationContext};
-use crate::index::{CollectionRegistry, Language, Retriever};
+use crate::index::{Language, Retriever, TantivyRetriever};
 use crate::pipeline::generate::{WordLimit, WordMeasure};
-use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnPipeline, TurnSettings};
-use crate::rerank::Reranker;
-use crate::store::Turn;
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    #[command(subcommand)]
-    pub task: RunTask,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum RunTask {
-    /// TREC iKAT: topics JSON → run JSON (automatic, manual or only_response).
-    Ikat(IkatArgs),
-    /// TREC RAG 2024/2025: R (TREC run), AG (answers over a given ranking), RAG (answers).
-    TrecRag(TrecRagArgs),
-    /// SCAI-QReCC-21, TIRA convention: INPUT_DIR/questions.json → OUTPUT_DIR/run.json.
-    Qrecc(QreccArgs),
-    /// PolEval 2022 passage retrieval: in.tsv → out.tsv (ten passage ids per line).
-    Poleval(PolevalArgs),
-}
+use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, SettingField, TurnSettings};
+use crate::progress::SharedProgress;
+use crate::rerank::Fusion;
+use crate::service::{RequestedSettings, SettingLimits, TurnService};
+use crate::store::{Store, Turn};
 
 /// A stage of the turn pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     Ptkb,
@@ -52,110 +37,40 @@ pub enum Stage {
     Generate,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum GeneratorArg {
-    Extractive,
-    Llm,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RewriterArg {
-    History,
-    Llm,
-}
-
 /// Options every task shares.
-#[derive(Debug, Args, Clone)]
-pub struct CommonArgs {
-    /// Name of the run: its tag in the file and the key of its stored turns (a run with the same
-    /// name resumes). Default: the output file's name without extension.
-    #[arg(long, value_name = "NAME")]
+#[derive(Debug, Clone, Default)]
+pub struct CommonOptions {
+    /// Name of the run (default: derived from the output's name).
     pub run_name: Option<String>,
-    /// Stages to run, comma-separated: ptkb,rewrite[,retrieve[,rerank][,generate]]. Default:
-    /// every stage the task uses (rerank when the model is installed).
-    #[arg(long, value_delimiter = ',', value_name = "STAGES")]
+    /// Stages to run (default: every stage the task uses; rerank when the model is installed).
     pub stages: Option<Vec<Stage>>,
-    /// Topics computed in parallel (the turns of a topic are always in order).
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    /// Topics computed in parallel.
     pub jobs: usize,
-    /// BM25 candidates per turn (all reranked when reranking).
-    #[arg(long, value_name = "N")]
     pub depth: Option<usize>,
-    /// Passages kept per turn: the ranking the run submits.
-    #[arg(long, value_name = "N")]
     pub passages: Option<usize>,
-    /// Passages (from the top) the generator reads.
-    #[arg(long, value_name = "N")]
     pub generation_passages: Option<usize>,
-    /// Longest response in words (default and maximum: the track's limit).
-    #[arg(long, value_name = "N")]
     pub max_words: Option<usize>,
-    /// Generator (default: llm when an LLM endpoint is configured, else extractive).
-    #[arg(long, value_enum)]
-    pub generator: Option<GeneratorArg>,
-    /// Query rewriter: history (default, no LLM) or llm (the configured endpoint with
-    /// prompts/rewrite.*.md, falling back to the history-aware rewrite). Manual runs use the
-    /// supplied rewrites either way.
-    #[arg(long, value_enum)]
-    pub rewriter: Option<RewriterArg>,
-    /// BM25/neural score fusion: none | rrf | rrf:K | weighted:W.
-    #[arg(long, value_name = "FUSION")]
-    pub fusion: Option<String>,
-    /// Discard what is stored under this run name and start over.
-    #[arg(long)]
-    pub restart: bool,
-    /// No progress bar.
-    #[arg(long)]
-    pub quiet: bool,
+    pub generator: Option<GeneratorChoice>,
+    pub rewriter: Option<RewriterChoice>,
+    pub fusion: Option<Fusion>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RunTypeArg {
-    Automatic,
-    Manual,
-    /// As the guidelines spell it (`only-response` is accepted too).
-    #[value(name = "only_response", alias = "only-response")]
-    OnlyResponse,
-}
-
-impl From<RunTypeArg> for RunType {
-    fn from(r: RunTypeArg) -> Self {
-        match r {
-            RunTypeArg::Automatic => RunType::Automatic,
-            RunTypeArg::Manual => RunType::Manual,
-            RunTypeArg::OnlyResponse => RunType::OnlyResponse,
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct IkatArgs {
-    /// iKAT topics JSON (2023, 2024 or 2025 layout).
-    #[arg(long, value_name = "FILE")]
+/// TREC iKAT: topics JSON → run JSON.
+#[derive(Debug, Clone)]
+pub struct IkatOptions {
     pub topics: PathBuf,
-    /// Collection to retrieve from (not needed with --stages ptkb,rewrite).
-    #[arg(long, value_name = "NAME")]
     pub collection: Option<String>,
-    #[arg(long, value_enum, default_value = "automatic")]
-    pub run_type: RunTypeArg,
-    /// only_response: the given passage ranking, a TREC run with `<number>_<turn_id>` topics
-    /// (texts come from --collection).
-    #[arg(long, value_name = "FILE")]
+    pub run_type: RunType,
+    /// only_response: the given passage ranking (a TREC run).
     pub ranking: Option<PathBuf>,
-    /// Run JSON to write.
-    #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Also write the passage ranking as a TREC run (first 1000 unique passages per turn).
-    #[arg(long, value_name = "FILE")]
     pub trec_output: Option<PathBuf>,
-    /// `ptkb_provenance`: the selected statements (the submission) or all of them, ranked.
-    #[arg(long, value_enum, default_value = "selected")]
     pub ptkb_list: super::ikat::PtkbList,
-    #[command(flatten)]
-    pub common: CommonArgs,
+    pub common: CommonOptions,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+/// The TREC RAG task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RagTask {
     R,
@@ -163,109 +78,118 @@ pub enum RagTask {
     Rag,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+/// The run type of TREC RAG 2025 metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RagRunType {
     Automatic,
     Manual,
 }
 
-#[derive(Debug, Args)]
-pub struct TrecRagArgs {
-    #[arg(long, value_parser = ["2024", "2025"])]
-    pub year: String,
-    #[arg(long, value_enum)]
-    pub task: RagTask,
-    /// Topics: 2024 TSV; 2025 narratives (JSON lines, JSON array or TSV). AG runs may take the
-    /// topics from --requests instead.
-    #[arg(long, value_name = "FILE")]
-    pub topics: Option<PathBuf>,
-    /// Collection to retrieve from (R, RAG); for AG, where segment texts missing from
-    /// --requests are looked up.
-    #[arg(long, value_name = "NAME")]
-    pub collection: Option<String>,
-    /// AG: the given ranking (`baseline_r_out.tsv`, a TREC run).
-    #[arg(long, value_name = "FILE")]
-    pub ranking: Option<PathBuf>,
-    /// AG: reranker-request JSONL (`.gz` accepted) with the segments' fields.
-    #[arg(long, value_name = "FILE")]
-    pub requests: Option<PathBuf>,
-    #[arg(long, value_name = "FILE")]
-    pub output: PathBuf,
-    /// RAG: also write the retrieval as an R run (100 segments per topic).
-    #[arg(long, value_name = "FILE")]
-    pub trec_output: Option<PathBuf>,
-    /// Segments listed in `references` (at most 20).
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    pub references: usize,
-    /// 2025: team id of the metadata.
-    #[arg(long, value_name = "ID")]
-    pub team_id: Option<String>,
-    /// 2025: run type of the metadata.
-    #[arg(long, value_enum, default_value = "automatic")]
-    pub run_type: RagRunType,
-    /// 2025 answer layout: 1 (citations index `references`) or 2 (citations are segment ids).
-    #[arg(long, default_value = "1", value_parser = ["1", "2"])]
-    pub format: String,
-    /// 2025 Format 1 in the organizers' checker layout (narrative_id and narrative inside
-    /// `metadata`, as `check_trec_rag25_gen.py` requires).
-    #[arg(long)]
-    pub checker_layout: bool,
-    #[command(flatten)]
-    pub common: CommonArgs,
+/// The TREC RAG edition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum RagYear {
+    #[value(name = "2024")]
+    #[serde(rename = "2024")]
+    Y2024,
+    #[value(name = "2025")]
+    #[serde(rename = "2025")]
+    Y2025,
 }
 
-#[derive(Debug, Args)]
-pub struct QreccArgs {
-    /// Directory holding `questions.json`.
-    pub input_dir: PathBuf,
-    /// Directory that receives `run.json` (created when missing).
-    pub output_dir: PathBuf,
-    /// Collection to retrieve from (not needed with --stages ptkb,rewrite).
-    #[arg(long, value_name = "NAME")]
-    pub collection: Option<String>,
-    /// The questions are human rewrites (`questions-rewritten.json`): used as they are.
-    #[arg(long)]
-    pub rewritten: bool,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct PolevalArgs {
-    /// GEval `in.tsv` (`<domain>\t<question>`).
-    #[arg(long, value_name = "FILE")]
-    pub input: PathBuf,
-    /// `out.tsv` to write (default: next to the input).
-    #[arg(long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Collection of a domain, DOMAIN=NAME (repeatable; default: the collection named like the
-    /// domain). Index each domain's passages.jl with `--language polish`.
-    #[arg(long = "collection", value_name = "DOMAIN=NAME", value_parser = parse_route)]
-    pub collections: Vec<(String, String)>,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-fn parse_route(s: &str) -> std::result::Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((d, c)) if !d.trim().is_empty() && !c.trim().is_empty() => {
-            Ok((d.trim().to_string(), c.trim().to_string()))
-        }
-        _ => Err(format!("expected DOMAIN=NAME, got {s:?}")),
+impl std::fmt::Display for RagYear {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RagYear::Y2024 => "2024",
+            RagYear::Y2025 => "2025",
+        })
     }
+}
+
+/// TREC RAG 2025 answer layout: 1 (citations index `references`) or 2 (citations are segment
+/// ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+pub enum AnswerLayout {
+    #[default]
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    Format1,
+    #[value(name = "2")]
+    #[serde(rename = "2")]
+    Format2,
+}
+
+impl AnswerLayout {
+    /// As recorded with the run (`"1"`, `"2"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerLayout::Format1 => "1",
+            AnswerLayout::Format2 => "2",
+        }
+    }
+}
+
+/// TREC RAG 2024/2025: R (a TREC run), AG (answers over a given ranking), RAG (answers).
+#[derive(Debug, Clone)]
+pub struct TrecRagOptions {
+    pub year: RagYear,
+    pub task: RagTask,
+    pub topics: Option<PathBuf>,
+    pub collection: Option<String>,
+    pub ranking: Option<PathBuf>,
+    pub requests: Option<PathBuf>,
+    pub output: PathBuf,
+    pub trec_output: Option<PathBuf>,
+    /// Segments listed in `references`.
+    pub references: usize,
+    pub team_id: Option<String>,
+    pub run_type: RagRunType,
+    pub format: AnswerLayout,
+    /// Format 1 in the organizers' checker layout.
+    pub checker_layout: bool,
+    pub common: CommonOptions,
+}
+
+/// SCAI-QReCC-21 (TIRA): INPUT_DIR/questions.json → OUTPUT_DIR/run.json.
+#[derive(Debug, Clone)]
+pub struct QreccOptions {
+    pub input_dir: PathBuf,
+    pub output_dir: PathBuf,
+    pub collection: Option<String>,
+    /// The questions are human rewrites, used as they are.
+    pub rewritten: bool,
+    pub common: CommonOptions,
+}
+
+/// PolEval 2022 passage retrieval: in.tsv → out.tsv.
+#[derive(Debug, Clone)]
+pub struct PolevalOptions {
+    pub input: PathBuf,
+    pub output: Option<PathBuf>,
+    /// (domain, collection) routes.
+    pub collections: Vec<(String, String)>,
+    pub common: CommonOptions,
+}
+
+/// A batch run's task with its options.
+#[derive(Debug, Clone)]
+pub enum RunOptions {
+    Ikat(IkatOptions),
+    TrecRag(TrecRagOptions),
+    Qrecc(QreccOptions),
+    Poleval(PolevalOptions),
 }
 
 /// Which stages run, resolved against the task and the installed model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stages {
-    retrieve: bool,
-    rerank: bool,
-    generate: bool,
+pub struct Stages {
+    pub retrieve: bool,
+    pub rerank: bool,
+    pub generate: bool,
 }
 
 impl Stages {
-    fn list(self) -> Vec<Stage> {
+    pub fn list(self) -> Vec<Stage> {
         let mut v = vec![Stage::Ptkb, Stage::Rewrite];
         if self.retrieve {
             v.push(Stage::Retrieve);
@@ -316,137 +240,102 @@ fn resolve_stages(given: Option<&[Stage]>, default: &[Stage], model: bool) -> Re
 }
 
 /// A resolved run, ready to execute.
-struct Plan {
-    task: String,
-    run_name: String,
-    stages: Stages,
-    settings: TurnSettings,
+#[derive(Debug)]
+pub struct Plan {
+    pub task: String,
+    pub run_name: String,
+    pub stages: Stages,
+    pub settings: TurnSettings,
     /// Task options recorded with the settings.
-    options: Map<String, Value>,
+    pub options: Map<String, Value>,
     /// Options of the output only: a finished run may be written again with others.
-    output_options: Map<String, Value>,
-    collections: BTreeSet<String>,
-    inputs: BTreeMap<String, PathBuf>,
-    topics: Vec<TopicJob>,
-    fill_to: usize,
-    output: PathBuf,
+    pub output_options: Map<String, Value>,
+    pub collections: BTreeSet<String>,
+    pub inputs: BTreeMap<String, PathBuf>,
+    pub topics: Vec<TopicJob>,
+    pub fill_to: usize,
+    /// Topics computed in parallel.
+    pub jobs: usize,
+    pub output: PathBuf,
 }
 
 /// What a render produced: files to write, the first being the submission.
 type Outputs = Vec<(PathBuf, String)>;
 
-/// The loaded parts every task needs.
-struct Context<'a> {
-    config: &'a Config,
-    registry: CollectionRegistry,
-    model: Option<Arc<dyn Reranker>>,
-    pipeline: Arc<TurnPipeline>,
+type Render = Box<dyn FnOnce(&[Vec<Turn>]) -> Result<Outputs>>;
+
+/// A plan with the rendering of its stored turns into the submission file.
+pub struct PlannedRun {
+    pub plan: Plan,
+    render: Render,
 }
 
-impl<'a> Context<'a> {
-    fn new(config: &'a Config) -> anyhow::Result<Self> {
-        // As the server builds it (api::AppState::with_reranker).
-        let model = crate::server::load_reranker(config);
-        let (llm, llm_rewriter) =
-            match crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)? {
-                Some(s) => (Some(s.generator), Some(s.rewriter)),
-                None => (None, None),
-            };
-        let pipeline = Arc::new(
-            TurnPipeline::new(
-                crate::pipeline::ptkb::recommended_ranker(model.clone()),
-                model.clone(),
-                llm,
-            )
-            .with_llm_rewriter(llm_rewriter),
-        );
-        Ok(Context {
-            config,
-            registry: CollectionRegistry::new(config.collections_dir()),
-            model,
-            pipeline,
-        })
-    }
+/// Checks `options` against the inputs and the installed model and plans the run.
+pub fn plan(service: &TurnService, options: RunOptions) -> Result<PlannedRun> {
+    let (plan, render) = match options {
+        RunOptions::Ikat(a) => plan_ikat(service, a)?,
+        RunOptions::TrecRag(a) => plan_trec_rag(service, a)?,
+        RunOptions::Qrecc(a) => plan_qrecc(service, a)?,
+        RunOptions::Poleval(a) => plan_poleval(service, a)?,
+    };
+    Ok(PlannedRun { plan, render })
+}
 
-    fn retriever(&self, name: &str) -> Result<Arc<crate::index::TantivyRetriever>> {
-        Ok(self.registry.get(name)?)
-    }
+fn retriever(service: &TurnService, name: &str) -> Result<Arc<TantivyRetriever>> {
+    Ok(service.collections().get(name)?)
+}
 
-    /// The task-independent turn settings of `common`, on top of `base`.
-    fn settings(
-        &self,
-        common: &CommonArgs,
-        stages: Stages,
-        base: TurnSettings,
-        max_passages: usize,
-        max_words: usize,
-    ) -> Result<TurnSettings> {
-        let generator = match common.generator {
-            Some(GeneratorArg::Extractive) => GeneratorChoice::Extractive,
-            Some(GeneratorArg::Llm) => GeneratorChoice::Llm,
-            None if self.pipeline.llm.is_some() => GeneratorChoice::Llm,
-            None => GeneratorChoice::Extractive,
-        };
-        if generator == GeneratorChoice::Llm && self.pipeline.llm.is_none() {
-            return Err(option(
-                "--generator",
-                "llm needs an LLM endpoint (llm.base_url / CONVRAG_LLM_BASE_URL)",
-            ));
-        }
-        let rewriter = match common.rewriter {
-            None | Some(RewriterArg::History) => RewriterChoice::History,
-            Some(RewriterArg::Llm) => RewriterChoice::Llm,
-        };
-        if rewriter == RewriterChoice::Llm && self.pipeline.llm_rewriter.is_none() {
-            return Err(option(
-                "--rewriter",
-                "llm needs an LLM endpoint (llm.base_url / CONVRAG_LLM_BASE_URL)",
-            ));
-        }
-        let passages = common.passages.unwrap_or(base.passages);
-        if passages == 0 || passages > max_passages {
-            return Err(option(
-                "--passages",
-                format!("must be between 1 and {max_passages} for this task"),
-            ));
-        }
-        let max = common.max_words.unwrap_or(max_words);
-        if max == 0 || max > max_words {
-            return Err(option(
-                "--max-words",
-                format!("must be between 1 and {max_words} (the track's limit)"),
-            ));
-        }
-        let settings = TurnSettings {
-            retrieve: stages.retrieve,
-            generate: stages.generate,
-            rerank: stages.rerank,
-            depth: common.depth.unwrap_or(base.depth.max(passages)),
-            passages,
-            generation_passages: common
-                .generation_passages
-                .unwrap_or(base.generation_passages.min(passages)),
-            generator,
-            rewriter,
-            limit: WordLimit {
-                max_words: max,
-                measure: base.limit.measure,
-            },
-            fusion: common.fusion.clone().unwrap_or(base.fusion.clone()),
-            ..base
-        };
-        settings.validate().map_err(|(field, reason)| {
-            let o = match field {
-                "depth" => "--depth",
-                "passages" => "--passages",
-                "generation_passages" => "--generation-passages",
-                "max_words" => "--max-words",
-                "fusion" => "--fusion",
-                _ => "settings",
-            };
-            option(o, reason)
-        })?;
-        Ok(settings)
+/// The task-independent turn settings of `common`, on top of `base`.
+fn settings(
+    service: &TurnService,
+    common: &CommonOptions,
+    stages: Stages,
+    base: TurnSettings,
+    max_passages: usize,
+    max_words: usize,
+) -> Result<TurnSettings> {
+    let requested = RequestedSettings {
+        generator: common.generator,
+        rewriter: common.rewriter,
+        rerank: Some(stages.rerank),
+        depth: common.depth,
+        passages: common.passages,
+        generation_passages: common.generation_passages,
+        max_words: common.max_words,
+        fusion: common.fusion,
+    };
+    let base = TurnSettings {
+        retrieve: stages.retrieve,
+        generate: stages.generate,
+        // The track's limit is the default.
+        limit: WordLimit {
+            max_words,
+            measure: base.limit.measure,
+        },
+        ..base
+    };
+    let limits = SettingLimits {
+        passages: max_passages,
+        max_words,
+    };
+    service
+        .resolve(&requested, base, limits)
+        .map_err(|e| option(option_name(e.field), e.reason))
+}
+
+/// The command-line option of a setting.
+fn option_name(field: SettingField) -> &'static str {
+    match field {
+        SettingField::Generator => "--generator",
+        SettingField::Rewriter => "--rewriter",
+        SettingField::Rerank => "--stages",
+        SettingField::Depth => "--depth",
+        SettingField::Passages => "--passages",
+        SettingField::GenerationPassages => "--generation-passages",
+        SettingField::MaxWords => "--max-words",
+        SettingField::Fusion => "--fusion",
+        SettingField::Collection => "--collection",
+        SettingField::PtkbQueryWeight => "settings",
     }
 }
 
@@ -493,7 +382,7 @@ fn stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn check_jobs(common: &CommonArgs) -> Result<()> {
+fn check_jobs(common: &CommonOptions) -> Result<()> {
     // Each topic in flight holds one database connection for its turn (the pool has 16).
     if common.jobs == 0 || common.jobs > 12 {
         return Err(option("--jobs", "must be between 1 and 12"));
@@ -501,39 +390,28 @@ fn check_jobs(common: &CommonArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs `convrag run ...`.
-pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
-    let ctx = Context::new(config)?;
-    let (plan, common, render) = match args.task {
-        RunTask::Ikat(a) => plan_ikat(&ctx, a)?,
-        RunTask::TrecRag(a) => plan_trec_rag(&ctx, a)?,
-        RunTask::Qrecc(a) => plan_qrecc(&ctx, a)?,
-        RunTask::Poleval(a) => plan_poleval(&ctx, a)?,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(execute(&ctx, &common, plan, render))
+/// What a finished run did.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub run_name: String,
+    pub counts: TurnCounts,
+    /// Topics discarded first (`restart`).
+    pub discarded: u64,
+    pub output: PathBuf,
+    pub sidecar: PathBuf,
 }
 
-type Render = Box<dyn FnOnce(&[Vec<Turn>]) -> Result<Outputs>>;
-
-async fn execute(
-    ctx: &Context<'_>,
-    common: &CommonArgs,
-    plan: Plan,
-    render: Render,
-) -> anyhow::Result<()> {
+/// The facts the run's output depends on.
+fn run_record(service: &TurnService, config: &Config, plan: &Plan) -> Result<RunRecord> {
     let mut collections = BTreeMap::new();
     for name in &plan.collections {
-        let manifest = ctx.retriever(name)?.manifest().clone();
-        collections.insert(name.clone(), serde_json::to_value(manifest)?);
+        let manifest = retriever(service, name)?.manifest().clone();
+        collections.insert(name.clone(), json!(manifest));
     }
     // The model is part of the pipeline (reranking, and PTKB ranking may use it) whenever loaded.
-    let model = match &ctx.model {
+    let model = match service.reranker() {
         Some(m) => Some(record::model_record(
-            &ctx.config.default_model_dir(),
+            &config.default_model_dir(),
             m.model_id(),
         )?),
         None => None,
@@ -544,18 +422,18 @@ async fn execute(
     }
     let mut settings = Map::new();
     settings.insert("stages".into(), json!(plan.stages.list()));
-    settings.insert("turn".into(), serde_json::to_value(&plan.settings)?);
+    settings.insert("turn".into(), json!(plan.settings));
     if (plan.stages.generate && plan.settings.generator == GeneratorChoice::Llm)
         || plan.settings.rewriter == RewriterChoice::Llm
     {
-        settings.insert("llm_model".into(), json!(ctx.config.llm.model));
+        settings.insert("llm_model".into(), json!(config.llm.model));
     }
     settings.extend(plan.options.clone());
     settings.insert(
         record::OUTPUT_OPTIONS.into(),
         Value::Object(plan.output_options.clone()),
     );
-    let record = RunRecord {
+    Ok(RunRecord {
         name: plan.run_name.clone(),
         task: plan.task.clone(),
         settings: Value::Object(settings),
@@ -563,99 +441,97 @@ async fn execute(
         collections,
         inputs,
         convrag_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
+    })
+}
 
-    let database = crate::server::Database::open(ctx.config).await?;
-    let work = async {
-        let store = database.store.clone();
-        let user = batch_user(&store).await?;
-        let _lock = RunLock::acquire(&store, &plan.run_name).await?;
-        if common.restart {
-            let n = record::delete(&store, user, &plan.run_name).await?;
-            if n > 0 {
-                eprintln!("run {}: discarded {n} stored topics", plan.run_name);
-            }
-        }
-        let stored = match record::load(&store, user, &plan.run_name).await? {
-            Some(stored) => {
-                let diff = record.differences(&stored.record);
-                if !diff.is_empty() {
-                    return Err(BatchError::Resume(format!(
-                        "run {} was started with other settings or inputs, so it is not resumed:\n  {}\n(--restart discards the stored run; --run-name starts another one)",
-                        plan.run_name,
-                        diff.join("\n  ")
-                    )));
-                }
-                stored
-            }
-            None => record::insert(&store, user, &record).await?,
-        };
-        let mut engine = Engine::new(
-            store.clone(),
-            user,
-            plan.run_name.clone(),
-            Arc::clone(&ctx.pipeline),
-            plan.settings.clone(),
-            ctx.registry.clone(),
-            common.jobs,
-            !common.quiet,
-        );
-        engine.fill_to = plan.fill_to;
-        let counts = engine.run(&plan.topics).await?;
-        let turns = engine.stored_turns(&plan.topics).await?;
-        let outputs = render(&turns)?;
-        for (path, text) in &outputs {
-            atomic::write_atomic(path, text.as_bytes())?;
-        }
-        let (main_path, main_text) = &outputs[0];
-        let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(main_text.as_bytes()));
-        let finished_at = record::finish(&store, user, &record, main_path, &sha256).await?;
-        let sidecar = record::write_sidecar(
-            main_path,
-            &Sidecar {
-                record: &record,
-                created_at: stored.created_at,
-                finished_at,
-                output: OutputRecord {
-                    path: main_path.display().to_string(),
-                    sha256,
-                    bytes: main_text.len(),
-                },
-                turns: counts,
-            },
-        )?;
-        eprintln!(
-            "run {}: {} turns ({} computed now, {} stored before) -> {} (and {})",
-            plan.run_name,
-            counts.total,
-            counts.computed,
-            counts.resumed,
-            plan.output.display(),
-            sidecar.display()
-        );
-        Ok(())
-    };
-    // Ctrl-C stops the run cleanly: turns in flight roll back, the embedded database (if any)
-    // is shut down, and the same command resumes.
-    let result = tokio::select! {
-        r = work => r,
-        _ = tokio::signal::ctrl_c() => Err(BatchError::Resume(format!(
-            "run {} interrupted; the turns computed so far are stored, and the same command resumes it",
+/// Runs (or resumes) a planned run in `store` and writes its files. `restart` discards what is
+/// stored under the run's name first. Dropping the future (Ctrl-C) rolls back the turns in
+/// flight; the same plan resumes.
+pub async fn execute(
+    service: Arc<TurnService>,
+    config: &Config,
+    store: &Store,
+    run: PlannedRun,
+    restart: bool,
+    progress: SharedProgress,
+) -> Result<RunSummary> {
+    let PlannedRun { plan, render } = run;
+    let record = run_record(&service, config, &plan)?;
+    let user = batch_user(store).await?;
+    let _lock = store.lock_run(&plan.run_name).await?.ok_or_else(|| {
+        BatchError::Resume(format!(
+            "run {} is being computed by another convrag process (wait for it, or choose another --run-name)",
             plan.run_name
-        ))),
+        ))
+    })?;
+    let discarded = if restart {
+        record::delete(store, user, &plan.run_name).await?
+    } else {
+        0
     };
-    let closed = database.close().await;
-    result?;
-    closed
+    let stored = match record::load(store, user, &plan.run_name).await? {
+        Some(stored) => {
+            let diff = record.differences(&stored.record);
+            if !diff.is_empty() {
+                return Err(BatchError::Resume(format!(
+                    "run {} was started with other settings or inputs, so it is not resumed:\n  {}\n(--restart discards the stored run; --run-name starts another one)",
+                    plan.run_name,
+                    diff.join("\n  ")
+                )));
+            }
+            stored
+        }
+        None => record::insert(store, user, &record).await?,
+    };
+    let mut engine = Engine::new(
+        store.clone(),
+        user,
+        plan.run_name.clone(),
+        service,
+        plan.settings.clone(),
+        plan.jobs,
+        progress,
+    );
+    engine.fill_to = plan.fill_to;
+    let counts = engine.run(&plan.topics).await?;
+    let turns = engine.stored_turns(&plan.topics).await?;
+    let outputs = render(&turns)?;
+    for (path, text) in &outputs {
+        atomic::write_atomic(path, text.as_bytes())?;
+    }
+    let (main_path, main_text) = &outputs[0];
+    let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(main_text.as_bytes()));
+    let finished_at = record::finish(store, user, &record, main_path, &sha256).await?;
+    let sidecar = record::write_sidecar(
+        main_path,
+        &Sidecar {
+            record: &record,
+            created_at: stored.created_at,
+            finished_at,
+            output: OutputRecord {
+                path: main_path.display().to_string(),
+                sha256,
+                bytes: main_text.len(),
+            },
+            turns: counts,
+        },
+    )?;
+    Ok(RunSummary {
+        run_name: plan.run_name,
+        counts,
+        discarded,
+        output: plan.output,
+        sidecar,
+    })
 }
 
 fn collection_required(name: Option<String>, why: &str) -> Result<String> {
     name.ok_or_else(|| option("--collection", format!("is required {why}")))
 }
 
-fn plan_ikat(ctx: &Context<'_>, a: IkatArgs) -> anyhow::Result<(Plan, CommonArgs, Render)> {
+fn plan_ikat(service: &TurnService, a: IkatOptions) -> Result<(Plan, Render)> {
     check_jobs(&a.common)?;
-    let run_type: RunType = a.run_type.into();
+    let run_type: RunType = a.run_type;
     let only_response = run_type == RunType::OnlyResponse;
     let default: &[Stage] = if only_response {
         &[
@@ -673,27 +549,30 @@ fn plan_ikat(ctx: &Context<'_>, a: IkatArgs) -> anyhow::Result<(Plan, CommonArgs
             Stage::Generate,
         ]
     };
-    let stages = resolve_stages(a.common.stages.as_deref(), default, ctx.model.is_some())?;
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        default,
+        service.reranker().is_some(),
+    )?;
     if only_response && (!stages.retrieve || !stages.generate || stages.rerank) {
         return Err(option(
             "--stages",
             "only_response runs answer from the given ranking as it is: ptkb,rewrite,retrieve,generate",
-        )
-        .into());
+        ));
     }
     if only_response != a.ranking.is_some() {
         return Err(option(
             "--ranking",
             "is the given passage ranking of only_response runs, and only of them",
-        )
-        .into());
+        ));
     }
     let base = TurnSettings {
         passages: 100,
         limit: WordLimit::IKAT,
         ..TurnSettings::default()
     };
-    let settings = ctx.settings(
+    let settings = settings(
+        service,
         &a.common,
         stages,
         base,
@@ -716,14 +595,14 @@ fn plan_ikat(ctx: &Context<'_>, a: IkatArgs) -> anyhow::Result<(Plan, CommonArgs
             inputs.insert("ranking".into(), path.clone());
             Some(super::ikat::read_given_ranking(
                 path,
-                ctx.retriever(name)?.as_ref(),
+                retriever(service, name)?.as_ref(),
                 settings.passages,
             )?)
         }
         None => None,
     };
     if let Some(name) = &collection {
-        ctx.retriever(name)?;
+        retriever(service, name)?;
     }
     let jobs = super::ikat::jobs(&topics, run_type, collection.as_deref(), given)?;
     let run_name = run_name(a.common.run_name.as_deref(), &stem(&a.output))?;
@@ -742,6 +621,7 @@ fn plan_ikat(ctx: &Context<'_>, a: IkatArgs) -> anyhow::Result<(Plan, CommonArgs
         inputs,
         topics: jobs,
         fill_to: 0,
+        jobs: a.common.jobs,
         output: a.output.clone(),
     };
     let output = a.output;
@@ -751,8 +631,7 @@ fn plan_ikat(ctx: &Context<'_>, a: IkatArgs) -> anyhow::Result<(Plan, CommonArgs
         return Err(option(
             "--trec-output",
             "needs passages: include retrieve in --stages",
-        )
-        .into());
+        ));
     }
     let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
         let run = super::ikat::render(
@@ -794,25 +673,13 @@ fn plan_ikat(ctx: &Context<'_>, a: IkatArgs) -> anyhow::Result<(Plan, CommonArgs
         }
         Ok(outputs)
     });
-    Ok((plan, a.common, render))
+    Ok((plan, render))
 }
 
-fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, CommonArgs, Render)> {
-    check_jobs(&a.common)?;
-    let year2025 = a.year == "2025";
+/// The TREC RAG options that must agree with the task and with each other.
+fn check_trec_rag(a: &TrecRagOptions, stages: Stages) -> Result<()> {
     let answers = a.task != RagTask::R;
-    let default: &[Stage] = if answers {
-        &[
-            Stage::Ptkb,
-            Stage::Rewrite,
-            Stage::Retrieve,
-            Stage::Rerank,
-            Stage::Generate,
-        ]
-    } else {
-        &[Stage::Ptkb, Stage::Rewrite, Stage::Retrieve, Stage::Rerank]
-    };
-    let stages = resolve_stages(a.common.stages.as_deref(), default, ctx.model.is_some())?;
+    let year2025 = a.year == RagYear::Y2025;
     if !stages.retrieve || stages.generate != answers {
         return Err(option(
             "--stages",
@@ -821,65 +688,47 @@ fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, Com
             } else {
                 "an R run is a ranking: retrieve (and rerank), no generate"
             },
-        )
-        .into());
+        ));
     }
     if a.references == 0 || a.references > rag_format::MAX_REFERENCES {
         return Err(option(
             "--references",
             format!("must be between 1 and {}", rag_format::MAX_REFERENCES),
-        )
-        .into());
+        ));
     }
     let given_input = a.ranking.is_some() || a.requests.is_some();
     if (a.task == RagTask::Ag) != given_input {
         return Err(option(
             "--ranking",
             "the AG task answers over a given ranking (--ranking and/or --requests); R and RAG retrieve themselves",
-        )
-        .into());
+        ));
     }
     if a.trec_output.is_some() && a.task != RagTask::Rag {
         return Err(option(
             "--trec-output",
             "is for RAG runs (an R run's output is already a TREC run)",
-        )
-        .into());
+        ));
     }
     if year2025 && answers && a.team_id.is_none() {
         return Err(option(
             "--team-id",
             "is required for 2025 answers (metadata.team_id)",
-        )
-        .into());
+        ));
     }
-    // R runs (and RAG runs writing their ranking too) keep 100 segments; answers cite the top.
-    let base_passages = if a.task == RagTask::R || a.trec_output.is_some() {
-        super::trec_rag::MAX_RUN_SEGMENTS
-    } else {
-        a.references
-    };
-    let base = TurnSettings {
-        passages: base_passages,
-        generation_passages: a.references,
-        limit: WordLimit::TREC_RAG,
-        ..TurnSettings::default()
-    };
-    let settings = ctx.settings(
-        &a.common,
-        stages,
-        base,
-        super::trec_rag::MAX_RUN_SEGMENTS,
-        rag_format::MAX_WORDS,
-    )?;
-    if answers && (settings.passages < a.references || settings.generation_passages > a.references)
-    {
-        return Err(option(
-            "--passages",
-            format!("answers cite their references: keep --passages at least and --generation-passages at most --references ({})", a.references),
-        )
-        .into());
-    }
+    Ok(())
+}
+
+/// The input files of a TREC RAG run, read.
+struct RagInputs {
+    /// Role → path, recorded with the run.
+    files: BTreeMap<String, PathBuf>,
+    requests: Option<Vec<rag_format::RerankRequest>>,
+    ranking: Option<Vec<trec_run::TrecRunLine>>,
+    topics: Vec<rag_format::Topic>,
+}
+
+fn read_trec_rag_inputs(a: &TrecRagOptions) -> Result<RagInputs> {
+    let year2025 = a.year == RagYear::Y2025;
     let mut inputs = BTreeMap::new();
     let requests = match &a.requests {
         Some(p) => {
@@ -909,17 +758,78 @@ fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, Com
             return Err(option(
                 "--topics",
                 "is required (AG runs may give --requests instead)",
-            )
-            .into())
+            ))
         }
     };
+    Ok(RagInputs {
+        files: inputs,
+        requests,
+        ranking,
+        topics,
+    })
+}
+
+fn plan_trec_rag(service: &TurnService, a: TrecRagOptions) -> Result<(Plan, Render)> {
+    check_jobs(&a.common)?;
+    let year2025 = a.year == RagYear::Y2025;
+    let answers = a.task != RagTask::R;
+    let default: &[Stage] = if answers {
+        &[
+            Stage::Ptkb,
+            Stage::Rewrite,
+            Stage::Retrieve,
+            Stage::Rerank,
+            Stage::Generate,
+        ]
+    } else {
+        &[Stage::Ptkb, Stage::Rewrite, Stage::Retrieve, Stage::Rerank]
+    };
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        default,
+        service.reranker().is_some(),
+    )?;
+    check_trec_rag(&a, stages)?;
+    // R runs (and RAG runs writing their ranking too) keep 100 segments; answers cite the top.
+    let base_passages = if a.task == RagTask::R || a.trec_output.is_some() {
+        super::trec_rag::MAX_RUN_SEGMENTS
+    } else {
+        a.references
+    };
+    let base = TurnSettings {
+        passages: base_passages,
+        generation_passages: a.references,
+        limit: WordLimit::TREC_RAG,
+        ..TurnSettings::default()
+    };
+    let settings = settings(
+        service,
+        &a.common,
+        stages,
+        base,
+        super::trec_rag::MAX_RUN_SEGMENTS,
+        rag_format::MAX_WORDS,
+    )?;
+    if answers && (settings.passages < a.references || settings.generation_passages > a.references)
+    {
+        return Err(option(
+            "--passages",
+            format!("answers cite their references: keep --passages at least and --generation-passages at most --references ({})", a.references),
+        ));
+    }
+    let RagInputs {
+        files: inputs,
+        requests,
+        ranking,
+        topics,
+    } = read_trec_rag_inputs(&a)?;
     let collection = match a.task {
         RagTask::Ag => a.collection.clone(),
         _ => Some(collection_required(a.collection.clone(), "to retrieve")?),
     };
     let retriever = collection
         .as_deref()
-        .map(|c| ctx.retriever(c))
+        .map(|c| retriever(service, c))
         .transpose()?;
     let given = if a.task == RagTask::Ag {
         Some(super::trec_rag::given_ranking(
@@ -946,7 +856,7 @@ fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, Com
     options.insert("references".into(), json!(a.references));
     let mut output_options = Map::new();
     if year2025 && answers {
-        output_options.insert("format".into(), json!(a.format));
+        output_options.insert("format".into(), json!(a.format.as_str()));
         output_options.insert("checker_layout".into(), json!(a.checker_layout));
         output_options.insert("team_id".into(), json!(a.team_id));
         output_options.insert("run_type".into(), json!(a.run_type));
@@ -962,13 +872,14 @@ fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, Com
         inputs,
         topics: jobs,
         fill_to: 0,
+        jobs: a.common.jobs,
         output: a.output.clone(),
     };
     let output = a.output;
     let trec_output = a.trec_output;
     let references = a.references;
     let task = a.task;
-    let format2 = a.format == "2";
+    let format2 = a.format == AnswerLayout::Format2;
     let checker_layout = a.checker_layout;
     let metadata = Rag25Metadata {
         team_id: a.team_id.unwrap_or_default(),
@@ -978,7 +889,50 @@ fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, Com
             RagRunType::Manual => "manual".into(),
         },
     };
-    let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
+    let render = RagRender {
+        run_name,
+        topics,
+        output,
+        trec_output,
+        references,
+        task,
+        year2025,
+        format2,
+        checker_layout,
+        metadata,
+    };
+    let render: Render = Box::new(move |stored: &[Vec<Turn>]| render.render(stored));
+    Ok((plan, render))
+}
+
+/// What a TREC RAG run's stored turns render into.
+struct RagRender {
+    run_name: String,
+    topics: Vec<rag_format::Topic>,
+    output: PathBuf,
+    trec_output: Option<PathBuf>,
+    references: usize,
+    task: RagTask,
+    year2025: bool,
+    format2: bool,
+    checker_layout: bool,
+    metadata: Rag25Metadata,
+}
+
+impl RagRender {
+    fn render(self, stored: &[Vec<Turn>]) -> Result<Outputs> {
+        let RagRender {
+            run_name,
+            topics,
+            output,
+            trec_output,
+            references,
+            task,
+            year2025,
+            format2,
+            checker_layout,
+            metadata,
+        } = self;
         let ids: Vec<String> = topics.iter().map(|t| t.id.clone()).collect();
         let trec = |max| super::trec_rag::render_run(&run_name, &ids, stored, max);
         if task == RagTask::R {
@@ -1018,11 +972,10 @@ fn plan_trec_rag(ctx: &Context<'_>, a: TrecRagArgs) -> anyhow::Result<(Plan, Com
             outputs.push((path, trec(super::trec_rag::MAX_RUN_SEGMENTS)?));
         }
         Ok(outputs)
-    });
-    Ok((plan, a.common, render))
+    }
 }
 
-fn plan_qrecc(ctx: &Context<'_>, a: QreccArgs) -> anyhow::Result<(Plan, CommonArgs, Render)> {
+fn plan_qrecc(service: &TurnService, a: QreccOptions) -> Result<(Plan, Render)> {
     check_jobs(&a.common)?;
     let default = [
         Stage::Ptkb,
@@ -1031,7 +984,11 @@ fn plan_qrecc(ctx: &Context<'_>, a: QreccArgs) -> anyhow::Result<(Plan, CommonAr
         Stage::Rerank,
         Stage::Generate,
     ];
-    let stages = resolve_stages(a.common.stages.as_deref(), &default, ctx.model.is_some())?;
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        &default,
+        service.reranker().is_some(),
+    )?;
     let base = TurnSettings {
         passages: 10,
         limit: WordLimit {
@@ -1041,13 +998,13 @@ fn plan_qrecc(ctx: &Context<'_>, a: QreccArgs) -> anyhow::Result<(Plan, CommonAr
         ..TurnSettings::default()
     };
     // QReCC sets no word limit; iKAT's 250 bounds the answers.
-    let settings = ctx.settings(&a.common, stages, base, 1000, 1000)?;
+    let settings = settings(service, &a.common, stages, base, 1000, 1000)?;
     let (questions_path, output) = qrecc_format::tira_paths(&a.input_dir, &a.output_dir);
     let questions = qrecc_format::read_questions(&questions_path)?;
     let collection = if stages.retrieve {
         let name =
             collection_required(a.collection, "to retrieve (or give --stages ptkb,rewrite)")?;
-        ctx.retriever(&name)?;
+        retriever(service, &name)?;
         Some(name)
     } else {
         None
@@ -1078,6 +1035,7 @@ fn plan_qrecc(ctx: &Context<'_>, a: QreccArgs) -> anyhow::Result<(Plan, CommonAr
         inputs: BTreeMap::from([("questions".to_string(), questions_path)]),
         topics: jobs,
         fill_to: 0,
+        jobs: a.common.jobs,
         output: output.clone(),
     };
     let fields = super::qrecc::Fields {
@@ -1094,26 +1052,30 @@ fn plan_qrecc(ctx: &Context<'_>, a: QreccArgs) -> anyhow::Result<(Plan, CommonAr
         }
         Ok(vec![(output, text)])
     });
-    Ok((plan, a.common, render))
+    Ok((plan, render))
 }
 
-fn plan_poleval(ctx: &Context<'_>, a: PolevalArgs) -> anyhow::Result<(Plan, CommonArgs, Render)> {
+fn plan_poleval(service: &TurnService, a: PolevalOptions) -> Result<(Plan, Render)> {
     check_jobs(&a.common)?;
     // The installed model reads English; rerank Polish passages only when asked to.
     let default = [Stage::Ptkb, Stage::Rewrite, Stage::Retrieve];
-    let stages = resolve_stages(a.common.stages.as_deref(), &default, ctx.model.is_some())?;
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        &default,
+        service.reranker().is_some(),
+    )?;
     if !stages.retrieve || stages.generate {
         return Err(option(
             "--stages",
             "out.tsv holds passage ids: retrieve (and rerank), no generate",
-        )
-        .into());
+        ));
     }
     let base = TurnSettings {
         passages: poleval_format::PASSAGES_PER_LINE,
         ..TurnSettings::default()
     };
-    let settings = ctx.settings(
+    let settings = settings(
+        service,
         &a.common,
         stages,
         base,
@@ -1121,12 +1083,12 @@ fn plan_poleval(ctx: &Context<'_>, a: PolevalArgs) -> anyhow::Result<(Plan, Comm
         ikat_format::MAX_RESPONSE_WORDS,
     )?;
     if settings.passages < poleval_format::PASSAGES_PER_LINE {
-        return Err(option("--passages", "out.tsv needs ten passages per line").into());
+        return Err(option("--passages", "out.tsv needs ten passages per line"));
     }
     let questions = poleval_format::read_questions(&a.input)?;
     let routes = super::poleval::collections(&questions, &a.collections);
     for (domain, name) in &routes {
-        let retriever = ctx.retriever(name).map_err(|e| {
+        let retriever = retriever(service, name).map_err(|e| {
             option(
                 "--collection",
                 format!("domain {domain}: {e} (index its passages.jl with --language polish, or route it with --collection {domain}=NAME)"),
@@ -1166,6 +1128,7 @@ fn plan_poleval(ctx: &Context<'_>, a: PolevalArgs) -> anyhow::Result<(Plan, Comm
         inputs: BTreeMap::from([("in".to_string(), a.input.clone())]),
         topics: jobs,
         fill_to: poleval_format::PASSAGES_PER_LINE,
+        jobs: a.common.jobs,
         output: output.clone(),
     };
     let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
@@ -1181,24 +1144,12 @@ fn plan_poleval(ctx: &Context<'_>, a: PolevalArgs) -> anyhow::Result<(Plan, Comm
         }
         Ok(vec![(output, text)])
     });
-    Ok((plan, a.common, render))
+    Ok((plan, render))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{CommandFactory, Parser};
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        task: RunTask,
-    }
-
-    #[test]
-    fn command_line_is_consistent() {
-        Cli::command().debug_assert();
-    }
 
     #[test]
     fn stages_must_start_with_ptkb_and_rewrite() {

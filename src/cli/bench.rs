@@ -1,0 +1,122 @@
+//! `convrag pipeline bench-turns`: the arguments, the progress bar and the printed report of the
+//! library's turn benchmark (`convrag::pipeline::bench`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use convrag::config::Config;
+use convrag::pipeline::bench::{summarize, BenchOptions, TurnBench};
+use convrag::pipeline::turn::TurnSettings;
+
+/// `convrag pipeline ...`: the library's stage commands plus the benchmark.
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    #[command(subcommand)]
+    pub command: PipelineCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PipelineCommand {
+    #[command(flatten)]
+    Stages(convrag::pipeline::cli::PipelineCommand),
+    /// Turn latency per stage (p50/p95), cold and with the embedding cache warm.
+    BenchTurns(BenchTurnsArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BenchTurnsArgs {
+    /// iKAT topics file (contexts built as for automatic runs).
+    #[arg(long, value_name = "FILE")]
+    pub topics: PathBuf,
+    /// Collection to retrieve from (under the data directory).
+    #[arg(long)]
+    pub collection: String,
+    /// At most this many turns (in topic order).
+    #[arg(long, default_value_t = 100)]
+    pub turns: usize,
+    /// BM25 candidates retrieved and reranked per turn.
+    #[arg(long, default_value_t = TurnSettings::default().depth)]
+    pub depth: usize,
+    /// BM25 only (no model).
+    #[arg(long)]
+    pub no_rerank: bool,
+    /// Write the per-turn timings of both passes as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run_pipeline(config: &Config, args: PipelineArgs) -> anyhow::Result<()> {
+    match args.command {
+        PipelineCommand::Stages(command) => {
+            convrag::pipeline::cli::run(config, convrag::pipeline::cli::PipelineArgs { command })
+        }
+        PipelineCommand::BenchTurns(args) => run(config, args),
+    }
+}
+
+/// Progress of a pass on stderr.
+struct BarProgress(indicatif::ProgressBar);
+
+impl convrag::progress::Progress for BarProgress {
+    fn set_length(&self, total: u64) {
+        self.0.set_length(total);
+    }
+    fn set_position(&self, done: u64) {
+        self.0.set_position(done);
+    }
+    fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+    fn set_message(&self, message: String) {
+        self.0.set_message(message);
+    }
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
+    let topics = convrag::pipeline::cli::read_conversations(&args.topics)?;
+    let options = BenchOptions {
+        collection: args.collection.clone(),
+        turns: args.turns,
+        depth: args.depth,
+        rerank: !args.no_rerank,
+    };
+    let bench = TurnBench::prepare(config, &topics, &options)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.topics.display()))?;
+    let setup = bench.setup();
+    println!(
+        "{} turns of {} on collection {} ({} passages), depth {}, model {}, {} cores",
+        setup.turns,
+        args.topics.display(),
+        setup.collection,
+        setup.passages,
+        setup.depth,
+        setup.model.as_deref().unwrap_or("none"),
+        setup.cores,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut report = serde_json::Map::new();
+    for pass in ["cold", "warm"] {
+        let bar = BarProgress(indicatif::ProgressBar::new(0).with_style(
+            indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ETA {eta}")?,
+        ));
+        let result = bench.run_pass(&runtime, pass, &bar)?;
+        println!("\n{pass}: stage      p50 ms    p95 ms   mean ms");
+        for stage in ["ptkb", "rewrite", "retrieve", "rerank", "generate", "total"] {
+            if let Some(v) = result.per_stage.get(stage) {
+                let (p50, p95, mean) = summarize(v);
+                println!("{pass}: {stage:<9} {p50:>8.1} {p95:>9.1} {mean:>9.1}");
+            }
+        }
+        report.insert(pass.into(), serde_json::Value::Array(result.turns));
+    }
+    if let Some(path) = &args.json {
+        convrag::formats::atomic::write_atomic(path, &serde_json::to_vec_pretty(&report)?)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,16 @@
+//! Domain services the HTTP API, the batch runner and the benchmarks share.
+//!
+//! * [`turns`]: [`TurnService`], the one place that assembles the turn pipeline from the
+//!   configuration, resolves and validates requested settings, runs a stored turn's lifecycle
+//!   (begin → context → run → commit) and searches a collection with the turn's retrieval and
+//!   reranking.
+
+pub mod turns;
+
+pub use turns::{
+    load_reranker, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError,
+    SettingLimits, StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest,
+    TurnService,
+};
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

@@ -1,0 +1,573 @@
+//! [`TurnService`]: the turn pipeline as the server, the batch runner and the benchmark use it.
+//!
+//! It owns (a) the assembly of the stages from the [`Config`] and the loaded reranker, (b) the
+//! resolution of requested settings into [`TurnSettings`] with the defaults rules (the LLM when
+//! one is configured, reranking when a model is loaded) and one validation, (c) the lifecycle of
+//! a stored turn: [`TurnService::begin`] locks the conversation and builds the context,
+//! [`StartedTurn::run`] runs the stages (reporting events) and commits the turn, and (d) search,
+//! which retrieves and reranks exactly as a turn does.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use uuid::Uuid;
+
+use super::Result;
+use crate::config::Config;
+use crate::index::{CollectionRegistry, IndexError, Retriever, TantivyRetriever, WeightedQuery};
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::generate::WordLimit;
+use crate::pipeline::turn::{
+    check_range, context_from_store, rerank_fused, GeneratorChoice, PassageSource, RankedPassage,
+    RetrievalTarget, RewriterChoice, SettingError, SettingField, TurnEvent, TurnOutput,
+    TurnPipeline, TurnSettings,
+};
+use crate::pipeline::PipelineError;
+use crate::rerank::{DiskEmbeddingCache, Fusion, OnnxOptions, OnnxReranker, Reranker};
+use crate::store::{PendingTurn, Store, StoreError, Turn, TurnSlot};
+
+/// Errors of the turn service.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// A requested setting is out of range or needs what this process lacks.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// Neither an utterance nor an earlier version to take it from.
+    #[error("utterance: is required")]
+    MissingUtterance,
+    /// Retrieval was asked for but the conversation has no collection.
+    #[error("collection: the conversation has no collection to retrieve from")]
+    NoCollection,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// The LLM configuration cannot be used.
+    #[error("the LLM configuration (llm.* / CONVRAG_LLM_*) is unusable: {0}")]
+    LlmConfig(#[source] PipelineError),
+    /// A blocking task panicked or was cancelled.
+    #[error("a task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+/// Settings a request asks for; `None` takes the default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestedSettings {
+    pub generator: Option<GeneratorChoice>,
+    pub rewriter: Option<RewriterChoice>,
+    pub rerank: Option<bool>,
+    pub depth: Option<usize>,
+    pub passages: Option<usize>,
+    pub generation_passages: Option<usize>,
+    pub max_words: Option<usize>,
+    pub fusion: Option<Fusion>,
+}
+
+/// The largest values a caller accepts (a track's limits, the API's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingLimits {
+    pub passages: usize,
+    pub max_words: usize,
+}
+
+impl SettingLimits {
+    /// `POST .../turns`.
+    pub const API: SettingLimits = SettingLimits {
+        passages: 100,
+        max_words: 2000,
+    };
+}
+
+/// What a turn's stages may read.
+#[derive(Debug, Clone)]
+pub enum TurnContext {
+    /// Exactly this (iKAT run-type rules, single-turn topics).
+    Given(ConversationContext),
+    /// The stored conversation: earlier utterances with their canonical response when one was
+    /// supplied, else convrag's own answer, and the PTKB as this position sees it.
+    Stored { manual_rewrite: Option<String> },
+}
+
+/// Where a turn's passages come from (when the settings retrieve).
+#[derive(Debug, Clone)]
+pub enum TurnPassages {
+    /// BM25 over the conversation's collection.
+    Retrieve,
+    /// A given ranking, used in its order (TREC RAG AG, iKAT only_response).
+    Given(Vec<RankedPassage>),
+}
+
+/// Reference inputs kept with a batch turn, so the stored record is complete.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnReferences {
+    /// The id the submission uses (`9-1_3`, a TREC topic id, ...).
+    pub external_turn_id: Option<String>,
+    pub reference_rewrite: Option<String>,
+    pub reference_ptkb: Option<Vec<String>>,
+    pub canonical_response: Option<String>,
+}
+
+/// Passages that top up a retrieved ranking shorter than `to` (PolEval lines need ten ids).
+#[derive(Debug, Clone)]
+pub struct Filler {
+    pub to: usize,
+    pub passages: Arc<Vec<RankedPassage>>,
+}
+
+/// One turn to run and store.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// What the user said; `None` when regenerating: the replaced version's utterance.
+    pub utterance: Option<String>,
+    pub context: TurnContext,
+    pub passages: TurnPassages,
+    pub settings: TurnSettings,
+    pub references: TurnReferences,
+    pub filler: Option<Filler>,
+}
+
+impl TurnRequest {
+    /// A turn of a stored conversation with `settings` and nothing given.
+    pub fn new(utterance: Option<String>, settings: TurnSettings) -> Self {
+        TurnRequest {
+            utterance,
+            context: TurnContext::Stored {
+                manual_rewrite: None,
+            },
+            passages: TurnPassages::Retrieve,
+            settings,
+            references: TurnReferences::default(),
+            filler: None,
+        }
+    }
+}
+
+/// A search of one collection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRequest {
+    pub collection: String,
+    pub query: String,
+    /// Results returned.
+    pub k: usize,
+    /// BM25 candidates the model reranks (at least `k`).
+    pub depth: usize,
+    pub rerank: bool,
+}
+
+/// What a search found, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutput {
+    pub passages: Vec<RankedPassage>,
+    pub retrieve_ms: f64,
+    pub rerank_ms: Option<f64>,
+}
+
+/// The turn pipeline with what it was built from.
+pub struct TurnService {
+    pipeline: Arc<TurnPipeline>,
+    collections: CollectionRegistry,
+}
+
+impl TurnService {
+    /// The stages `config` describes (its LLM endpoint, if any) with `reranker` for reranking
+    /// and PTKB ranking. Collections are those of `config.collections_dir()`.
+    pub fn from_config(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> Result<Self> {
+        let stages = crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)
+            .map_err(ServiceError::LlmConfig)?;
+        let (llm, llm_rewriter) = match stages {
+            Some(s) => (Some(s.generator), Some(s.rewriter)),
+            None => (None, None),
+        };
+        let pipeline = TurnPipeline::new(
+            crate::pipeline::ptkb::recommended_ranker(reranker.clone()),
+            reranker,
+            llm,
+        )
+        .with_llm_rewriter(llm_rewriter);
+        Ok(TurnService {
+            pipeline: Arc::new(pipeline),
+            collections: CollectionRegistry::new(config.collections_dir()),
+        })
+    }
+
+    /// The stages (read-only: what is configured).
+    pub fn pipeline(&self) -> &TurnPipeline {
+        &self.pipeline
+    }
+
+    /// The loaded reranking model, if any.
+    pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
+        self.pipeline.reranker.as_ref()
+    }
+
+    /// Whether an LLM endpoint is configured (generator and rewriter).
+    pub fn has_llm(&self) -> bool {
+        self.pipeline.llm.is_some()
+    }
+
+    pub fn collections(&self) -> &CollectionRegistry {
+        &self.collections
+    }
+
+    /// Opens a collection (off the async workers: the first open reads the index).
+    pub async fn retriever(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
+        let registry = self.collections.clone();
+        let name = name.to_string();
+        Ok(tokio::task::spawn_blocking(move || registry.get(&name))
+            .await
+            .map_err(ServiceError::Task)??)
+    }
+
+    /// `requested` on top of `base`, within `limits`: the generator defaults to the LLM when
+    /// one is configured, reranking to on when a model is loaded (and `base` reranks); the
+    /// depth to at least the passages kept; the generator's passages to at most those.
+    pub fn resolve(
+        &self,
+        requested: &RequestedSettings,
+        base: TurnSettings,
+        limits: SettingLimits,
+    ) -> std::result::Result<TurnSettings, SettingError> {
+        const NO_LLM: &str = "llm needs an LLM endpoint (llm.base_url / CONVRAG_LLM_BASE_URL)";
+        let generator = requested.generator.unwrap_or(if self.has_llm() {
+            GeneratorChoice::Llm
+        } else {
+            GeneratorChoice::Extractive
+        });
+        if generator == GeneratorChoice::Llm && !self.has_llm() {
+            return Err(SettingError::invalid(SettingField::Generator, NO_LLM));
+        }
+        let rewriter = requested.rewriter.unwrap_or(base.rewriter);
+        if rewriter == RewriterChoice::Llm && self.pipeline.llm_rewriter.is_none() {
+            return Err(SettingError::invalid(SettingField::Rewriter, NO_LLM));
+        }
+        let model = self.reranker().is_some();
+        let rerank = requested.rerank.unwrap_or(base.rerank && model);
+        if rerank && !model {
+            return Err(SettingError::unavailable(
+                SettingField::Rerank,
+                "no reranking model is loaded (run scripts/fetch-models.sh)",
+            ));
+        }
+        let passages = requested.passages.unwrap_or(base.passages);
+        check_range(SettingField::Passages, passages, limits.passages)?;
+        let max_words = requested
+            .max_words
+            .unwrap_or(base.limit.max_words.min(limits.max_words));
+        check_range(SettingField::MaxWords, max_words, limits.max_words)?;
+        let settings = TurnSettings {
+            generator,
+            rewriter,
+            rerank,
+            depth: requested.depth.unwrap_or(base.depth.max(passages)),
+            passages,
+            generation_passages: requested
+                .generation_passages
+                .unwrap_or(base.generation_passages.min(passages)),
+            limit: WordLimit {
+                max_words,
+                measure: base.limit.measure,
+            },
+            fusion: requested.fusion.unwrap_or(base.fusion),
+            ..base
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Locks the conversation and prepares the turn: its utterance (the replaced version's when
+    /// regenerating), its passage source (the collection opened) and its context. Nothing is
+    /// stored until [`StartedTurn::run`] succeeds; dropping the result releases the lock.
+    pub async fn begin(
+        &self,
+        store: &Store,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+        request: TurnRequest,
+    ) -> Result<StartedTurn> {
+        let pending = store.begin_turn(user_id, conversation_id, slot).await?;
+        let utterance = match (request.utterance, &pending.replaced_utterance) {
+            (Some(u), _) => u,
+            (None, Some(u)) => u.clone(),
+            (None, None) => return Err(ServiceError::MissingUtterance),
+        };
+        let source = match request.passages {
+            TurnPassages::Retrieve if request.settings.retrieve => {
+                let collection = pending
+                    .collection
+                    .clone()
+                    .ok_or(ServiceError::NoCollection)?;
+                let retriever = self.retriever(&collection).await?;
+                Some(PassageSource::Collection(RetrievalTarget {
+                    collection,
+                    retriever,
+                }))
+            }
+            TurnPassages::Retrieve => None,
+            TurnPassages::Given(passages) => Some(PassageSource::Given {
+                collection: pending.collection.clone(),
+                passages,
+            }),
+        };
+        let ctx = match request.context {
+            TurnContext::Given(ctx) => ctx,
+            TurnContext::Stored { manual_rewrite } => {
+                context_from_store(&utterance, &pending.history, &pending.ptkb, manual_rewrite)
+            }
+        };
+        Ok(StartedTurn {
+            pipeline: Arc::clone(&self.pipeline),
+            store: store.clone(),
+            pending,
+            utterance,
+            ctx,
+            source,
+            settings: request.settings,
+            references: request.references,
+            filler: request.filler,
+        })
+    }
+
+    /// Runs the stages over a context that is not stored (benchmarks, evaluation).
+    pub async fn run_unstored(
+        &self,
+        ctx: ConversationContext,
+        source: Option<PassageSource>,
+        settings: &TurnSettings,
+        on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
+    ) -> Result<TurnOutput> {
+        Ok(self.pipeline.run(ctx, source, settings, on_event).await?)
+    }
+
+    /// BM25 for the query, reranked (when asked) exactly as a turn whose rewrite is the query
+    /// and that selected no statement: same candidates, same model query, same fusion.
+    pub async fn search(&self, request: &SearchRequest) -> Result<SearchOutput> {
+        let model = match (request.rerank, self.reranker()) {
+            (false, _) => None,
+            (true, Some(model)) => Some(Arc::clone(model)),
+            (true, None) => return Err(SettingError::unavailable(
+                SettingField::Rerank,
+                "no reranking model is loaded (run scripts/fetch-models.sh, see CONVRAG_MODEL_DIR)",
+            )
+            .into()),
+        };
+        let target = RetrievalTarget {
+            collection: request.collection.clone(),
+            retriever: self.retriever(&request.collection).await? as Arc<dyn Retriever>,
+        };
+        let depth = match model {
+            Some(_) => request.depth.max(request.k),
+            None => request.k,
+        };
+        let started = Instant::now();
+        let candidates = self
+            .pipeline
+            .retrieve(&target, WeightedQuery::text(&request.query), depth)
+            .await?;
+        let retrieve_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let (mut passages, rerank_ms) = match model {
+            Some(model) if !candidates.is_empty() => {
+                let started = Instant::now();
+                let reranked = rerank_fused(
+                    model,
+                    request.query.clone(),
+                    candidates,
+                    Some(target.collection),
+                    TurnSettings::default().fusion,
+                )
+                .await?;
+                (reranked, Some(started.elapsed().as_secs_f64() * 1000.0))
+            }
+            _ => (candidates, None),
+        };
+        passages.truncate(request.k);
+        Ok(SearchOutput {
+            passages,
+            retrieve_ms,
+            rerank_ms,
+        })
+    }
+}
+
+/// A turn begun: the conversation is locked and the context read.
+pub struct StartedTurn {
+    pipeline: Arc<TurnPipeline>,
+    store: Store,
+    pending: PendingTurn,
+    utterance: String,
+    ctx: ConversationContext,
+    source: Option<PassageSource>,
+    settings: TurnSettings,
+    references: TurnReferences,
+    filler: Option<Filler>,
+}
+
+impl StartedTurn {
+    /// The collection the turn retrieves from (the conversation's).
+    pub fn collection(&self) -> Option<&str> {
+        self.pending.collection.as_deref()
+    }
+
+    pub fn settings(&self) -> &TurnSettings {
+        &self.settings
+    }
+
+    /// Runs the stages, reporting each to `on_event`, and stores the whole turn atomically.
+    pub async fn run(self, on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send)) -> Result<Turn> {
+        let retrieved = matches!(self.source, Some(PassageSource::Collection(_)));
+        let mut output = self
+            .pipeline
+            .run(self.ctx, self.source, &self.settings, on_event)
+            .await?;
+        let filled = match &self.filler {
+            Some(filler) if retrieved => fill_ranking(&mut output.passages, filler),
+            _ => 0,
+        };
+        let collection = self.pending.collection.clone();
+        let mut turn = output.to_new_turn(&self.utterance, collection.as_deref(), &self.settings);
+        let TurnReferences {
+            external_turn_id,
+            reference_rewrite,
+            reference_ptkb,
+            canonical_response,
+        } = self.references;
+        turn.external_turn_id = external_turn_id;
+        turn.reference_rewrite = reference_rewrite;
+        turn.reference_ptkb = reference_ptkb;
+        turn.canonical_response = canonical_response;
+        if filled > 0 {
+            if let Some(d) = turn.diagnostics.as_object_mut() {
+                d.insert("filled_passages".into(), filled.into());
+            }
+        }
+        Ok(self.pending.commit(&self.store, turn).await?)
+    }
+}
+
+/// Appends filler passages not ranked yet (score 0, or the last score when lower) until the
+/// ranking has `filler.to` passages; returns how many were added.
+fn fill_ranking(passages: &mut Vec<RankedPassage>, filler: &Filler) -> usize {
+    let floor = passages.last().map_or(0.0, |p| p.score.min(0.0));
+    let mut added = 0;
+    for f in filler.passages.iter() {
+        if passages.len() >= filler.to {
+            break;
+        }
+        if passages.iter().any(|p| p.id == f.id) {
+            continue;
+        }
+        passages.push(RankedPassage {
+            score: floor,
+            ..f.clone()
+        });
+        added += 1;
+    }
+    added
+}
+
+/// The installed reranking model of `config` with its on-disk embedding cache, or `None`
+/// (logged) when none is installed or it cannot be loaded: searches are then BM25 only.
+pub fn load_reranker(config: &Config) -> Option<Arc<dyn Reranker>> {
+    let dir = config.default_model_dir();
+    if !dir.join("manifest.json").exists() {
+        tracing::info!(dir = %dir.display(), "no reranking model installed (scripts/fetch-models.sh installs one); searches are BM25 only");
+        return None;
+    }
+    match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
+        Ok(model) => {
+            let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
+            tracing::info!(model = %model.model_id(), "reranking model loaded");
+            Some(Arc::new(model.with_cache(cache)))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot load the reranking model; searches are BM25 only");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passage(id: &str, score: f32) -> RankedPassage {
+        RankedPassage {
+            id: id.into(),
+            title: String::new(),
+            url: String::new(),
+            text: id.into(),
+            retrieval_score: score,
+            rerank_score: None,
+            score,
+        }
+    }
+
+    #[test]
+    fn fill_tops_up_with_unranked_passages() {
+        let mut ranking = vec![passage("b", 2.0)];
+        let filler = Filler {
+            to: 3,
+            passages: Arc::new(vec![
+                passage("a", 0.0),
+                passage("b", 0.0),
+                passage("c", 0.0),
+            ]),
+        };
+        assert_eq!(fill_ranking(&mut ranking, &filler), 2);
+        let ids: Vec<&str> = ranking.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a", "c"]);
+        assert_eq!(ranking[2].score, 0.0);
+    }
+
+    fn service(config: &Config) -> TurnService {
+        TurnService::from_config(config, None).unwrap()
+    }
+
+    #[test]
+    fn defaults_follow_what_is_loaded() {
+        let config = Config::default();
+        let s = service(&config)
+            .resolve(
+                &RequestedSettings::default(),
+                TurnSettings::default(),
+                SettingLimits::API,
+            )
+            .unwrap();
+        assert_eq!(s.generator, GeneratorChoice::Extractive);
+        assert!(!s.rerank, "no model loaded");
+        assert_eq!(s.depth, 100);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let config = Config::default();
+        let svc = service(&config);
+        let check = |requested: RequestedSettings| {
+            svc.resolve(&requested, TurnSettings::default(), SettingLimits::API)
+                .unwrap_err()
+        };
+        let e = check(RequestedSettings {
+            rerank: Some(true),
+            ..Default::default()
+        });
+        assert_eq!((e.field, e.unavailable), (SettingField::Rerank, true));
+        let e = check(RequestedSettings {
+            passages: Some(101),
+            ..Default::default()
+        });
+        assert_eq!(e.field, SettingField::Passages);
+        assert_eq!(e.reason, "must be between 1 and 100");
+        let e = check(RequestedSettings {
+            depth: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(e.field, SettingField::Depth);
+        let e = check(RequestedSettings {
+            generator: Some(GeneratorChoice::Llm),
+            ..Default::default()
+        });
+        assert_eq!((e.field, e.unavailable), (SettingField::Generator, false));
+    }
+}

@@ -1,0 +1,183 @@
+//! What batch runs keep in PostgreSQL besides ordinary conversations: the `batch_runs` rows,
+//! the advisory lock that keeps two processes off one run, and the counts a resume starts from.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Result, Store};
+
+/// Holds PostgreSQL's advisory lock on a run name for as long as it lives, so two processes never
+/// compute the same run; the lock goes with the connection, also when the process is killed.
+pub struct RunLock {
+    _conn: sqlx::PgConnection,
+}
+
+impl Store {
+    /// The run's lock, or `None` when another process holds it.
+    pub async fn lock_run(&self, run_name: &str) -> Result<Option<RunLock>> {
+        let mut conn = self.pool().acquire().await?.detach();
+        let locked: bool =
+            sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('convrag batch run ' || $1))")
+                .bind(run_name)
+                .fetch_one(&mut conn)
+                .await?;
+        Ok(locked.then_some(RunLock { _conn: conn }))
+    }
+
+    /// Current turns stored per conversation external id `<run name>/<topic id>` of `user_id`.
+    pub async fn batch_turn_counts(
+        &self,
+        user_id: i64,
+        run_name: &str,
+    ) -> Result<HashMap<String, usize>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT c.external_id, count(t.id) FROM conversations c \
+               LEFT JOIN turns t ON t.conversation_id = c.id AND t.is_current \
+             WHERE c.user_id = $1 AND left(c.external_id, length($2) + 1) = $2 || '/' \
+             GROUP BY c.external_id",
+        )
+        .bind(user_id)
+        .bind(run_name)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(|(k, n)| (k, n as usize)).collect())
+    }
+
+    /// (position, external turn id) of a conversation's current turns, in order. The caller
+    /// owns the conversation (batch runs look it up by the batch user first).
+    pub async fn current_turn_ids(
+        &self,
+        conversation_id: Uuid,
+    ) -> Result<Vec<(i32, Option<String>)>> {
+        Ok(sqlx::query_as(
+            "SELECT seq, external_turn_id FROM turns WHERE conversation_id = $1 AND is_current ORDER BY seq",
+        )
+        .bind(conversation_id)
+        .fetch_all(self.pool())
+        .await?)
+    }
+}
+
+/// A `batch_runs` row: the facts a run's output depends on (JSON columns as stored).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct BatchRunRow {
+    pub name: String,
+    pub task: String,
+    pub settings: serde_json::Value,
+    pub model_id: Option<String>,
+    pub model_sha256: Option<String>,
+    pub model_files: serde_json::Value,
+    pub collections: serde_json::Value,
+    pub inputs: serde_json::Value,
+    pub convrag_version: String,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A run to record (`created_at` and `finished_at` are the database's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBatchRun<'a> {
+    pub name: &'a str,
+    pub task: &'a str,
+    pub settings: &'a serde_json::Value,
+    pub model_id: Option<&'a str>,
+    pub model_sha256: Option<&'a str>,
+    pub model_files: serde_json::Value,
+    pub collections: serde_json::Value,
+    pub inputs: serde_json::Value,
+    pub convrag_version: &'a str,
+}
+
+impl Store {
+    /// The run named `name` of `user_id`, if recorded.
+    pub async fn batch_run(&self, user_id: i64, name: &str) -> Result<Option<BatchRunRow>> {
+        Ok(sqlx::query_as(
+            "SELECT name, task, settings, model_id, model_sha256, model_files, collections, inputs, \
+               convrag_version, created_at, finished_at FROM batch_runs WHERE user_id = $1 AND name = $2",
+        )
+        .bind(user_id)
+        .bind(name)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// Records a new run; returns when it was created.
+    pub async fn insert_batch_run(
+        &self,
+        user_id: i64,
+        run: &NewBatchRun<'_>,
+    ) -> Result<DateTime<Utc>> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO batch_runs (user_id, name, task, settings, model_id, model_sha256, model_files, \
+               collections, inputs, convrag_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             RETURNING created_at",
+        )
+        .bind(user_id)
+        .bind(run.name)
+        .bind(run.task)
+        .bind(run.settings)
+        .bind(run.model_id)
+        .bind(run.model_sha256)
+        .bind(&run.model_files)
+        .bind(&run.collections)
+        .bind(&run.inputs)
+        .bind(run.convrag_version)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// Records the written output and the settings it was written with; returns when the run's
+    /// turns were first complete.
+    pub async fn finish_batch_run(
+        &self,
+        user_id: i64,
+        name: &str,
+        output_path: &str,
+        output_sha256: &str,
+        settings: &serde_json::Value,
+    ) -> Result<DateTime<Utc>> {
+        Ok(sqlx::query_scalar(
+            "UPDATE batch_runs SET finished_at = COALESCE(finished_at, now()), output_path = $3, \
+               output_sha256 = $4, settings = $5 WHERE user_id = $1 AND name = $2 RETURNING finished_at",
+        )
+        .bind(user_id)
+        .bind(name)
+        .bind(output_path)
+        .bind(output_sha256)
+        .bind(settings)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// Deletes a run with all its conversations; returns how many conversations went.
+    pub async fn delete_batch_run(&self, user_id: i64, name: &str) -> Result<u64> {
+        let mut tx = self.pool().begin().await?;
+        // Turns first: their PTKB rankings refer to statements that the conversation's cascade
+        // would otherwise delete before them.
+        sqlx::query(
+            "DELETE FROM turns WHERE conversation_id IN (SELECT id FROM conversations \
+               WHERE user_id = $1 AND left(external_id, length($2) + 1) = $2 || '/')",
+        )
+        .bind(user_id)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        let deleted = sqlx::query(
+            "DELETE FROM conversations WHERE user_id = $1 AND left(external_id, length($2) + 1) = $2 || '/'",
+        )
+        .bind(user_id)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query("DELETE FROM batch_runs WHERE user_id = $1 AND name = $2")
+            .bind(user_id)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+}
