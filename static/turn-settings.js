@@ -21,7 +21,10 @@ export function settingsFrom(form) {
   return body;
 }
 
-/** The form values (by request field) that run a turn again as the stored `turn` ran. */
+/**
+ * The form values (by request field) that run a turn again as the stored `turn` ran: its
+ * settings name the rerank depth `depth` and the word limit `limit.max_words`.
+ */
 export function formValuesOf(turn) {
   const settings = turn.settings || {};
   const generator = String(turn.generator || "");
@@ -29,9 +32,9 @@ export function formValuesOf(turn) {
     generator: generator.startsWith("llm") ? "llm" : generator === "extractive" ? "extractive" : "",
     rewriter: settings.rewriter === "llm" ? "llm" : "",
     rerank: settings.rerank !== false,
-    rerank_depth: settings.rerank_depth ?? "",
+    rerank_depth: settings.depth ?? "",
     passages: settings.passages ?? "",
-    max_words: settings.max_words ?? "",
+    max_words: (settings.limit && settings.limit.max_words) ?? "",
   };
 }
 
