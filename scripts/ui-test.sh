@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Browser tests of the chat page (tests/ui): a real convrag server with a small real collection,
-# driven by Playwright (playwright-core from npm) through Debian's chromium, headless.
+# driven by Playwright (playwright-core from npm) through Debian's chromium, headless; and the
+# turn stream's contract, read through the page's own stream module in node (stream.test.mjs).
 #
 #   scripts/ui-test.sh                       # run them; screenshots in target/ui-artifacts/
 #   scripts/ui-test.sh --update-screenshot   # also copy the desktop screenshot to docs/chat.png
@@ -120,7 +121,7 @@ status=0
 (cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_COLLECTION=diet \
   CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
-  node --test --test-concurrency=1 --test-reporter=spec chat.test.mjs) || status=$?
+  node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs) || status=$?
 cp "$work/server.log" "$artifacts/server.log"
 if [ "$status" -ne 0 ]; then
   echo "ui-test: the browser tests failed; the server log is in $artifacts/server.log" >&2

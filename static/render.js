@@ -151,10 +151,6 @@ function section(title, ...content) {
   return el("section", { class: "why-section" }, el("h4", {}, title), ...content);
 }
 
-/**
- * The contents of the "why this answer" panel of a (possibly still partial) turn.
- * `onPassage(rank, button)` opens a passage.
- */
 /** How the query was rewritten, and why the language model's rewrite was not used if so. */
 function rewriteMethodNote(turn) {
   const diagnostics = turn.diagnostics || {};
@@ -170,6 +166,10 @@ function rewriteMethodNote(turn) {
   return method ? el("p", { class: "muted small" }, `method: ${method}`) : null;
 }
 
+/**
+ * The contents of the "why this answer" panel of a (possibly still partial) turn.
+ * `onPassage(rank, button)` opens a passage.
+ */
 export function whyContent(turn, onPassage) {
   const parts = [];
 

@@ -40,6 +40,81 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("../../static/api.js"),
     },
     Asset {
+        name: "errors.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/errors.js"),
+    },
+    Asset {
+        name: "stream.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/stream.js"),
+    },
+    Asset {
+        name: "state.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/state.js"),
+    },
+    Asset {
+        name: "dom.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/dom.js"),
+    },
+    Asset {
+        name: "session.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/session.js"),
+    },
+    Asset {
+        name: "drawers.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/drawers.js"),
+    },
+    Asset {
+        name: "conversation-list.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/conversation-list.js"),
+    },
+    Asset {
+        name: "new-conversation.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/new-conversation.js"),
+    },
+    Asset {
+        name: "conversation.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/conversation.js"),
+    },
+    Asset {
+        name: "composer.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/composer.js"),
+    },
+    Asset {
+        name: "turn-settings.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/turn-settings.js"),
+    },
+    Asset {
+        name: "turn-view.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/turn-view.js"),
+    },
+    Asset {
+        name: "regenerate.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/regenerate.js"),
+    },
+    Asset {
+        name: "passage-dialog.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/passage-dialog.js"),
+    },
+    Asset {
+        name: "ptkb-panel.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/ptkb-panel.js"),
+    },
+    Asset {
         name: "render.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../static/render.js"),

@@ -53,6 +53,47 @@ fn every_file_in_static_is_compiled_in() {
     assert_eq!(on_disk, compiled, "static/ and api::assets::ASSETS differ");
 }
 
+/// The stream parser is imported by node too (tests/ui/stream.test.mjs, the SSE contract test):
+/// it and every module it imports use no browser-only global.
+#[test]
+fn the_stream_parser_and_its_imports_use_no_dom() {
+    let mut queue = vec!["stream.js".to_string()];
+    let mut seen = BTreeSet::new();
+    while let Some(name) = queue.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let asset = ASSETS
+            .iter()
+            .find(|a| a.name == name)
+            .unwrap_or_else(|| panic!("{name} is not compiled in"));
+        for global in [
+            "document",
+            "window",
+            "localStorage",
+            "sessionStorage",
+            "location",
+            "history",
+            "navigator",
+        ] {
+            assert!(
+                !asset.body.contains(&format!("{global}.")),
+                "{name} uses {global}"
+            );
+        }
+        queue.extend(imports(asset.body).into_iter().map(|specifier| {
+            specifier
+                .strip_prefix("./")
+                .unwrap_or_else(|| panic!("{name} imports {specifier}: not ./-relative"))
+                .to_string()
+        }));
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from(["stream.js".to_string(), "errors.js".to_string()])
+    );
+}
+
 #[test]
 fn the_page_runs_no_inline_code_and_names_no_other_origin() {
     let html = INDEX.body;

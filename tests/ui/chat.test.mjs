@@ -1,7 +1,8 @@
 // Browser tests of the convrag chat page: a person signs in, creates a conversation with PTKB
 // statements, chats (streamed answers), opens a citation, edits a statement and sees the next
 // turn change, regenerates a turn and compares, meets errors without losing what they typed,
-// and the page is screenshotted at desktop and phone sizes.
+// regenerates with the settings a turn ran with, and the page is screenshotted at desktop and
+// phone sizes. (stream.test.mjs checks the turn stream's contract without a browser.)
 //
 // Runs against a real convrag server (scripts/ui-test.sh starts one with a small indexed
 // collection): CONVRAG_UI_URL, CONVRAG_UI_TOKEN (a user's token), CONVRAG_UI_COLLECTION,
@@ -432,6 +433,47 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await page.getByRole("heading", { name: "Food for a busy week" }).waitFor();
     await page.locator("#turns > li.turn").nth(storedBefore - 1).waitFor();
     assert.equal(await page.getByLabel("Your message").inputValue(), "Is tofu a good source of protein?");
+  });
+
+  step("regenerates with the rerank depth and word limit the turn ran with", async () => {
+    const third = page.locator("#turns > li.turn").nth(2);
+    const dialog = page.getByRole("dialog", { name: "Regenerate this answer" });
+    const versionOf = async (version) =>
+      (await api(`/v1/conversations/${conversationId}/turns?all_versions=true`)).turns.find((t) => t.seq === 3 && t.version === version);
+
+    // The dialog starts from the settings the shown version was stored with.
+    const v1 = await versionOf(1);
+    await third.getByRole("button", { name: "Regenerate…" }).click();
+    await dialog.waitFor();
+    assert.equal(await dialog.getByLabel("Rerank depth").inputValue(), String(v1.settings.depth));
+    assert.equal(await dialog.getByLabel("Word limit").inputValue(), String(v1.settings.limit.max_words));
+    // Version 2 runs with a depth and a word limit other than the defaults.
+    assert.notEqual(v1.settings.depth, 30);
+    assert.notEqual(v1.settings.limit.max_words, 120);
+    await dialog.getByLabel("Generator").selectOption("extractive");
+    await dialog.getByLabel("Rerank depth").fill("30");
+    await dialog.getByLabel("Word limit").fill("120");
+    await dialog.getByRole("button", { name: "Regenerate" }).click();
+    await third.getByText("Version 2 of 2").waitFor({ timeout: TIMEOUT });
+    const v2 = await versionOf(2);
+    assert.equal(v2.settings.depth, 30);
+    assert.equal(v2.settings.limit.max_words, 120);
+
+    // Regenerating version 2 as the dialog fills it in keeps them.
+    await third.getByRole("button", { name: "Regenerate…" }).click();
+    await dialog.waitFor();
+    assert.equal(await dialog.getByLabel("Rerank depth").inputValue(), "30");
+    assert.equal(await dialog.getByLabel("Word limit").inputValue(), "120");
+    assert.equal(await dialog.getByLabel("Passages").inputValue(), String(v2.settings.passages));
+    assert.equal(await dialog.getByLabel("Generator").inputValue(), "extractive");
+    await dialog.getByRole("button", { name: "Regenerate" }).click();
+    await third.getByText("Version 3 of 3").waitFor({ timeout: TIMEOUT });
+    const { id } = await versionOf(3);
+    const { turn: v3 } = await api(`/v1/conversations/${conversationId}/turns/${id}`);
+    assert.equal(v3.settings.depth, 30, JSON.stringify(v3.settings));
+    assert.equal(v3.settings.limit.max_words, 120, JSON.stringify(v3.settings));
+    assert.equal(v3.settings.passages, v2.settings.passages);
+    assert.equal(v3.settings.generator, "extractive");
   });
 
   step("deletes the conversation after asking", async () => {
