@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod cli;
 mod porter;
 pub mod search;
+mod topk;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -22,8 +23,8 @@ use tantivy::schema::{
 use crate::collection::{CollectionError, Format, SegmenterConfig};
 pub use analysis::Language;
 pub use search::{
-    CollectionInfo, CollectionRegistry, Hit, Retriever, SearchOptions, TantivyRetriever,
-    WeightedQuery,
+    CollectionInfo, CollectionRegistry, Evaluation, Hit, Retriever, SearchOptions,
+    TantivyRetriever, WeightedQuery,
 };
 pub use writer::{index_collection, IndexOptions, IndexReport};
 

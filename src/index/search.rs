@@ -10,17 +10,19 @@
 //! arithmetic is f32 throughout (Lucene mixes f64 and f32), so scores agree to about 1e-6.
 //! A term repeated in the query counts once per occurrence (Anserini's bag-of-words boost).
 //!
-//! Evaluation is exhaustive term-at-a-time over the postings (no WAND pruning): cost grows with
-//! the summed document frequency of the query terms.
+//! Top-k evaluation is pruned by default (block-max MaxScore, `topk.rs`): documents that cannot
+//! enter the top k are skipped. Exhaustive term-at-a-time scoring stays as the reference; both
+//! return the same documents with the same scores.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tantivy::schema::{IndexRecordOption, TantivyDocument, Value};
-use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, Term};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, SegmentReader, Term};
 
+use super::topk;
 use super::{
     committed_state, open_tantivy, read_manifest, tantivy_err, validate_name, Bm25Params,
     FieldWeights, Fields, IndexError, Language, Manifest, Result, TANTIVY_DIR,
@@ -97,6 +99,19 @@ impl From<&str> for WeightedQuery {
     }
 }
 
+/// How the top k are found. Both give identical results (ids, scores, order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Evaluation {
+    /// Document at a time with block-max MaxScore: skips documents whose score bound is below
+    /// the k-th best score so far. Falls back to exhaustive for parameters the bounds do not
+    /// cover (b outside 0..=1, negative k1, term weights that are not positive and finite).
+    #[default]
+    Pruned,
+    /// Term at a time over every posting of every query term: the reference.
+    Exhaustive,
+}
+
 /// Per-call search settings; `None` means the collection's defaults from its manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOptions {
@@ -105,6 +120,7 @@ pub struct SearchOptions {
     pub with_fields: bool,
     pub bm25: Option<Bm25Params>,
     pub weights: Option<FieldWeights>,
+    pub evaluation: Evaluation,
 }
 
 impl SearchOptions {
@@ -114,7 +130,37 @@ impl SearchOptions {
             with_fields: true,
             bm25: None,
             weights: None,
+            evaluation: Evaluation::default(),
         }
+    }
+}
+
+/// One scored field of a query: its average length, the length normalization per norm byte,
+/// and the weight of each query term present in the collection.
+pub(crate) struct FieldPlan {
+    pub(crate) field: tantivy::schema::Field,
+    pub(crate) avgdl: f32,
+    pub(crate) norm_cache: [f32; 256],
+    pub(crate) term_weights: Vec<(Term, f32)>,
+}
+
+/// An f32 ordered by `total_cmp`, for heaps of scores.
+#[derive(Debug, Clone, Copy)]
+struct TotalF32(f32);
+impl PartialEq for TotalF32 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for TotalF32 {}
+impl PartialOrd for TotalF32 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for TotalF32 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
     }
 }
 
@@ -242,8 +288,8 @@ impl TantivyRetriever {
         Ok(ids)
     }
 
-    /// Scores every document matching a query term; returns the top `k` as (score, address, id),
-    /// ties broken by ascending id as Anserini does.
+    /// The top `k` documents as (score, address, id), ties broken by ascending id as Anserini
+    /// does. Both evaluations return identical lists (ids and scores).
     pub fn score(
         &self,
         searcher: &Searcher,
@@ -251,27 +297,60 @@ impl TantivyRetriever {
         k: usize,
         bm25: Bm25Params,
         weights: FieldWeights,
+        evaluation: Evaluation,
     ) -> Result<Vec<(f32, DocAddress, String)>> {
         let terms = query.terms(self.manifest.language);
-        if terms.is_empty() || k == 0 {
+        if terms.is_empty() || k == 0 || searcher.num_docs() == 0 {
             return Ok(Vec::new());
         }
+        let plans = self.plan(searcher, &terms, bm25, weights)?;
+        let dir = &self.dir;
+        let mut candidates: Vec<(f32, u32, u32)> = Vec::new();
+        match evaluation {
+            Evaluation::Pruned if topk::prunable(bm25, &plans) => {
+                // The k-th best score so far: later segments only keep documents reaching it.
+                let mut best = std::collections::BinaryHeap::new();
+                for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
+                    let floor = (best.len() == k).then(|| {
+                        let std::cmp::Reverse(TotalF32(s)) = best.peek().copied().expect("k > 0");
+                        s
+                    });
+                    let top =
+                        topk::segment_top_k(seg, seg_ord as u32, &plans, bm25, k, floor, dir)?;
+                    for c in &top {
+                        best.push(std::cmp::Reverse(TotalF32(c.0)));
+                        if best.len() > k {
+                            best.pop();
+                        }
+                    }
+                    candidates.extend(top);
+                }
+            }
+            Evaluation::Pruned | Evaluation::Exhaustive => {
+                for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
+                    self.score_segment_exhaustively(seg, seg_ord as u32, &plans, &mut candidates)?;
+                }
+            }
+        }
+        self.top_k_with_ids(searcher, candidates, k)
+    }
+
+    /// Per scored field: the length normalization per norm byte and each query term's weight
+    /// (idf × query weight × field weight), in a fixed order that fixes the summation order.
+    fn plan(
+        &self,
+        searcher: &Searcher,
+        terms: &BTreeMap<String, f32>,
+        bm25: Bm25Params,
+        weights: FieldWeights,
+    ) -> Result<Vec<FieldPlan>> {
         let dir = &self.dir;
         let n_docs = searcher.num_docs();
-        if n_docs == 0 {
-            return Ok(Vec::new());
-        }
         let field_list = [
             (self.fields.body, weights.body),
             (self.fields.title, weights.title),
             (self.fields.headings, weights.headings),
         ];
-        // Per field: the length-normalization cache (one entry per norm byte), and per term: weight.
-        struct FieldPlan {
-            field: tantivy::schema::Field,
-            norm_cache: [f32; 256],
-            term_weights: Vec<(Term, f32)>,
-        }
         let mut plans = Vec::new();
         for (field, fw) in field_list {
             if fw == 0.0 {
@@ -291,7 +370,7 @@ impl TantivyRetriever {
                 *c = bm25.k1 * (1.0 - bm25.b + bm25.b * dl / avgdl);
             }
             let mut term_weights = Vec::new();
-            for (text, qw) in &terms {
+            for (text, qw) in terms {
                 let term = Term::from_field_text(field, text);
                 let df = searcher.doc_freq(&term).map_err(tantivy_err(dir))?;
                 if df == 0 {
@@ -302,53 +381,72 @@ impl TantivyRetriever {
             }
             plans.push(FieldPlan {
                 field,
+                avgdl,
                 norm_cache,
                 term_weights,
             });
         }
+        Ok(plans)
+    }
 
-        let mut candidates: Vec<(f32, u32, u32)> = Vec::new();
-        for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
-            let max_doc = seg.max_doc() as usize;
-            let mut acc = vec![0f32; max_doc];
-            let mut touched: Vec<u32> = Vec::new();
-            for plan in &plans {
-                let inv = seg.inverted_index(plan.field).map_err(tantivy_err(dir))?;
-                let norms = seg
-                    .get_fieldnorms_reader(plan.field)
-                    .map_err(tantivy_err(dir))?;
-                for (term, w) in &plan.term_weights {
-                    let Some(mut postings) = inv
-                        .read_postings(term, IndexRecordOption::WithFreqs)
-                        .map_err(super::io_err(dir))?
-                    else {
-                        continue;
-                    };
-                    use tantivy::postings::Postings;
-                    use tantivy::{DocSet, TERMINATED};
-                    let mut doc = postings.doc();
-                    while doc != TERMINATED {
-                        let tf = postings.term_freq() as f32;
-                        let norm = plan.norm_cache[norms.fieldnorm_id(doc) as usize];
-                        let slot = &mut acc[doc as usize];
-                        if *slot == 0.0 {
-                            touched.push(doc);
-                        }
-                        *slot += w * tf / (tf + norm);
-                        doc = postings.advance();
-                    }
-                }
-            }
-            let alive = seg.alive_bitset();
-            for doc in touched {
-                if alive.is_some_and(|a| a.is_deleted(doc)) {
+    /// Term at a time: adds every posting of every query term into one accumulator per document
+    /// and appends every live matching document to `candidates`. The reference for pruning.
+    fn score_segment_exhaustively(
+        &self,
+        seg: &SegmentReader,
+        seg_ord: u32,
+        plans: &[FieldPlan],
+        candidates: &mut Vec<(f32, u32, u32)>,
+    ) -> Result<()> {
+        use tantivy::postings::Postings;
+        use tantivy::{DocSet, TERMINATED};
+        let dir = &self.dir;
+        let mut acc = vec![0f32; seg.max_doc() as usize];
+        let mut touched: Vec<u32> = Vec::new();
+        for plan in plans {
+            let inv = seg.inverted_index(plan.field).map_err(tantivy_err(dir))?;
+            let norms = seg
+                .get_fieldnorms_reader(plan.field)
+                .map_err(tantivy_err(dir))?;
+            for (term, w) in &plan.term_weights {
+                let Some(mut postings) = inv
+                    .read_postings(term, IndexRecordOption::WithFreqs)
+                    .map_err(super::io_err(dir))?
+                else {
                     continue;
+                };
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    let tf = postings.term_freq() as f32;
+                    let norm = plan.norm_cache[norms.fieldnorm_id(doc) as usize];
+                    let slot = &mut acc[doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(doc);
+                    }
+                    *slot += topk::term_score(*w, tf, norm);
+                    doc = postings.advance();
                 }
-                candidates.push((acc[doc as usize], seg_ord as u32, doc));
             }
         }
+        let alive = seg.alive_bitset();
+        for doc in touched {
+            if alive.is_some_and(|a| a.is_deleted(doc)) {
+                continue;
+            }
+            candidates.push((acc[doc as usize], seg_ord, doc));
+        }
+        Ok(())
+    }
 
-        // Keep the top k and everything tied with the k-th score, then order by (score desc, id asc).
+    /// Keeps the top `k` candidates and everything tied with the k-th score, resolves their ids
+    /// and orders them by (score desc, id asc).
+    fn top_k_with_ids(
+        &self,
+        searcher: &Searcher,
+        mut candidates: Vec<(f32, u32, u32)>,
+        k: usize,
+    ) -> Result<Vec<(f32, DocAddress, String)>> {
+        let dir = &self.dir;
         let by_score_desc = |a: &(f32, u32, u32), b: &(f32, u32, u32)| b.0.total_cmp(&a.0);
         if candidates.len() > k {
             candidates.select_nth_unstable_by(k - 1, by_score_desc);
@@ -418,7 +516,14 @@ impl Retriever for TantivyRetriever {
         let searcher = self.searcher();
         let bm25 = options.bm25.unwrap_or(self.manifest.bm25);
         let weights = options.weights.unwrap_or(self.manifest.weights);
-        let top = self.score(&searcher, query, options.k, bm25, weights)?;
+        let top = self.score(
+            &searcher,
+            query,
+            options.k,
+            bm25,
+            weights,
+            options.evaluation,
+        )?;
         top.into_iter()
             .map(|(score, addr, id)| {
                 if options.with_fields {

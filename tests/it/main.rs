@@ -26,6 +26,7 @@ mod generate_llm_server;
 mod index_build;
 mod index_cranfield;
 mod index_readers;
+mod index_topk;
 mod pipeline_ptkb_ikat;
 mod pipeline_rewrite_rouge;
 mod rerank_cli;
