@@ -346,7 +346,7 @@ struct Context<'a> {
 impl<'a> Context<'a> {
     fn new(config: &'a Config) -> anyhow::Result<Self> {
         // As the server builds it (api::AppState::with_reranker).
-        let model = crate::server::load_reranker(config);
+        let model = crate::rerank::load_default(config);
         let (llm, llm_rewriter) =
             match crate::pipeline::rewrite_llm::llm_stages_from_config(&config.llm)? {
                 Some(s) => (Some(s.generator), Some(s.rewriter)),
@@ -565,7 +565,7 @@ async fn execute(
         convrag_version: env!("CARGO_PKG_VERSION").to_string(),
     };
 
-    let database = crate::server::Database::open(ctx.config).await?;
+    let database = crate::store::embedded::Database::open(ctx.config).await?;
     let work = async {
         let store = database.store.clone();
         let user = batch_user(&store).await?;
@@ -646,7 +646,7 @@ async fn execute(
     };
     let closed = database.close().await;
     result?;
-    closed
+    Ok(closed?)
 }
 
 fn collection_required(name: Option<String>, why: &str) -> Result<String> {

@@ -55,7 +55,7 @@ pub fn summarize(values: &[f64]) -> (f64, f64, f64) {
 }
 
 pub fn run(config: &crate::Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
-    let topics = super::cli::read_conversations(&args.topics)?;
+    let topics = super::topics::read_conversations(&args.topics)?;
     let mut contexts: Vec<(String, ConversationContext)> = Vec::new();
     'topics: for topic in &topics {
         for (i, turn) in topic.turns.iter().enumerate() {

@@ -77,7 +77,10 @@ async fn collections_are_listed_and_searched() {
     let ids: Vec<&str> = results.iter().map(|h| h["id"].as_str().unwrap()).collect();
     assert!(ids[0] == "p4" || ids[0] == "p1", "{ids:?}");
     // p4 answers the question; p3 (about red foxes, not what they eat) must come after it.
-    let p4 = ids.iter().position(|&i| i == "p4").expect("p4 is in the top 3");
+    let p4 = ids
+        .iter()
+        .position(|&i| i == "p4")
+        .expect("p4 is in the top 3");
     let p3 = ids.iter().position(|&i| i == "p3").unwrap_or(ids.len());
     assert!(p4 < p3, "{ids:?}");
     assert!(r.body["timings_ms"]["rerank"].is_number());

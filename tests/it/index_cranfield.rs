@@ -12,7 +12,6 @@
 //! convrag 0.3220, Anserini 0.22.1 0.3234 on the same text (scripts/bench-effectiveness.sh).
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use convrag::collection::Format;
 use convrag::index::{
@@ -70,7 +69,11 @@ fn ndcg_helper_matches_hand_computation() {
 #[test]
 fn cranfield_bm25_ndcg_at_10() {
     let data = crate::common::shared_data("classic-ir/cranfield");
-    assert!(data.join("cran.all.1400").exists(), "cran.all.1400 missing in {}", data.display());
+    assert!(
+        data.join("cran.all.1400").exists(),
+        "cran.all.1400 missing in {}",
+        data.display()
+    );
     let home = tempfile::tempdir().unwrap();
     let mut o = IndexOptions::new("cran", Format::Smart);
     o.inputs = vec![data.join("cran.all.1400")];

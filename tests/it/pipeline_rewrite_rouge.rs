@@ -1,14 +1,14 @@
 //! Query rewriting over real conversations (iKAT 2023, CAsT 2019 and 2020), measured with
 //! convrag's ROUGE-1 against the manual rewrites; run-type isolation; malformed topics.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
 use convrag::formats::ikat::{read_topics, RunType};
-use convrag::pipeline::cli::{read_conversations, rewrite_topics};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::default_ranker;
 use convrag::pipeline::rewrite::{HistoryRewriter, Rewriter};
+use convrag::pipeline::topics::{read_conversations, rewrite_topics};
 
 fn shared(rel: &str) -> Option<PathBuf> {
     Some(crate::common::shared_data(rel))

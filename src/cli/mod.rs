@@ -1,0 +1,11 @@
+//! The command line's own layer: each command's arguments (clap), progress bars (indicatif) and
+//! printing. Commands call library functions and return `anyhow` errors, which `main` prints.
+
+pub mod embed;
+pub mod eval;
+pub mod index;
+pub mod pipeline;
+pub mod progress;
+pub mod rerank;
+pub mod serve;
+pub mod validate;
