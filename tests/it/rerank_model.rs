@@ -363,8 +363,29 @@ fn malformed_library_is_a_clear_error_not_a_panic() {
     assert!(text.contains("not an ELF shared library"), "{text}");
 }
 
+/// Set in the child process that runs the check of the test below.
+const FRESH_PROCESS: &str = "CONVRAG_TEST_FRESH_ORT_PROCESS";
+
 #[test]
 fn a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly() {
+    // ONNX Runtime is loaded once per process and other tests of this binary load the real one,
+    // so the check runs in a fresh process: this test binary, running only this test.
+    if std::env::var_os(FRESH_PROCESS).is_none() {
+        let name =
+            "rerank_model::a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(FRESH_PROCESS, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
     // A real ELF shared object without OrtGetApiBase: passes the file check, ort itself refuses it.
     let candidates = [
         "/lib/x86_64-linux-gnu/libz.so.1",
