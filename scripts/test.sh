@@ -20,6 +20,7 @@ echo "test LLM server: $CONVRAG_TEST_LLM_URL"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+./scripts/check-lib-deps.sh
 cargo test --locked --no-fail-fast
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh

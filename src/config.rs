@@ -327,24 +327,57 @@ impl Config {
             shown.llm.api_key = Some("<set>".to_string());
         }
         if let Some(url) = &shown.database_url {
-            shown.database_url = Some(mask_url_password(url));
+            shown.database_url = Some(redact_url(url));
+        }
+        if let Some(url) = &shown.llm.base_url {
+            shown.llm.base_url = Some(redact_url(url));
         }
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
     }
 }
 
-/// Hides the password part of `scheme://user:password@host/...`.
-fn mask_url_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+/// Query parameters whose values are secrets (`?api_key=...`).
+const SECRET_PARAMS: &[&str] = &[
+    "key",
+    "api_key",
+    "apikey",
+    "token",
+    "access_token",
+    "password",
+    "secret",
+];
+
+/// A URL safe to log or print: the password of `scheme://user:password@host/...` and the values of
+/// secret query parameters become `***`.
+pub fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
     };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_string();
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                None => base.to_string(),
+            },
+            None => base.to_string(),
+        },
+        None => base.to_string(),
     };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str()) => {
+                    format!("{k}=***")
+                }
+                _ => p.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
+    out
 }
 
 #[cfg(test)]
@@ -437,5 +470,18 @@ mod tests {
         assert!(!shown.contains("secret"));
         assert!(!shown.contains("pw@"));
         assert!(shown.contains("postgres://u:***@h/db"));
+    }
+
+    #[test]
+    fn redacted_urls_hide_passwords_and_secret_parameters() {
+        assert_eq!(
+            redact_url("postgres://u:pw@h:5432/db?sslmode=require&password=x"),
+            "postgres://u:***@h:5432/db?sslmode=require&password=***"
+        );
+        assert_eq!(
+            redact_url("https://api.example/v1?key=abc&model=m"),
+            "https://api.example/v1?key=***&model=m"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
     }
 }

@@ -15,7 +15,6 @@ pub mod llm;
 pub mod pipeline;
 pub mod progress;
 pub mod rerank;
-pub mod server;
 pub mod service;
 pub mod store;
 pub mod text;

@@ -1,12 +1,13 @@
-//! The `convrag` command line: parses arguments and hands over to the library.
+//! The `convrag` command line: parses arguments, loads the configuration and hands over to the
+//! command in `cli/`.
+
+mod cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use convrag::config::{Config, Overrides, SETTINGS};
-
-mod cli;
+use convrag::config::{Config, Overrides};
 
 #[derive(Parser)]
 #[command(
@@ -28,29 +29,25 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the HTTP server (embedded PostgreSQL unless DATABASE_URL is set).
-    Serve {
-        /// Listen address (overrides CONVRAG_BIND).
-        #[arg(long, value_name = "HOST:PORT")]
-        bind: Option<String>,
-    },
+    Serve(cli::serve::ServeArgs),
     /// Apply database migrations and exit.
     Migrate,
     /// Print the effective configuration and the settings convrag reads.
     Config,
     /// Check a submission file against its official format (one line per problem).
-    Validate(convrag::formats::cli::ValidateArgs),
+    Validate(cli::validate::ValidateArgs),
     /// Evaluate runs, PTKB rankings, rewrites and answers (trec_eval-exact).
-    Eval(convrag::eval::cli::EvalArgs),
+    Eval(cli::eval::EvalArgs),
     /// Index a passage collection (BM25, tantivy).
-    Index(convrag::index::cli::IndexArgs),
+    Index(cli::index::IndexArgs),
     /// Search a collection: one query, or a topics file into a TREC run.
-    Search(convrag::index::cli::SearchArgs),
+    Search(cli::index::SearchArgs),
     /// Rerank first-stage candidates with a neural model and write a TREC run.
-    Rerank(convrag::rerank::cli::RerankArgs),
+    Rerank(cli::rerank::RerankArgs),
     /// Precompute a collection's passage embeddings into the on-disk cache (resumable).
-    Embed(convrag::rerank::embed::EmbedArgs),
+    Embed(cli::embed::EmbedArgs),
     /// Run pipeline stages (PTKB ranking, query rewriting) over a topics file.
-    Pipeline(cli::bench::PipelineArgs),
+    Pipeline(cli::pipeline::PipelineArgs),
     /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
     Run(cli::run::RunArgs),
 }
@@ -73,34 +70,34 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
+    let config = || Config::load(&overrides);
     match command {
-        Command::Serve { bind } => {
-            let config = Config::load(&Overrides { bind, ..overrides })?;
-            actix_web::rt::System::new().block_on(convrag::server::serve(config))
+        // Commands that only read and write the files they are given need no configuration.
+        Command::Validate(args) => cli::validate::run(args),
+        Command::Eval(args) => cli::eval::run(args),
+        Command::Serve(args) => {
+            let bind = args.bind.clone();
+            block_on(cli::serve::serve(Config::load(&Overrides {
+                bind,
+                ..overrides.clone()
+            })?))
         }
-        Command::Migrate => {
-            let config = Config::load(&overrides)?;
-            actix_web::rt::System::new().block_on(convrag::server::migrate(config))
-        }
+        Command::Migrate => block_on(cli::serve::migrate(config()?)),
         Command::Config => {
-            let config = Config::load(&overrides)?;
-            print!("{}", config.to_display_toml());
-            println!();
-            println!("# environment variables read:");
-            for s in SETTINGS {
-                println!("#   {:<26} {}", s.env, s.meaning);
-            }
+            cli::serve::print_config(&config()?);
             Ok(())
         }
-        Command::Validate(args) => convrag::formats::cli::run(&Config::load(&overrides)?, args),
-        Command::Eval(args) => convrag::eval::cli::run(&Config::load(&overrides)?, args),
-        Command::Index(args) => convrag::index::cli::run_index(&Config::load(&overrides)?, args),
-        Command::Search(args) => convrag::index::cli::run_search(&Config::load(&overrides)?, args),
-        Command::Rerank(args) => convrag::rerank::cli::run(&Config::load(&overrides)?, args),
-        Command::Embed(args) => convrag::rerank::embed::run(&Config::load(&overrides)?, args),
-        Command::Pipeline(args) => cli::bench::run_pipeline(&Config::load(&overrides)?, args),
-        Command::Run(args) => cli::run::run(&Config::load(&overrides)?, args),
+        Command::Index(args) => cli::index::run_index(&config()?, args),
+        Command::Search(args) => cli::index::run_search(&config()?, args),
+        Command::Rerank(args) => cli::rerank::run(&config()?, args),
+        Command::Embed(args) => cli::embed::run(&config()?, args),
+        Command::Pipeline(args) => cli::pipeline::run(&config()?, args),
+        Command::Run(args) => cli::run::run(&config()?, args),
     }
+}
+
+fn block_on<F: std::future::Future>(job: F) -> F::Output {
+    actix_web::rt::System::new().block_on(job)
 }
 
 fn init_tracing() {

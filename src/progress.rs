@@ -37,3 +37,9 @@ pub type SharedProgress = Arc<dyn Progress>;
 pub fn no_progress() -> SharedProgress {
     Arc::new(NoProgress)
 }
+
+impl std::fmt::Debug for dyn Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}

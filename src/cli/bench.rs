@@ -3,25 +3,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand};
+use clap::Args;
 use convrag::config::Config;
 use convrag::pipeline::bench::{summarize, BenchOptions, TurnBench};
 use convrag::pipeline::turn::TurnSettings;
-
-/// `convrag pipeline ...`: the library's stage commands plus the benchmark.
-#[derive(Debug, Args)]
-pub struct PipelineArgs {
-    #[command(subcommand)]
-    pub command: PipelineCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PipelineCommand {
-    #[command(flatten)]
-    Stages(convrag::pipeline::cli::PipelineCommand),
-    /// Turn latency per stage (p50/p95), cold and with the embedding cache warm.
-    BenchTurns(BenchTurnsArgs),
-}
 
 #[derive(Debug, Args, Clone)]
 pub struct BenchTurnsArgs {
@@ -43,15 +28,6 @@ pub struct BenchTurnsArgs {
     /// Write the per-turn timings of both passes as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-pub fn run_pipeline(config: &Config, args: PipelineArgs) -> anyhow::Result<()> {
-    match args.command {
-        PipelineCommand::Stages(command) => {
-            convrag::pipeline::cli::run(config, convrag::pipeline::cli::PipelineArgs { command })
-        }
-        PipelineCommand::BenchTurns(args) => run(config, args),
-    }
 }
 
 /// Progress of a pass on stderr.
@@ -76,7 +52,7 @@ impl convrag::progress::Progress for BarProgress {
 }
 
 pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
-    let topics = convrag::pipeline::cli::read_conversations(&args.topics)?;
+    let topics = convrag::pipeline::topics::read_conversations(&args.topics)?;
     let options = BenchOptions {
         collection: args.collection.clone(),
         turns: args.turns,

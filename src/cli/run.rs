@@ -299,7 +299,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     // As the server builds it.
     let service = Arc::new(TurnService::from_config(
         config,
-        convrag::service::load_reranker(config),
+        convrag::rerank::load_default(config),
     )?);
     let (options, restart, quiet) = args.task.into_options();
     let planned = plan::plan(&service, options)?;
@@ -309,7 +309,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let database = convrag::server::Database::open(config).await?;
+        let database = convrag::store::embedded::Database::open(config).await?;
         let work = plan::execute(
             service,
             config,

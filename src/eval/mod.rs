@@ -8,7 +8,7 @@
 //! Readers report the file and the 1-based line of every problem (`EvalError::Parse`); the rules
 //! for duplicates and unknown queries follow trec_eval and are documented in [`trec`].
 //!
-//! Command line (`convrag eval ...`, see [`cli`]):
+//! Command line (`convrag eval ...`, in the binary's `cli::eval`):
 //! - `ranking --qrels F --run F [-m ndcg_cut.10 ...] [-l N] [-c] [-q] [--json]`
 //! - `ptkb --qrels F|--topics F --run F` (iKAT run file or TREC/JSON run)
 //! - `rewrite --reference F --run F [--stem]`
@@ -23,10 +23,8 @@
 //! serde_json's `float_roundtrip` (correctly rounded), as Python does: run scores decide ties.
 
 pub mod answers;
-pub mod cli;
 pub mod measures;
 pub mod poleval;
-pub mod porter;
 pub mod ptkb;
 pub mod rewrite;
 pub mod rouge;
@@ -82,47 +80,20 @@ impl EvalError {
     }
 }
 
-/// Reads a whole file as UTF-8; `.gz` files are decompressed first.
+/// Reads a whole file as UTF-8 (gzip decompressed first), naming the file and line of problems.
 pub fn read_text(path: &Path) -> Result<String> {
-    let io = |source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let bytes = std::fs::read(path).map_err(io)?;
-    let bytes = if path.extension().is_some_and(|e| e == "gz") {
-        use std::io::Read;
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&bytes[..])
-            .read_to_end(&mut out)
-            .map_err(io)?;
-        out
-    } else {
-        bytes
-    };
-    String::from_utf8(bytes).map_err(|e| {
-        // Name the line holding the first invalid byte.
-        let valid = e.utf8_error().valid_up_to();
-        let line = 1 + e.as_bytes()[..valid]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count();
-        EvalError::parse(path, line, "not valid UTF-8")
+    use crate::formats::FormatError;
+    crate::formats::read_text(path).map_err(|e| match e {
+        FormatError::Io { path, source } => EvalError::Io { path, source },
+        FormatError::Parse {
+            path,
+            line,
+            message,
+        } => EvalError::Parse {
+            path,
+            line,
+            reason: message,
+        },
+        other => EvalError::file(path, other.to_string()),
     })
-}
-
-/// Writes `contents` atomically: a temporary file in the same directory, then a rename.
-pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
-    use std::io::Write;
-    let io = |source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(contents.as_bytes()).map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
 }

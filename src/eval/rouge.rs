@@ -1,6 +1,6 @@
 //! ROUGE-1 exactly as the `rouge-score` package (0.1.2) computes it: lower-case, every run of
 //! characters outside `[a-z0-9]` becomes a space, split on whitespace, optionally Porter-stem
-//! tokens longer than 3 characters (NLTK's stemmer, [`super::porter`]), count unigram overlap.
+//! tokens longer than 3 characters (NLTK's stemmer, [`crate::text::porter_nltk`]), count unigram overlap.
 //! `score(target, prediction)`: precision = overlap / |prediction|, recall = overlap / |target|
 //! (denominators at least 1), F1 = 2PR/(P+R) or 0.
 
@@ -8,34 +8,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-/// rouge-score's tokenizer.
-pub fn tokenize(text: &str, stem: bool) -> Vec<String> {
-    let lower = text.to_lowercase();
-    let mut tokens = Vec::new();
-    let mut cur = String::new();
-    let flush = |cur: &mut String, tokens: &mut Vec<String>| {
-        if !cur.is_empty() {
-            let t = std::mem::take(cur);
-            // Python's len() counts characters; tokens are ASCII here.
-            tokens.push(if stem && t.len() > 3 {
-                super::porter::stem(&t)
-            } else {
-                t
-            });
-        }
-    };
-    for c in lower.chars() {
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            cur.push(c);
-        } else {
-            flush(&mut cur, &mut tokens);
-        }
-    }
-    flush(&mut cur, &mut tokens);
-    // rouge-score drops tokens that are not [a-z0-9]+ after stemming (never the case here).
-    tokens.retain(|t| !t.is_empty());
-    tokens
-}
+use crate::text::rouge_tokens::tokenize;
 
 /// Precision, recall and F1 of one pair.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]

@@ -7,8 +7,17 @@ use std::path::Path;
 
 use super::{FormatError, Result};
 
-/// Writes `bytes` to `path` atomically.
+/// Writes `bytes` to `path` atomically, readable by others (0644).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with_mode(path, bytes, 0o644)
+}
+
+/// Writes `bytes` to `path` atomically, readable only by its owner (0600): tokens, keys.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with_mode(path, bytes, 0o600)
+}
+
+fn write_atomic_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let io_err = |source| FormatError::Io {
         path: path.to_path_buf(),
         source,
@@ -22,11 +31,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .map_err(io_err)?;
     tmp.write_all(bytes).map_err(io_err)?;
-    // Temporary files are private (0600); the output is an ordinary file others may read.
+    // Temporary files are created private (0600); the output gets the mode asked for.
     {
         use std::os::unix::fs::PermissionsExt;
         tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(io_err)?;
     }
     tmp.as_file().sync_all().map_err(io_err)?;

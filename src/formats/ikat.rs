@@ -423,7 +423,66 @@ pub fn validate_run_text_with(
         report.error(1, "the run must be a JSON object");
         return report;
     };
-    unknown_fields(&mut report, 1, run, RUN_FIELDS, "the run");
+    let (run_type, eval_response) = check_run_header(&mut report, run);
+    let Some(turns) = run.get("turns").and_then(Value::as_array) else {
+        report.error(1, "missing `turns` array");
+        return report;
+    };
+    let turn_lines = key_lines(text, "turn_id");
+    let expected: Option<HashMap<String, usize>> = topics.map(|ts| {
+        ts.iter()
+            .flat_map(|t| t.turns.iter().map(move |u| (t.turn_key(u), t.ptkb.len())))
+            .collect()
+    });
+    let mut rules = ResponseRules {
+        only_response: run_type == Some(RunType::OnlyResponse),
+        eval_response,
+        require_passages,
+        ptkb_size: None,
+        ctx,
+    };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, t) in turns.iter().enumerate() {
+        let line = turn_lines.get(i).copied().unwrap_or(1);
+        check_turn(
+            &mut report,
+            line,
+            i,
+            t,
+            expected.as_ref(),
+            &mut seen,
+            &mut rules,
+        );
+    }
+    if let Some(exp) = &expected {
+        let mut missing: Vec<&String> = exp.keys().filter(|k| !seen.contains_key(*k)).collect();
+        missing.sort();
+        for k in missing {
+            report.error(
+                0,
+                format!("turn {k:?} of the topics is missing from the run"),
+            );
+        }
+    }
+    report
+}
+
+/// What a response is checked against: the run's header, the caller's rules and the turn's
+/// PTKB size (from the topics).
+struct ResponseRules<'a> {
+    only_response: bool,
+    eval_response: Option<bool>,
+    require_passages: bool,
+    ptkb_size: Option<usize>,
+    ctx: &'a ValidationContext,
+}
+
+/// `run_name`, `run_type` and `eval_response`: the run type and `eval_response` when valid.
+fn check_run_header(
+    report: &mut Report,
+    run: &Map<String, Value>,
+) -> (Option<RunType>, Option<bool>) {
+    unknown_fields(report, 1, run, RUN_FIELDS, "the run");
     match run.get("run_name") {
         Some(Value::String(s)) if !s.trim().is_empty() => {}
         Some(Value::String(_)) => report.error(1, "`run_name` is empty"),
@@ -464,226 +523,235 @@ pub fn validate_run_text_with(
         }
         None => None,
     };
-    let Some(turns) = run.get("turns").and_then(Value::as_array) else {
-        report.error(1, "missing `turns` array");
-        return report;
+    (run_type, eval_response)
+}
+
+/// Turn `i` of the run, on `line`: its id (well-formed, once, in the topics) and responses.
+fn check_turn(
+    report: &mut Report,
+    line: usize,
+    i: usize,
+    t: &Value,
+    expected: Option<&HashMap<String, usize>>,
+    seen: &mut HashMap<String, usize>,
+    rules: &mut ResponseRules<'_>,
+) {
+    let Some(t) = t.as_object() else {
+        report.error(line, format!("turns[{i}] must be an object"));
+        return;
     };
-    let turn_lines = key_lines(text, "turn_id");
-    let expected: Option<HashMap<String, usize>> = topics.map(|ts| {
-        ts.iter()
-            .flat_map(|t| t.turns.iter().map(move |u| (t.turn_key(u), t.ptkb.len())))
-            .collect()
+    unknown_fields(report, line, t, TURN_FIELDS, "a turn");
+    let Some(turn_id) = t.get("turn_id").and_then(Value::as_str) else {
+        report.error(line, format!("turns[{i}]: missing `turn_id` string"));
+        return;
+    };
+    let well_formed = turn_id.split_once('_').is_some_and(|(topic, n)| {
+        !topic.is_empty() && !n.contains('_') && n.parse::<u32>().is_ok()
     });
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for (i, t) in turns.iter().enumerate() {
-        let line = turn_lines.get(i).copied().unwrap_or(1);
-        let Some(t) = t.as_object() else {
-            report.error(line, format!("turns[{i}] must be an object"));
+    if !well_formed {
+        report.error(
+            line,
+            format!("turn_id {turn_id:?} is not `<topic number>_<turn number>`"),
+        );
+    }
+    if let Some(first) = seen.insert(turn_id.to_string(), line) {
+        report.error(
+            line,
+            format!("turn {turn_id:?} appears twice (first on line {first})"),
+        );
+    }
+    rules.ptkb_size = match expected {
+        Some(exp) => match exp.get(turn_id) {
+            Some(n) => Some(*n),
+            None => {
+                report.error(line, format!("turn {turn_id:?} is not in the topics"));
+                None
+            }
+        },
+        None => None,
+    };
+    let Some(responses) = t.get("responses").and_then(Value::as_array) else {
+        report.error(line, format!("turn {turn_id}: missing `responses` array"));
+        return;
+    };
+    if responses.is_empty() {
+        report.warning(line, format!("turn {turn_id} has no response"));
+    }
+    let mut previous_rank = 0i64;
+    for (j, r) in responses.iter().enumerate() {
+        let at = format!("turn {turn_id} response #{}", j + 1);
+        let Some(r) = r.as_object() else {
+            report.error(line, format!("{at} must be an object"));
             continue;
         };
-        unknown_fields(&mut report, line, t, TURN_FIELDS, "a turn");
-        let Some(turn_id) = t.get("turn_id").and_then(Value::as_str) else {
-            report.error(line, format!("turns[{i}]: missing `turn_id` string"));
-            continue;
-        };
-        let well_formed = turn_id.split_once('_').is_some_and(|(topic, n)| {
-            !topic.is_empty() && !n.contains('_') && n.parse::<u32>().is_ok()
-        });
-        if !well_formed {
-            report.error(
-                line,
-                format!("turn_id {turn_id:?} is not `<topic number>_<turn number>`"),
-            );
-        }
-        if let Some(first) = seen.insert(turn_id.to_string(), line) {
-            report.error(
-                line,
-                format!("turn {turn_id:?} appears twice (first on line {first})"),
-            );
-        }
-        let ptkb_size = match &expected {
-            Some(exp) => match exp.get(turn_id) {
-                Some(n) => Some(*n),
-                None => {
-                    report.error(line, format!("turn {turn_id:?} is not in the topics"));
-                    None
-                }
-            },
-            None => None,
-        };
-        let Some(responses) = t.get("responses").and_then(Value::as_array) else {
-            report.error(line, format!("turn {turn_id}: missing `responses` array"));
-            continue;
-        };
-        if responses.is_empty() {
-            report.warning(line, format!("turn {turn_id} has no response"));
-        }
-        let mut previous_rank = 0i64;
-        for (j, r) in responses.iter().enumerate() {
-            let at = format!("turn {turn_id} response #{}", j + 1);
-            let Some(r) = r.as_object() else {
-                report.error(line, format!("{at} must be an object"));
-                continue;
-            };
-            unknown_fields(&mut report, line, r, RESPONSE_FIELDS, "a response");
-            match r.get("rank").and_then(Value::as_i64) {
-                Some(rank) if rank >= 1 => {
-                    if rank <= previous_rank {
-                        report.warning(
-                            line,
-                            format!(
-                                "{at}: rank {rank} does not increase (previous {previous_rank})"
-                            ),
-                        );
-                    }
-                    previous_rank = rank;
-                }
-                Some(rank) => report.warning(line, format!("{at}: rank {rank} must be at least 1")),
-                None => report.warning(line, format!("{at}: missing integer `rank`")),
-            }
-            match r.get("text") {
-                Some(Value::String(s)) => {
-                    if s.is_empty() && !only_response && eval_response != Some(false) {
-                        report.warning(line, format!("{at}: empty `text`"));
-                    }
-                    let n = words::spacy_whitespace_tokens(s);
-                    if n > MAX_RESPONSE_WORDS {
-                        report.error(line, format!("{at}: text has {n} words (spaCy tokenizer), at most {MAX_RESPONSE_WORDS}"));
-                    }
-                }
-                _ => report.error(
-                    line,
-                    format!("{at}: missing `text` string (mandatory, may be empty)"),
-                ),
-            }
-            match r.get("ptkb_provenance") {
-                Some(Value::Array(ids)) => {
-                    for id in ids {
-                        match id.as_i64() {
-                            Some(n) => {
-                                if let Some(size) = ptkb_size {
-                                    if n < 1 || n as usize > size {
-                                        report.error(
-                                            line,
-                                            format!("{at}: PTKB id {n} outside 1..={size}"),
-                                        );
-                                    }
-                                }
-                            }
-                            None => report.error(
-                                line,
-                                format!("{at}: PTKB ids must be integers, found {id}"),
-                            ),
-                        }
-                    }
-                }
-                Some(_) => report.error(line, format!("{at}: `ptkb_provenance` must be an array")),
-                None => report.error(
-                    line,
-                    format!(
-                        "{at}: missing `ptkb_provenance` (it may be empty but must be present)"
-                    ),
-                ),
-            }
-            let Some(prov) = r.get("passage_provenance").and_then(Value::as_array) else {
-                report.error(line, format!("{at}: missing `passage_provenance` array"));
-                continue;
-            };
-            if prov.is_empty() && require_passages {
-                report.error(
-                    line,
-                    format!("{at}: no passage provenance (every response needs at least one)"),
-                );
-            }
-            if prov.len() > MAX_PROVENANCE {
-                report.error(
-                    line,
-                    format!(
-                        "{at}: {} provenance passages (at most {MAX_PROVENANCE})",
-                        prov.len()
-                    ),
-                );
-            }
-            let mut previous_score = f64::INFINITY;
-            let mut any_used = false;
-            let mut ids = HashSet::new();
-            for (k, p) in prov.iter().enumerate() {
-                let pat = format!("{at} passage_provenance[{k}]");
-                let Some(p) = p.as_object() else {
-                    report.error(line, format!("{pat} must be an object"));
-                    continue;
-                };
-                unknown_fields(
-                    &mut report,
-                    line,
-                    p,
-                    PROVENANCE_FIELDS,
-                    "a passage provenance",
-                );
-                match p.get("id").and_then(Value::as_str) {
-                    Some(id) => {
-                        if !id.starts_with("clueweb22-") || id.split(':').count() != 2 {
-                            report.warning(
-                                line,
-                                format!("{pat}: id {id:?} is not `clueweb22-...:<passage>`"),
-                            );
-                        }
-                        if !ctx.knows(id) {
-                            report
-                                .error(line, format!("{pat}: id {id:?} is not in the collection"));
-                        }
-                        if !ids.insert(id) {
-                            report.warning(
-                                line,
-                                format!("{pat}: id {id:?} repeats in this response"),
-                            );
-                        }
-                    }
-                    None => report.error(line, format!("{pat}: missing `id` string")),
-                }
-                match p.get("score") {
-                    Some(Value::Number(n)) => {
-                        let s = n.as_f64().unwrap_or(f64::NAN);
-                        if s > previous_score {
-                            report.error(line, format!("{pat}: score {s} is higher than the previous {previous_score} (scores must not increase)"));
-                        }
-                        previous_score = s;
-                    }
-                    Some(other) => report.error(
-                        line,
-                        format!("{pat}: `score` must be a number, found {other}"),
-                    ),
-                    None if !only_response => report.error(line, format!("{pat}: missing `score`")),
-                    None => {}
-                }
-                match p.get("used") {
-                    Some(Value::Bool(b)) => any_used |= *b,
-                    Some(other) => report.error(
-                        line,
-                        format!("{pat}: `used` must be true or false, found {other}"),
-                    ),
-                    None => report.error(line, format!("{pat}: missing `used`")),
-                }
-            }
-            if !prov.is_empty() && !any_used {
+        check_response(report, line, &at, r, &mut previous_rank, rules);
+    }
+}
+
+/// One response (`at` names it): rank, text, PTKB and passage provenance.
+fn check_response(
+    report: &mut Report,
+    line: usize,
+    at: &str,
+    r: &Map<String, Value>,
+    previous_rank: &mut i64,
+    rules: &ResponseRules<'_>,
+) {
+    unknown_fields(report, line, r, RESPONSE_FIELDS, "a response");
+    match r.get("rank").and_then(Value::as_i64) {
+        Some(rank) if rank >= 1 => {
+            if rank <= *previous_rank {
                 report.warning(
                     line,
-                    format!("{at}: no passage is marked used (the top 5 will be taken)"),
+                    format!("{at}: rank {rank} does not increase (previous {previous_rank})"),
+                );
+            }
+            *previous_rank = rank;
+        }
+        Some(rank) => report.warning(line, format!("{at}: rank {rank} must be at least 1")),
+        None => report.warning(line, format!("{at}: missing integer `rank`")),
+    }
+    match r.get("text") {
+        Some(Value::String(s)) => {
+            if s.is_empty() && !rules.only_response && rules.eval_response != Some(false) {
+                report.warning(line, format!("{at}: empty `text`"));
+            }
+            let n = words::spacy_whitespace_tokens(s);
+            if n > MAX_RESPONSE_WORDS {
+                report.error(
+                    line,
+                    format!(
+                        "{at}: text has {n} words (spaCy tokenizer), at most {MAX_RESPONSE_WORDS}"
+                    ),
                 );
             }
         }
+        _ => report.error(
+            line,
+            format!("{at}: missing `text` string (mandatory, may be empty)"),
+        ),
     }
-    if let Some(exp) = &expected {
-        let mut missing: Vec<&String> = exp.keys().filter(|k| !seen.contains_key(*k)).collect();
-        missing.sort();
-        for k in missing {
-            report.error(
-                0,
-                format!("turn {k:?} of the topics is missing from the run"),
-            );
+    check_ptkb_provenance(report, line, at, r.get("ptkb_provenance"), rules.ptkb_size);
+    let Some(prov) = r.get("passage_provenance").and_then(Value::as_array) else {
+        report.error(line, format!("{at}: missing `passage_provenance` array"));
+        return;
+    };
+    check_passage_provenance(report, line, at, prov, rules);
+}
+
+/// `ptkb_provenance`: present, an array of statement numbers within the topic's PTKB.
+fn check_ptkb_provenance(
+    report: &mut Report,
+    line: usize,
+    at: &str,
+    provenance: Option<&Value>,
+    ptkb_size: Option<usize>,
+) {
+    match provenance {
+        Some(Value::Array(ids)) => {
+            for id in ids {
+                match id.as_i64() {
+                    Some(n) => {
+                        if let Some(size) = ptkb_size {
+                            if n < 1 || n as usize > size {
+                                report.error(line, format!("{at}: PTKB id {n} outside 1..={size}"));
+                            }
+                        }
+                    }
+                    None => {
+                        report.error(line, format!("{at}: PTKB ids must be integers, found {id}"))
+                    }
+                }
+            }
+        }
+        Some(_) => report.error(line, format!("{at}: `ptkb_provenance` must be an array")),
+        None => report.error(
+            line,
+            format!("{at}: missing `ptkb_provenance` (it may be empty but must be present)"),
+        ),
+    }
+}
+
+/// `passage_provenance`: how many, and each passage's id, score order and `used` flag.
+fn check_passage_provenance(
+    report: &mut Report,
+    line: usize,
+    at: &str,
+    prov: &[Value],
+    rules: &ResponseRules<'_>,
+) {
+    if prov.is_empty() && rules.require_passages {
+        report.error(
+            line,
+            format!("{at}: no passage provenance (every response needs at least one)"),
+        );
+    }
+    if prov.len() > MAX_PROVENANCE {
+        report.error(
+            line,
+            format!(
+                "{at}: {} provenance passages (at most {MAX_PROVENANCE})",
+                prov.len()
+            ),
+        );
+    }
+    let mut previous_score = f64::INFINITY;
+    let mut any_used = false;
+    let mut ids = HashSet::new();
+    for (k, p) in prov.iter().enumerate() {
+        let pat = format!("{at} passage_provenance[{k}]");
+        let Some(p) = p.as_object() else {
+            report.error(line, format!("{pat} must be an object"));
+            continue;
+        };
+        unknown_fields(report, line, p, PROVENANCE_FIELDS, "a passage provenance");
+        match p.get("id").and_then(Value::as_str) {
+            Some(id) => {
+                if !id.starts_with("clueweb22-") || id.split(':').count() != 2 {
+                    report.warning(
+                        line,
+                        format!("{pat}: id {id:?} is not `clueweb22-...:<passage>`"),
+                    );
+                }
+                if !rules.ctx.knows(id) {
+                    report.error(line, format!("{pat}: id {id:?} is not in the collection"));
+                }
+                if !ids.insert(id) {
+                    report.warning(line, format!("{pat}: id {id:?} repeats in this response"));
+                }
+            }
+            None => report.error(line, format!("{pat}: missing `id` string")),
+        }
+        match p.get("score") {
+            Some(Value::Number(n)) => {
+                let s = n.as_f64().unwrap_or(f64::NAN);
+                if s > previous_score {
+                    report.error(line, format!("{pat}: score {s} is higher than the previous {previous_score} (scores must not increase)"));
+                }
+                previous_score = s;
+            }
+            Some(other) => report.error(
+                line,
+                format!("{pat}: `score` must be a number, found {other}"),
+            ),
+            None if !rules.only_response => report.error(line, format!("{pat}: missing `score`")),
+            None => {}
+        }
+        match p.get("used") {
+            Some(Value::Bool(b)) => any_used |= *b,
+            Some(other) => report.error(
+                line,
+                format!("{pat}: `used` must be true or false, found {other}"),
+            ),
+            None => report.error(line, format!("{pat}: missing `used`")),
         }
     }
-    report
+    if !prov.is_empty() && !any_used {
+        report.warning(
+            line,
+            format!("{at}: no passage is marked used (the top 5 will be taken)"),
+        );
+    }
 }
 
 /// Validates an iKAT run file.

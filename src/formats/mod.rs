@@ -7,7 +7,8 @@
 //! output (`pyjson`), atomic file output (`atomic`) and the validation report (`validate`).
 
 pub mod atomic;
-pub mod cli;
+pub mod cast;
+pub mod check;
 pub mod ikat;
 pub mod poleval;
 pub mod pyjson;
@@ -53,12 +54,24 @@ impl FormatError {
     }
 }
 
-/// Reads a whole file as UTF-8, naming the file on failure.
-pub(crate) fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|source| FormatError::Io {
+/// Reads a whole file as UTF-8, gunzipping it first when it is gzip (by content, whatever its
+/// name); errors name the file, and for invalid UTF-8 the line.
+pub fn read_text(path: &Path) -> Result<String> {
+    let io = |source| FormatError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let raw = std::fs::read(path).map_err(io)?;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .map_err(io)?;
+        out
+    } else {
+        raw
+    };
     String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;

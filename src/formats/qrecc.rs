@@ -285,9 +285,5 @@ pub fn validate_run_file(
     questions: Option<&[Question]>,
     ctx: &ValidationContext,
 ) -> Result<Report> {
-    Ok(validate_run_text(
-        &super::trec_rag::read_maybe_gz(path)?,
-        questions,
-        ctx,
-    ))
+    Ok(validate_run_text(&read_text(path)?, questions, ctx))
 }

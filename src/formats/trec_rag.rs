@@ -7,7 +7,7 @@ use std::path::Path;
 use once_cell::sync::Lazy;
 use regex::Regex;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::validate::{Report, ValidationContext};
 use super::{
@@ -206,7 +206,7 @@ pub struct RerankRequest {
 
 /// Reads a reranker-request JSONL file (plain or `.gz`).
 pub fn read_rerank_requests(path: &Path) -> Result<Vec<RerankRequest>> {
-    let text = read_maybe_gz(path)?;
+    let text = read_text(path)?;
     let mut out = Vec::new();
     for (line, l) in numbered_lines(&text) {
         if l.trim().is_empty() {
@@ -223,27 +223,6 @@ pub fn read_rerank_requests(path: &Path) -> Result<Vec<RerankRequest>> {
         out.push(r);
     }
     Ok(out)
-}
-
-/// Reads a text file, gunzipping it when its name ends in `.gz`.
-pub fn read_maybe_gz(path: &Path) -> Result<String> {
-    if path.extension().is_some_and(|e| e == "gz") {
-        use std::io::Read;
-        let f = std::fs::File::open(path).map_err(|source| FormatError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mut s = String::new();
-        flate2::read::MultiGzDecoder::new(f)
-            .read_to_string(&mut s)
-            .map_err(|source| FormatError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Ok(s)
-    } else {
-        read_text(path)
-    }
 }
 
 /// One answer sentence with citations as zero-based indices into `references`.
@@ -491,9 +470,7 @@ pub fn validate_answers_text(
             .map(|t| (t.id.as_str(), t.text.as_str()))
             .collect()
     });
-    let mut run_id: Option<String> = None;
-    let mut team_id: Option<String> = None;
-    let mut seen_topics: HashMap<String, usize> = HashMap::new();
+    let mut run = RunIdentity::default();
     for (line, l) in numbered_lines(text) {
         if l.trim().is_empty() {
             report.error(line, "empty line");
@@ -514,197 +491,249 @@ pub fn validate_answers_text(
             line,
             report: &mut report,
         };
-        // Identity: run id, topic id, topic text.
-        let (topic_key, text_key, topic_id, topic_text) = match format {
-            AnswerFormat::Rag24 => {
-                let rid = rec.string(obj, "run_id", "");
-                check_same(&mut rec, &mut run_id, rid, "run_id");
-                let tid = rec.string(obj, "topic_id", "");
-                let ttext = rec.string(obj, "topic", "");
-                ("topic_id", "topic", tid, ttext)
-            }
-            AnswerFormat::Rag25Format1 | AnswerFormat::Rag25Format2 => {
-                let md = obj.get("metadata").and_then(Value::as_object);
-                if md.is_none() {
-                    rec.error("`metadata` must be an object with team_id, run_id and type");
-                }
-                let empty = serde_json::Map::new();
-                let md = md.unwrap_or(&empty);
-                if obj.contains_key("metadata") {
-                    let team = rec.string(md, "team_id", "metadata.");
-                    check_same(&mut rec, &mut team_id, team, "metadata.team_id");
-                    let rid = rec.string(md, "run_id", "metadata.");
-                    check_same(&mut rec, &mut run_id, rid, "metadata.run_id");
-                    match md.get("type") {
-                        None => rec.warning("`metadata.type` is missing (manual or automatic)"),
-                        Some(Value::String(t)) if t == "automatic" || t == "manual" => {}
-                        Some(t) => rec.error(format!(
-                            "`metadata.type` must be \"automatic\" or \"manual\", found {t}"
-                        )),
-                    }
-                }
-                // The guidelines put narrative_id/narrative at the top level; the organizers'
-                // baseline and checker put them in metadata. Either is accepted.
-                let nid = match obj.get("narrative_id").or_else(|| md.get("narrative_id")) {
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Some(n.to_string()),
-                    Some(other) => {
-                        rec.error(format!("`narrative_id` must be a string, found {other}"));
-                        None
-                    }
-                    None => {
-                        rec.error("missing `narrative_id`");
-                        None
-                    }
-                };
-                let narrative = match obj.get("narrative").or_else(|| md.get("narrative")) {
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(other) => {
-                        rec.error(format!("`narrative` must be a string, found {other}"));
-                        None
-                    }
-                    None => {
-                        rec.warning("missing `narrative`");
-                        None
-                    }
-                };
-                ("narrative_id", "narrative", nid, narrative)
-            }
-        };
-        if let Some(tid) = &topic_id {
-            if let Some(off) = &official {
-                match off.get(tid.as_str()) {
-                    None => rec.error(format!("unknown topic ({topic_key} {tid:?})")),
-                    Some(official_text) => {
-                        if let Some(t) = &topic_text {
-                            if t != official_text {
-                                rec.error(format!("`{text_key}` does not match the official text of topic {tid:?}"));
-                            }
-                        }
-                    }
-                }
-            }
-            if let Some(first) = seen_topics.get(tid) {
-                rec.error(format!(
-                    "second answer for topic {tid:?} (first on line {first})"
-                ));
-            } else {
-                seen_topics.insert(tid.clone(), line);
-            }
-        }
-        // References.
-        let references: Option<Vec<String>> = match (format, obj.get("references")) {
-            (AnswerFormat::Rag25Format2, None) => None,
-            (_, None) => {
-                rec.error("missing `references`");
-                None
-            }
-            (_, Some(Value::Array(items))) => {
-                let mut refs = Vec::new();
-                let mut seen = HashSet::new();
-                for (i, r) in items.iter().enumerate() {
-                    let Some(r) = r.as_str() else {
-                        rec.error(format!("references[{i}] must be a string"));
-                        continue;
-                    };
-                    if !MARCO_SEGMENT.is_match(r) {
-                        let msg =
-                            format!("references[{i}] {r:?} is not an MS MARCO v2.1 segment id");
-                        if format == AnswerFormat::Rag24 {
-                            rec.error(msg)
-                        } else {
-                            rec.warning(msg)
-                        }
-                    }
-                    if !seen.insert(r) {
-                        let msg = format!("references[{i}] {r:?} is a duplicate");
-                        if format == AnswerFormat::Rag24 {
-                            rec.error(msg)
-                        } else {
-                            rec.warning(msg)
-                        }
-                    }
-                    if !ctx.knows(r) {
-                        rec.error(format!("references[{i}] {r:?} is not in the collection"));
-                    }
-                    refs.push(r.to_string());
-                }
-                if items.len() > MAX_REFERENCES {
-                    rec.error(format!(
-                        "{} references (at most {MAX_REFERENCES} allowed)",
-                        items.len()
-                    ));
-                }
-                Some(refs)
-            }
-            (_, Some(other)) => {
-                rec.error(format!(
-                    "`references` must be an array, found {}",
-                    kind(other)
-                ));
-                None
-            }
-        };
-        // Answer sentences and citations.
-        let mut words = 0usize;
-        match obj.get("answer") {
-            None => rec.error("missing `answer`"),
-            Some(Value::Array(sentences)) => {
-                if sentences.is_empty() {
-                    rec.warning("`answer` has no sentences");
-                }
-                for (i, s) in sentences.iter().enumerate() {
-                    let Some(s) = s.as_object() else {
-                        rec.error(format!(
-                            "answer[{i}] must be an object with text and citations"
-                        ));
-                        continue;
-                    };
-                    match s.get("text") {
-                        Some(Value::String(t)) => words += words::trec_rag_sentence_words(t),
-                        _ => rec.error(format!("answer[{i}].text is missing or not a string")),
-                    }
-                    let Some(Value::Array(cites)) = s.get("citations") else {
-                        rec.error(format!("answer[{i}].citations is missing or not an array"));
-                        continue;
-                    };
-                    check_citations(&mut rec, format, i, cites, references.as_deref(), ctx);
-                }
-            }
-            Some(other) => rec.error(format!("`answer` must be an array, found {}", kind(other))),
-        }
-        if words > MAX_WORDS {
-            let msg = format!("answer has {words} words (at most {MAX_WORDS})");
-            if format == AnswerFormat::Rag24 {
-                rec.error(msg)
-            } else {
-                rec.warning(msg)
-            }
-        }
-        match obj.get("response_length") {
-            Some(Value::Number(n)) if n.is_u64() => {
-                let n = n.as_u64().unwrap() as usize;
-                if n != words && obj.get("answer").is_some_and(Value::is_array) {
-                    rec.warning(format!(
-                        "response_length {n} differs from the word count {words} (NFKC-normalized, whitespace-split)"
-                    ));
-                }
-            }
-            Some(other) => rec.error(format!(
-                "`response_length` must be a non-negative integer, found {other}"
-            )),
-            None if format == AnswerFormat::Rag24 => rec.error("missing `response_length`"),
-            None => rec.warning("missing `response_length`"),
-        }
+        let topic = check_identity(&mut rec, format, obj, &mut run);
+        check_topic(&mut rec, &topic, official.as_ref(), &mut run.seen_topics);
+        let references = check_references(&mut rec, format, obj, ctx);
+        check_answer(&mut rec, format, obj, references.as_deref(), ctx);
     }
     if let Some(ts) = topics {
         for t in ts {
-            if !seen_topics.contains_key(&t.id) {
+            if !run.seen_topics.contains_key(&t.id) {
                 report.warning(0, format!("no answer for topic {:?}", t.id));
             }
         }
     }
     report
+}
+
+/// What every line of one answer file must agree on, and the topics answered so far.
+#[derive(Default)]
+struct RunIdentity {
+    run_id: Option<String>,
+    team_id: Option<String>,
+    /// Topic id -> line of its answer.
+    seen_topics: HashMap<String, usize>,
+}
+
+/// The topic a line answers, under the field names of its format.
+struct AnsweredTopic {
+    id_key: &'static str,
+    text_key: &'static str,
+    id: Option<String>,
+    text: Option<String>,
+}
+
+/// Run id (and team id), and the topic (2024) or narrative (2025) the line answers.
+fn check_identity(
+    rec: &mut RecordCheck,
+    format: AnswerFormat,
+    obj: &Map<String, Value>,
+    run: &mut RunIdentity,
+) -> AnsweredTopic {
+    if format == AnswerFormat::Rag24 {
+        let rid = rec.string(obj, "run_id", "");
+        check_same(rec, &mut run.run_id, rid, "run_id");
+        return AnsweredTopic {
+            id_key: "topic_id",
+            text_key: "topic",
+            id: rec.string(obj, "topic_id", ""),
+            text: rec.string(obj, "topic", ""),
+        };
+    }
+    let md = obj.get("metadata").and_then(Value::as_object);
+    if md.is_none() {
+        rec.error("`metadata` must be an object with team_id, run_id and type");
+    }
+    let empty = Map::new();
+    let md = md.unwrap_or(&empty);
+    if obj.contains_key("metadata") {
+        let team = rec.string(md, "team_id", "metadata.");
+        check_same(rec, &mut run.team_id, team, "metadata.team_id");
+        let rid = rec.string(md, "run_id", "metadata.");
+        check_same(rec, &mut run.run_id, rid, "metadata.run_id");
+        match md.get("type") {
+            None => rec.warning("`metadata.type` is missing (manual or automatic)"),
+            Some(Value::String(t)) if t == "automatic" || t == "manual" => {}
+            Some(t) => rec.error(format!(
+                "`metadata.type` must be \"automatic\" or \"manual\", found {t}"
+            )),
+        }
+    }
+    // The guidelines put narrative_id/narrative at the top level; the organizers'
+    // baseline and checker put them in metadata. Either is accepted.
+    let id = match obj.get("narrative_id").or_else(|| md.get("narrative_id")) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => Some(n.to_string()),
+        Some(other) => {
+            rec.error(format!("`narrative_id` must be a string, found {other}"));
+            None
+        }
+        None => {
+            rec.error("missing `narrative_id`");
+            None
+        }
+    };
+    let text = match obj.get("narrative").or_else(|| md.get("narrative")) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            rec.error(format!("`narrative` must be a string, found {other}"));
+            None
+        }
+        None => {
+            rec.warning("missing `narrative`");
+            None
+        }
+    };
+    AnsweredTopic {
+        id_key: "narrative_id",
+        text_key: "narrative",
+        id,
+        text,
+    }
+}
+
+/// The topic is an official one, with its official text, answered once.
+fn check_topic(
+    rec: &mut RecordCheck,
+    topic: &AnsweredTopic,
+    official: Option<&HashMap<&str, &str>>,
+    seen_topics: &mut HashMap<String, usize>,
+) {
+    let Some(tid) = &topic.id else {
+        return;
+    };
+    if let Some(off) = official {
+        match off.get(tid.as_str()) {
+            None => rec.error(format!("unknown topic ({} {tid:?})", topic.id_key)),
+            Some(official_text) => {
+                if let Some(t) = &topic.text {
+                    if t != official_text {
+                        rec.error(format!(
+                            "`{}` does not match the official text of topic {tid:?}",
+                            topic.text_key
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(first) = seen_topics.get(tid) {
+        rec.error(format!(
+            "second answer for topic {tid:?} (first on line {first})"
+        ));
+    } else {
+        seen_topics.insert(tid.clone(), rec.line);
+    }
+}
+
+/// `references`: at most 20 MS MARCO v2.1 segment ids, no duplicates, in the collection.
+fn check_references(
+    rec: &mut RecordCheck,
+    format: AnswerFormat,
+    obj: &Map<String, Value>,
+    ctx: &ValidationContext,
+) -> Option<Vec<String>> {
+    let items = match (format, obj.get("references")) {
+        (AnswerFormat::Rag25Format2, None) => return None,
+        (_, None) => {
+            rec.error("missing `references`");
+            return None;
+        }
+        (_, Some(Value::Array(items))) => items,
+        (_, Some(other)) => {
+            rec.error(format!(
+                "`references` must be an array, found {}",
+                kind(other)
+            ));
+            return None;
+        }
+    };
+    let mut refs = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, r) in items.iter().enumerate() {
+        let Some(r) = r.as_str() else {
+            rec.error(format!("references[{i}] must be a string"));
+            continue;
+        };
+        if !MARCO_SEGMENT.is_match(r) {
+            rec.rule_of_2024(
+                format,
+                format!("references[{i}] {r:?} is not an MS MARCO v2.1 segment id"),
+            );
+        }
+        if !seen.insert(r) {
+            rec.rule_of_2024(format, format!("references[{i}] {r:?} is a duplicate"));
+        }
+        if !ctx.knows(r) {
+            rec.error(format!("references[{i}] {r:?} is not in the collection"));
+        }
+        refs.push(r.to_string());
+    }
+    if items.len() > MAX_REFERENCES {
+        rec.error(format!(
+            "{} references (at most {MAX_REFERENCES} allowed)",
+            items.len()
+        ));
+    }
+    Some(refs)
+}
+
+/// Answer sentences, their citations, the word limit and `response_length`.
+fn check_answer(
+    rec: &mut RecordCheck,
+    format: AnswerFormat,
+    obj: &Map<String, Value>,
+    references: Option<&[String]>,
+    ctx: &ValidationContext,
+) {
+    let mut words = 0usize;
+    match obj.get("answer") {
+        None => rec.error("missing `answer`"),
+        Some(Value::Array(sentences)) => {
+            if sentences.is_empty() {
+                rec.warning("`answer` has no sentences");
+            }
+            for (i, s) in sentences.iter().enumerate() {
+                let Some(s) = s.as_object() else {
+                    rec.error(format!(
+                        "answer[{i}] must be an object with text and citations"
+                    ));
+                    continue;
+                };
+                match s.get("text") {
+                    Some(Value::String(t)) => words += words::trec_rag_sentence_words(t),
+                    _ => rec.error(format!("answer[{i}].text is missing or not a string")),
+                }
+                let Some(Value::Array(cites)) = s.get("citations") else {
+                    rec.error(format!("answer[{i}].citations is missing or not an array"));
+                    continue;
+                };
+                check_citations(rec, format, i, cites, references, ctx);
+            }
+        }
+        Some(other) => rec.error(format!("`answer` must be an array, found {}", kind(other))),
+    }
+    if words > MAX_WORDS {
+        rec.rule_of_2024(
+            format,
+            format!("answer has {words} words (at most {MAX_WORDS})"),
+        );
+    }
+    match obj.get("response_length") {
+        Some(Value::Number(n)) if n.is_u64() => {
+            let n = n.as_u64().unwrap() as usize;
+            if n != words && obj.get("answer").is_some_and(Value::is_array) {
+                rec.warning(format!(
+                    "response_length {n} differs from the word count {words} (NFKC-normalized, whitespace-split)"
+                ));
+            }
+        }
+        Some(other) => rec.error(format!(
+            "`response_length` must be a non-negative integer, found {other}"
+        )),
+        None if format == AnswerFormat::Rag24 => rec.error("missing `response_length`"),
+        None => rec.warning("missing `response_length`"),
+    }
 }
 
 fn check_citations(
@@ -809,6 +838,15 @@ impl RecordCheck<'_> {
         self.report.warning(self.line, m);
     }
 
+    /// A rule TREC RAG 2024 enforces and 2025 only warns about.
+    fn rule_of_2024(&mut self, format: AnswerFormat, m: impl Into<String>) {
+        if format == AnswerFormat::Rag24 {
+            self.error(m)
+        } else {
+            self.warning(m)
+        }
+    }
+
     /// A required string field; reports and returns None when absent or not a string.
     fn string(
         &mut self,
@@ -841,7 +879,7 @@ pub fn validate_answers_file(
     ctx: &ValidationContext,
 ) -> Result<Report> {
     Ok(validate_answers_text(
-        &read_maybe_gz(path)?,
+        &read_text(path)?,
         format,
         topics,
         ctx,

@@ -15,6 +15,7 @@
 use tantivy::tokenizer::{TextAnalyzer, Token, TokenStream, Tokenizer};
 
 use super::porter;
+use crate::text::stopwords;
 
 /// The analyzers a collection can be built with.
 #[derive(
@@ -48,21 +49,6 @@ impl Language {
         out
     }
 }
-
-/// The 33 stopwords of Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET` (Anserini's default).
-pub const ENGLISH_STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
-];
-
-/// Very frequent Polish function words.
-pub const POLISH_STOPWORDS: &[&str] = &[
-    "a", "aby", "ale", "bo", "by", "być", "czy", "dla", "do", "gdy", "i", "ich", "jak", "jako",
-    "jest", "już", "lub", "ma", "na", "nad", "nie", "o", "od", "oraz", "po", "pod", "przez",
-    "przy", "się", "są", "ta", "tak", "te", "tego", "ten", "to", "tym", "u", "w", "we", "z", "za",
-    "ze", "że",
-];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Class {
@@ -257,13 +243,13 @@ pub fn analyze(language: Language, text: &str, emit: &mut dyn FnMut(usize, usize
         let lower = word.to_lowercase();
         let term = match language {
             Language::English => {
-                if ENGLISH_STOPWORDS.contains(&lower.as_str()) {
+                if stopwords::LUCENE_ENGLISH.contains(&lower.as_str()) {
                     return;
                 }
                 porter::stem(&lower)
             }
             Language::Polish => {
-                if POLISH_STOPWORDS.contains(&lower.as_str()) {
+                if stopwords::POLISH.contains(&lower.as_str()) {
                     return;
                 }
                 polish_stem(&lower)

@@ -6,9 +6,9 @@
 //! quantization are Lucene's (and so Anserini's): see `search.rs`.
 
 pub mod analysis;
-pub mod cli;
 mod porter;
 pub mod search;
+pub mod topics;
 mod topk;
 pub mod writer;
 
@@ -54,6 +54,27 @@ pub enum IndexError {
 }
 
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;
+
+/// Reading a query file or writing a run: the file's problems, with their line, as the
+/// collection readers report them.
+impl From<crate::formats::FormatError> for IndexError {
+    fn from(e: crate::formats::FormatError) -> Self {
+        use crate::formats::FormatError;
+        match e {
+            FormatError::Io { path, source } => IndexError::Io { path, source },
+            FormatError::Parse {
+                path,
+                line,
+                message,
+            } => IndexError::Collection(CollectionError::BadRecord {
+                path,
+                line: line as u64,
+                reason: message,
+            }),
+            other => IndexError::Invalid(other.to_string()),
+        }
+    }
+}
 
 pub(crate) fn tantivy_err(path: &Path) -> impl Fn(tantivy::TantivyError) -> IndexError + '_ {
     move |source| IndexError::Tantivy {
@@ -241,24 +262,10 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
 pub fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     let path = dir.join(MANIFEST_FILE);
     let json = serde_json::to_string_pretty(manifest).expect("manifest serializes");
-    write_atomically(&path, json.as_bytes())
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io_err(path))?;
-    tmp.write_all(bytes).map_err(io_err(path))?;
-    tmp.as_file().sync_all().map_err(io_err(path))?;
-    tmp.persist(path).map_err(|e| IndexError::Io {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    Ok(())
+    Ok(crate::formats::atomic::write_atomic(
+        &path,
+        json.as_bytes(),
+    )?)
 }
 
 /// Opens the tantivy index of a collection directory, with convrag's analyzers registered.

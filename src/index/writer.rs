@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use tantivy::schema::TantivyDocument;
 use tantivy::IndexWriter;
 
+use crate::progress::{no_progress, SharedProgress};
+
 use super::{
     build_schema, committed_state, io_err, read_manifest, register_analyzers, tantivy_err,
     validate_name, write_manifest, Bm25Params, CommitState, ContentsPart, FieldWeights, Fields,
@@ -43,7 +45,8 @@ pub struct IndexOptions {
     pub commit_bytes: u64,
     /// Merge all segments into one at the end.
     pub optimize: bool,
-    pub progress: bool,
+    /// Where input bytes read and passages indexed are reported.
+    pub progress: SharedProgress,
     /// How many bad records are printed (all are counted).
     pub max_reported: u64,
 }
@@ -66,7 +69,7 @@ impl IndexOptions {
             contents: vec![ContentsPart::Title, ContentsPart::Text],
             commit_bytes: 1 << 30,
             optimize: false,
-            progress: false,
+            progress: no_progress(),
             max_reported: 20,
         }
     }
@@ -120,34 +123,7 @@ pub fn index_collection(collections_dir: &Path, opts: &IndexOptions) -> Result<I
     let started = Instant::now();
     let dir = collections_dir.join(&opts.name);
     let tdir = dir.join(TANTIVY_DIR);
-    let (index, mut manifest) = if tdir.join("meta.json").exists() {
-        let manifest = read_manifest(&dir)?;
-        if manifest.format != opts.format || manifest.language != opts.language {
-            return Err(IndexError::Invalid(format!(
-                "collection {:?} was built as format {} / language {:?}; this run asks for {} / {:?}",
-                opts.name, manifest.format, manifest.language, opts.format, opts.language
-            )));
-        }
-        let index = tantivy::Index::open_in_dir(&tdir).map_err(tantivy_err(&tdir))?;
-        (index, manifest)
-    } else {
-        std::fs::create_dir_all(&tdir).map_err(io_err(&tdir))?;
-        let manifest = Manifest {
-            name: opts.name.clone(),
-            format: opts.format,
-            language: opts.language,
-            bm25: opts.bm25,
-            weights: opts.weights,
-            contents: opts.contents.clone(),
-            segmenter: opts.segmenter.clone(),
-            created: chrono::Utc::now().to_rfc3339(),
-            state: CommitState::default(),
-        };
-        let index = tantivy::Index::create_in_dir(&tdir, build_schema(opts.language))
-            .map_err(tantivy_err(&tdir))?;
-        write_manifest(&dir, &manifest)?;
-        (index, manifest)
-    };
+    let (index, mut manifest) = open_or_create(&dir, opts)?;
     register_analyzers(&index);
     let fields = Fields::from_schema(&index.schema())?;
     let mut state = committed_state(&index, &dir)?;
@@ -184,29 +160,14 @@ pub fn index_collection(collections_dir: &Path, opts: &IndexOptions) -> Result<I
         report.input_bytes = total_bytes;
         let bytes_read = Arc::new(AtomicU64::new(0));
         let passages = Arc::new(AtomicU64::new(0));
-        let progress = Progress::start(
-            opts.progress,
+        let ticker = Ticker::start(
+            opts.progress.clone(),
             total_bytes,
             bytes_read.clone(),
             passages.clone(),
         );
 
-        // Batches: at least `threads` shards, and at least `commit_bytes` of input (unless the
-        // inputs run out), so small files do not cost one commit each.
-        let mut batches: Vec<Vec<InputFile>> = Vec::new();
-        let mut cur: Vec<InputFile> = Vec::new();
-        let mut cur_bytes = 0u64;
-        for f in todo {
-            cur_bytes += f.size;
-            cur.push(f);
-            if cur.len() >= threads && cur_bytes >= opts.commit_bytes {
-                batches.push(std::mem::take(&mut cur));
-                cur_bytes = 0;
-            }
-        }
-        if !cur.is_empty() {
-            batches.push(cur);
-        }
+        let batches = commit_batches(todo, threads, opts.commit_bytes);
 
         let result = (|| -> Result<()> {
             for batch in batches {
@@ -244,7 +205,7 @@ pub fn index_collection(collections_dir: &Path, opts: &IndexOptions) -> Result<I
             }
             Ok(())
         })();
-        progress.finish();
+        ticker.finish();
         if let Err(e) = result {
             // Uncommitted documents are dropped; committed shards stay.
             let _ = writer.rollback();
@@ -260,6 +221,60 @@ pub fn index_collection(collections_dir: &Path, opts: &IndexOptions) -> Result<I
     report.passages_total = manifest.state.passages;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The collection's index and manifest: opened when it exists (and was built with the same
+/// format and language), else created empty.
+fn open_or_create(dir: &Path, opts: &IndexOptions) -> Result<(tantivy::Index, Manifest)> {
+    let tdir = dir.join(TANTIVY_DIR);
+    if tdir.join("meta.json").exists() {
+        let manifest = read_manifest(dir)?;
+        if manifest.format != opts.format || manifest.language != opts.language {
+            return Err(IndexError::Invalid(format!(
+                "collection {:?} was built as format {} / language {:?}; this run asks for {} / {:?}",
+                opts.name, manifest.format, manifest.language, opts.format, opts.language
+            )));
+        }
+        let index = tantivy::Index::open_in_dir(&tdir).map_err(tantivy_err(&tdir))?;
+        Ok((index, manifest))
+    } else {
+        std::fs::create_dir_all(&tdir).map_err(io_err(&tdir))?;
+        let manifest = Manifest {
+            name: opts.name.clone(),
+            format: opts.format,
+            language: opts.language,
+            bm25: opts.bm25,
+            weights: opts.weights,
+            contents: opts.contents.clone(),
+            segmenter: opts.segmenter.clone(),
+            created: chrono::Utc::now().to_rfc3339(),
+            state: CommitState::default(),
+        };
+        let index = tantivy::Index::create_in_dir(&tdir, build_schema(opts.language))
+            .map_err(tantivy_err(&tdir))?;
+        write_manifest(dir, &manifest)?;
+        Ok((index, manifest))
+    }
+}
+
+/// Batches: at least `threads` shards, and at least `commit_bytes` of input (unless the inputs
+/// run out), so small files do not cost one commit each.
+fn commit_batches(todo: Vec<InputFile>, threads: usize, commit_bytes: u64) -> Vec<Vec<InputFile>> {
+    let mut batches: Vec<Vec<InputFile>> = Vec::new();
+    let mut cur: Vec<InputFile> = Vec::new();
+    let mut cur_bytes = 0u64;
+    for f in todo {
+        cur_bytes += f.size;
+        cur.push(f);
+        if cur.len() >= threads && cur_bytes >= commit_bytes {
+            batches.push(std::mem::take(&mut cur));
+            cur_bytes = 0;
+        }
+    }
+    if !cur.is_empty() {
+        batches.push(cur);
+    }
+    batches
 }
 
 /// Merges all segments into one and removes the files no longer used.
@@ -457,26 +472,22 @@ pub fn to_document(fields: Fields, contents: &[ContentsPart], r: Record) -> Tant
     doc
 }
 
-/// A progress bar of input bytes with records/s, refreshed from counters by a ticker thread.
-struct Progress {
+/// Reports input bytes read and passages/s from the shared counters, every 250 ms, on its own
+/// thread (the readers only bump atomics).
+struct Ticker {
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Progress {
-    fn start(enabled: bool, total: u64, bytes: Arc<AtomicU64>, records: Arc<AtomicU64>) -> Self {
+impl Ticker {
+    fn start(
+        progress: SharedProgress,
+        total: u64,
+        bytes: Arc<AtomicU64>,
+        records: Arc<AtomicU64>,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        if !enabled {
-            return Self { stop, handle: None };
-        }
-        let bar = indicatif::ProgressBar::new(total);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) {msg}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
+        progress.set_length(total);
         let s = stop.clone();
         let handle = std::thread::spawn(move || {
             let started = Instant::now();
@@ -484,10 +495,10 @@ impl Progress {
                 let done = s.load(Ordering::Relaxed);
                 let n = records.load(Ordering::Relaxed);
                 let secs = started.elapsed().as_secs_f64().max(1e-3);
-                bar.set_position(bytes.load(Ordering::Relaxed));
-                bar.set_message(format!("{n} passages, {:.0} passages/s", n as f64 / secs));
+                progress.set_position(bytes.load(Ordering::Relaxed));
+                progress.set_message(format!("{n} passages, {:.0} passages/s", n as f64 / secs));
                 if done {
-                    bar.finish();
+                    progress.finish();
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(250));

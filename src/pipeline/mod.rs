@@ -3,18 +3,18 @@
 //! [`context::ConversationContext`], and response generation with citations ([`generate`]).
 //! This module holds the types the stages share.
 //!
-//! Command line (`convrag pipeline ...`, see [`cli`]):
+//! Command line (`convrag pipeline ...`, the binary's `cli::pipeline`; loops in [`topics`]):
 //! - `ptkb --topics F --run-type automatic|manual --output RUN.json [--ranking RUN.trec]`
 //! - `rewrite --topics F [--run-type automatic|manual] --output REWRITES.tsv`
 
 pub mod bench;
-pub mod cli;
 pub mod context;
 pub mod generate;
 pub mod ptkb;
 pub mod rewrite;
 pub mod rewrite_llm;
 pub mod terms;
+pub mod topics;
 pub mod turn;
 
 use std::path::PathBuf;

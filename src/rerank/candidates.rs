@@ -6,12 +6,13 @@
 //!
 //! Either may be gzip-compressed (detected by content, not by name).
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{RerankError, Result};
+use crate::formats::FormatError;
+
+use super::{order_by_score, Fusion, PassageRef, RerankError, Reranker, Result};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
@@ -44,25 +45,18 @@ fn input_err(path: &Path, line: usize, reason: impl Into<String>) -> RerankError
     }
 }
 
+/// A file problem the shared reader or writer reported, in this area's terms.
+fn file_err(path: &Path, e: FormatError) -> RerankError {
+    match e {
+        FormatError::Io { source, .. } => io_err(path, source),
+        FormatError::Parse { line, message, .. } => input_err(path, line, message),
+        FormatError::Invalid(reason) => input_err(path, 1, reason),
+    }
+}
+
 /// Reads a candidates file in either format.
 pub fn read_candidates(path: &Path) -> Result<Vec<QueryCandidates>> {
-    let raw = std::fs::read(path).map_err(|e| io_err(path, e))?;
-    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .map_err(|e| input_err(path, 1, format!("cannot decompress gzip: {e}")))?;
-        out
-    } else {
-        raw
-    };
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let line = 1 + e.as_bytes()[..e.utf8_error().valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count();
-        input_err(path, line, "not valid UTF-8")
-    })?;
+    let text = crate::formats::read_text(path).map_err(|e| file_err(path, e))?;
     match text.trim_start().chars().next() {
         Some('[') => read_trec_dl(path, &text),
         Some('{') => read_rag_jsonl(path, &text),
@@ -289,34 +283,67 @@ pub struct RunLine {
     pub score: f32,
 }
 
-/// Writes a TREC run (`qid Q0 docid rank score tag`) atomically: a temporary file in the same
-/// directory renamed over `path`.
+/// Writes a TREC run (`qid Q0 docid rank score tag`) atomically, lines in the order given.
 pub fn write_trec_run(path: &Path, lines: &[RunLine], tag: &str) -> Result<()> {
-    use std::io::Write;
-    let dir: PathBuf = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_err(&dir, e))?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        for l in lines {
-            writeln!(
-                w,
-                "{} Q0 {} {} {:.6} {}",
-                l.qid, l.docid, l.rank, l.score, tag
-            )
-            .map_err(|e| io_err(path, e))?;
-        }
-        w.flush().map_err(|e| io_err(path, e))?;
+    let mut text = String::new();
+    for l in lines {
+        text.push_str(&format!(
+            "{} Q0 {} {} {:.6} {}\n",
+            l.qid, l.docid, l.rank, l.score, tag
+        ));
     }
-    tmp.persist(path).map_err(|e| io_err(path, e.error))?;
-    Ok(())
+    crate::formats::atomic::write_atomic(path, text.as_bytes()).map_err(|e| file_err(path, e))
+}
+
+/// Run lines for one query: the first `depth` candidates (by first-stage score) reranked and fused,
+/// then the rest in first-stage order with scores below all reranked ones.
+pub fn rerank_query(
+    reranker: &dyn Reranker,
+    q: &QueryCandidates,
+    depth: usize,
+    fusion: Fusion,
+    collection: Option<&str>,
+) -> Result<Vec<RunLine>> {
+    let first: Vec<f32> = q.candidates.iter().map(|c| c.score).collect();
+    let by_first = order_by_score(&first);
+    let (head, tail) = by_first.split_at(depth.min(by_first.len()));
+    let passages: Vec<PassageRef<'_>> = head
+        .iter()
+        .map(|&i| PassageRef {
+            id: &q.candidates[i].docid,
+            text: &q.candidates[i].text,
+        })
+        .collect();
+    let neural = reranker.rerank(&q.query, &passages, collection)?;
+    let head_first: Vec<f32> = head.iter().map(|&i| first[i]).collect();
+    let fused = fusion.fuse(&head_first, &neural);
+    let mut lines = Vec::with_capacity(q.candidates.len());
+    for (rank0, j) in order_by_score(&fused).into_iter().enumerate() {
+        lines.push(RunLine {
+            qid: q.qid.clone(),
+            docid: q.candidates[head[j]].docid.clone(),
+            rank: rank0 + 1,
+            score: fused[j],
+        });
+    }
+    let floor = fused.iter().copied().fold(f32::INFINITY, f32::min);
+    let floor = if floor.is_finite() { floor } else { 0.0 };
+    for (k, &i) in tail.iter().enumerate() {
+        lines.push(RunLine {
+            qid: q.qid.clone(),
+            docid: q.candidates[i].docid.clone(),
+            rank: lines.len() + 1,
+            // Strictly below the reranked head and decreasing, so trec_eval keeps this order.
+            score: floor - 1.0 - k as f32,
+        });
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);

@@ -1,37 +1,52 @@
-//! `convrag embed`: precompute the bi-encoder embeddings of a whole collection into the on-disk
-//! cache, so later reranking encodes only queries. Resumable: already-cached passages are skipped.
+//! A collection's bi-encoder embeddings precomputed into the on-disk cache, so later reranking
+//! encodes only queries. Resumable: already-cached passages are skipped.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
-
-use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef, Reranker};
-use crate::index::{CollectionRegistry, Retriever};
+use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef, RerankError, Reranker};
+use crate::index::{CollectionRegistry, IndexError, Retriever};
+use crate::progress::Progress;
 use crate::Config;
 
-#[derive(Debug, Args)]
-pub struct EmbedArgs {
-    /// Collection to embed (a name under the data directory's collections/).
-    #[arg(long)]
-    pub collection: String,
-    /// Model directory (default: the configured default model).
-    #[arg(long)]
-    pub model: Option<PathBuf>,
-    /// Passages read and encoded per step.
-    #[arg(long, default_value_t = 256)]
-    pub chunk: usize,
-    /// Hide the progress bar.
-    #[arg(long)]
-    pub quiet: bool,
+/// Errors of embedding a collection: the collection or the model.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error(transparent)]
+    Collection(#[from] IndexError),
+    #[error(transparent)]
+    Model(#[from] RerankError),
 }
 
-/// Runs `convrag embed`; prints how many passages were encoded and how many were already cached.
-pub fn run(config: &Config, args: EmbedArgs) -> anyhow::Result<()> {
+/// What to embed.
+#[derive(Debug, Clone)]
+pub struct EmbedOptions {
+    /// Collection to embed (a name under the data directory's collections/).
+    pub collection: String,
+    /// Model directory (default: the configured default model).
+    pub model: Option<PathBuf>,
+    /// Passages read and encoded per step.
+    pub chunk: usize,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbedReport {
+    pub passages: u64,
+    /// Encoded by this run; the others were already cached.
+    pub encoded: u64,
+    pub model_id: String,
+}
+
+/// Encodes every passage of the collection not yet in the cache; reports passages read.
+pub fn embed_collection(
+    config: &Config,
+    options: &EmbedOptions,
+    progress: &dyn Progress,
+) -> Result<EmbedReport, EmbedError> {
     let registry = CollectionRegistry::new(config.collections_dir());
-    let retriever = registry.get(&args.collection)?;
-    let model_dir = args
+    let retriever = registry.get(&options.collection)?;
+    let model_dir = options
         .model
         .clone()
         .unwrap_or_else(|| config.default_model_dir());
@@ -44,37 +59,36 @@ pub fn run(config: &Config, args: EmbedArgs) -> anyhow::Result<()> {
     .with_cache(cache);
 
     let total = retriever.num_passages();
-    let bar = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(total)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} passages, {per_sec}, eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut encoded = 0usize;
-    retriever.for_each_passage(args.chunk, |hits| {
+    progress.set_length(total);
+    let mut encoded = 0u64;
+    // The passage walk speaks IndexError; the model's error is kept here with its source.
+    let mut model_error = None;
+    let walked = retriever.for_each_passage(options.chunk, |hits| {
         let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
         let passages: Vec<PassageRef<'_>> = hits
             .iter()
             .zip(&texts)
             .map(|(h, text)| PassageRef { id: &h.id, text })
             .collect();
-        encoded += model
-            .precompute(&args.collection, &passages)
-            .map_err(|e| crate::index::IndexError::Invalid(e.to_string()))?;
-        bar.inc(hits.len() as u64);
+        match model.precompute(&options.collection, &passages) {
+            Ok(n) => encoded += n as u64,
+            Err(e) => {
+                let stop = IndexError::Invalid(e.to_string());
+                model_error = Some(e);
+                return Err(stop);
+            }
+        }
+        progress.inc(hits.len() as u64);
         Ok(())
-    })?;
-    bar.finish_and_clear();
-    println!(
-        "{}: {} passages, {} encoded now, {} already cached (model {})",
-        args.collection,
-        total,
+    });
+    progress.finish();
+    if let Some(e) = model_error {
+        return Err(e.into());
+    }
+    walked?;
+    Ok(EmbedReport {
+        passages: total,
         encoded,
-        total as usize - encoded,
-        model.model_id()
-    );
-    Ok(())
+        model_id: model.model_id(),
+    })
 }

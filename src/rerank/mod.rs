@@ -7,11 +7,11 @@
 //! - [`EmbeddingCache`] stores bi-encoder passage embeddings keyed by (collection, passage id, model
 //!   checksum): [`MemoryEmbeddingCache`] and the persistent [`DiskEmbeddingCache`].
 //! - [`Fusion`] combines first-stage (BM25) and neural scores.
-//! - [`candidates`] reads TREC DL and TREC RAG candidate files; [`cli`] is `convrag rerank`.
+//! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's;
+//!   [`embed`] precomputes a collection's embeddings.
 
 pub mod cache;
 pub mod candidates;
-pub mod cli;
 pub mod embed;
 pub mod fusion;
 pub mod manifest;
@@ -115,6 +115,27 @@ pub async fn rerank_blocking(
     })
     .await
     .map_err(|e| RerankError::Join(e.to_string()))?
+}
+
+/// The configured default reranking model with its on-disk embedding cache, when installed. A
+/// missing model is normal (BM25 only); a broken one is logged and the caller runs without it.
+pub fn load_default(config: &crate::Config) -> Option<Arc<dyn Reranker>> {
+    let dir = config.default_model_dir();
+    if !dir.join("manifest.json").exists() {
+        tracing::info!(dir = %dir.display(), "no reranking model installed (scripts/fetch-models.sh installs one); searches are BM25 only");
+        return None;
+    }
+    match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
+        Ok(model) => {
+            let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
+            tracing::info!(model = %model.model_id(), "reranking model loaded");
+            Some(Arc::new(model.with_cache(cache)))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot load the reranking model; searches are BM25 only");
+            None
+        }
+    }
 }
 
 /// Sorts candidate indices by descending score, ties broken by the original order (stable).

@@ -8,9 +8,8 @@
 pub mod turns;
 
 pub use turns::{
-    load_reranker, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError,
-    SettingLimits, StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest,
-    TurnService,
+    Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
+    StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,
 };
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

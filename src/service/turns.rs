@@ -23,7 +23,7 @@ use crate::pipeline::turn::{
     TurnPipeline, TurnSettings,
 };
 use crate::pipeline::PipelineError;
-use crate::rerank::{DiskEmbeddingCache, Fusion, OnnxOptions, OnnxReranker, Reranker};
+use crate::rerank::{Fusion, Reranker};
 use crate::store::{PendingTurn, Store, StoreError, Turn, TurnSlot};
 
 /// Errors of the turn service.
@@ -465,27 +465,6 @@ fn fill_ranking(passages: &mut Vec<RankedPassage>, filler: &Filler) -> usize {
         added += 1;
     }
     added
-}
-
-/// The installed reranking model of `config` with its on-disk embedding cache, or `None`
-/// (logged) when none is installed or it cannot be loaded: searches are then BM25 only.
-pub fn load_reranker(config: &Config) -> Option<Arc<dyn Reranker>> {
-    let dir = config.default_model_dir();
-    if !dir.join("manifest.json").exists() {
-        tracing::info!(dir = %dir.display(), "no reranking model installed (scripts/fetch-models.sh installs one); searches are BM25 only");
-        return None;
-    }
-    match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
-        Ok(model) => {
-            let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
-            tracing::info!(model = %model.model_id(), "reranking model loaded");
-            Some(Arc::new(model.with_cache(cache)))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot load the reranking model; searches are BM25 only");
-            None
-        }
-    }
 }
 
 #[cfg(test)]

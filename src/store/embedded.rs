@@ -10,7 +10,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::DbTarget;
+use super::{DbTarget, Store, StoreError};
+use crate::config::{redact_url, Config};
 
 /// Errors of the embedded cluster.
 #[derive(Debug, thiserror::Error)]
@@ -393,6 +394,73 @@ fn lookup_user(name: &str) -> Option<(u32, u32)> {
 
 fn chown(path: &Path, uid: u32, gid: u32) -> std::result::Result<(), String> {
     std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| format!("chown: {e}"))
+}
+
+/// Errors of opening or closing the database convrag talks to.
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    #[error("cannot use the database at DATABASE_URL ({url})")]
+    External {
+        /// The URL with its password masked.
+        url: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error(transparent)]
+    Cluster(EmbeddedError),
+    #[error("cannot start the embedded PostgreSQL cluster")]
+    Start(#[source] EmbeddedError),
+    #[error("cannot use the embedded PostgreSQL cluster")]
+    Embedded(#[source] StoreError),
+    #[error("cannot stop the embedded PostgreSQL cluster")]
+    Stop(#[source] EmbeddedError),
+}
+
+/// The database convrag talks to, and the embedded cluster when it runs one.
+pub struct Database {
+    pub store: Store,
+    pub cluster: Option<EmbeddedCluster>,
+}
+
+impl Database {
+    /// Connects to `DATABASE_URL`, or creates/starts the embedded cluster; the store migrates.
+    pub async fn open(config: &Config) -> Result<Self, DatabaseError> {
+        if let Some(url) = &config.database_url {
+            let store = Store::connect(&DbTarget::Url(url.clone()))
+                .await
+                .map_err(|source| DatabaseError::External {
+                    url: redact_url(url),
+                    source,
+                })?;
+            return Ok(Self {
+                store,
+                cluster: None,
+            });
+        }
+        let cluster = EmbeddedCluster::new(&config.pgdata_dir()).map_err(DatabaseError::Cluster)?;
+        tracing::info!(dir = %cluster.data_dir().display(), bin = %cluster.bin_dir().display(), "starting the embedded PostgreSQL cluster");
+        cluster.start().await.map_err(DatabaseError::Start)?;
+        match Store::connect(&cluster.target()).await {
+            Ok(store) => Ok(Self {
+                store,
+                cluster: Some(cluster),
+            }),
+            Err(e) => {
+                let _ = cluster.stop();
+                Err(DatabaseError::Embedded(e))
+            }
+        }
+    }
+
+    /// Closes connections and stops the embedded cluster, if any.
+    pub async fn close(self) -> Result<(), DatabaseError> {
+        self.store.close().await;
+        if let Some(cluster) = self.cluster {
+            tracing::info!("stopping the embedded PostgreSQL cluster");
+            cluster.stop().map_err(DatabaseError::Stop)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

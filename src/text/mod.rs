@@ -1,8 +1,12 @@
-//! Text utilities shared by the pipeline stages: sentence splitting, citation markers and a small
-//! lexical analyzer (terms for sentence scoring).
+//! Text utilities shared by the pipeline stages and the evaluator: sentence splitting, citation
+//! markers, a small lexical analyzer (terms for sentence scoring), NLTK's Porter stemmer and the
+//! English stopword list.
 
 pub mod citations;
+pub mod porter_nltk;
+pub mod rouge_tokens;
 pub mod sentences;
+pub mod stopwords;
 pub mod terms;
 
 pub use citations::{parse_cited_sentence, CitedSentence};

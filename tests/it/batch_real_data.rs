@@ -14,7 +14,7 @@ use serde_json::Value;
 
 /// The first `n` lines of a text file, into `out`.
 fn head(path: &Path, n: usize, out: &Path) {
-    let text = convrag::formats::trec_rag::read_maybe_gz(path).unwrap();
+    let text = convrag::formats::read_text(path).unwrap();
     let lines: Vec<&str> = text.lines().take(n).collect();
     std::fs::write(out, lines.join("\n") + "\n").unwrap();
 }

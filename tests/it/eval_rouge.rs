@@ -6,9 +6,9 @@ use eval_common::*;
 
 use std::collections::HashMap;
 
-use convrag::eval::porter::stem;
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
 use convrag::eval::rouge::rouge1;
+use convrag::text::porter_nltk::stem;
 
 fn fixture_text(name: &str) -> String {
     std::fs::read_to_string(fixture(name)).unwrap()

@@ -496,18 +496,17 @@ fn cli_prints_file_line_and_fails() {
 
 #[test]
 fn validate_entry_point_reports_file_and_line() {
-    use convrag::formats::cli::{validate, FormatName, ValidateArgs};
+    use convrag::formats::check::{check_file, FileCheck, FormatName};
     let t = file("run.txt", "1 Q0 a 1 1.0 t\n1 Q0 b 2 2.0 t\n");
     let ids = file("ids.txt", "a\nb\n");
-    let args = ValidateArgs {
+    let args = FileCheck {
         format: FormatName::TrecRun,
         file: t.path.clone(),
         topics: None,
         collection_ids: Some(ids.path.clone()),
         max_per_topic: None,
-        strict: false,
     };
-    let shown = validate(&args)
+    let shown = check_file(&args)
         .unwrap()
         .sorted()
         .display(&t.path)

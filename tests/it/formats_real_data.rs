@@ -87,7 +87,7 @@ fn rag24_bm25_run_reads_validates_and_rewrites() {
     let Some(tp) = data("trec-rag/rag24/topics.rag24.raggy-dev.txt") else {
         return;
     };
-    let text = trec_rag::read_maybe_gz(&p).unwrap();
+    let text = convrag::formats::read_text(&p).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("run.txt");
     std::fs::write(&plain, &text).unwrap();
@@ -145,7 +145,7 @@ fn gpt4o_baseline_answers_validate_and_rewrite_byte_for_byte() {
     )
     .unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
-    let text = trec_rag::read_maybe_gz(&p).unwrap();
+    let text = convrag::formats::read_text(&p).unwrap();
     let answers: Vec<Rag24Answer> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -288,7 +288,7 @@ fn scai_samples() {
         &report.problems[..report.problems.len().min(5)]
     );
     // Re-rendering the GPT-3 run keeps every record (Python's indent=4 layout aside).
-    let text = trec_rag::read_maybe_gz(&g).unwrap();
+    let text = convrag::formats::read_text(&g).unwrap();
     let v: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
     assert_eq!(v.len(), 16_451);
     let answers: Vec<qrecc::QreccAnswer> = v

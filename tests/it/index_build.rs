@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use convrag::collection::Format;
-use convrag::index::cli::{read_topics, write_run, Topic};
+use convrag::index::topics::{read_topics, write_run, Topic};
 use convrag::index::{
     index_collection, Bm25Params, CollectionRegistry, IndexOptions, Language, Retriever,
     SearchOptions, WeightedQuery,

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use convrag::eval::ptkb::{default_measures, evaluate_ptkb, read_ptkb_judgments};
 use convrag::eval::trec::Run;
 use convrag::formats::ikat::{read_topics, IkatTopic, RunType};
-use convrag::pipeline::cli::{ptkb_run, rank_topics, read_conversations, ListArg};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::{default_ranker, PtkbRanker, PtkbRanking};
+use convrag::pipeline::topics::{ptkb_run, rank_topics, read_conversations, ProvenanceList};
 
 fn shared(rel: &str) -> Option<PathBuf> {
     Some(crate::common::shared_data(rel))
@@ -124,7 +124,7 @@ fn ikat_run_output_round_trips_through_the_evaluator() {
     };
     let topics = read_conversations(&path).unwrap();
     let rankings = rank_topics(&topics, RunType::Automatic, &default_ranker()).unwrap();
-    let run = ptkb_run("t", RunType::Automatic, &rankings, ListArg::Selected).unwrap();
+    let run = ptkb_run("t", RunType::Automatic, &rankings, ProvenanceList::Selected).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     std::fs::write(&out, run.render().unwrap()).unwrap();

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use convrag::collection::Format;
 use convrag::config::Config;
 use convrag::index::{index_collection, CollectionRegistry, IndexOptions, Retriever};
-use convrag::rerank::embed::{run, EmbedArgs};
+use convrag::progress::NoProgress;
+use convrag::rerank::embed::{embed_collection, EmbedOptions};
 use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef};
 
 #[test]
@@ -33,14 +34,13 @@ fn embed_fills_the_cache_once() {
     options.heap_bytes = 16 << 20;
     index_collection(&config.collections_dir(), &options).unwrap();
 
-    let args = || EmbedArgs {
+    let args = || EmbedOptions {
         collection: "demo".into(),
         model: None,
         chunk: 16,
-        quiet: true,
     };
-    run(&config, args()).unwrap();
-    run(&config, args()).unwrap();
+    embed_collection(&config, &args(), &NoProgress).unwrap();
+    embed_collection(&config, &args(), &NoProgress).unwrap();
 
     // Every passage is now cached under the text the reranker will use for it.
     let model = OnnxReranker::open(&model_dir, &library, OnnxOptions::default())
@@ -72,12 +72,13 @@ fn embed_fills_the_cache_once() {
     );
     assert_eq!(retriever.num_passages(), 40);
 
-    let err = run(
+    let err = embed_collection(
         &config,
-        EmbedArgs {
+        &EmbedOptions {
             collection: "missing".into(),
             ..args()
         },
+        &NoProgress,
     )
     .unwrap_err();
     assert!(err.to_string().contains("missing"), "{err}");

@@ -1,20 +1,20 @@
 //! `convrag index` and `convrag search`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use rayon::prelude::*;
-
-use super::search::{CollectionRegistry, Retriever, SearchOptions, WeightedQuery};
-use super::writer::{index_collection, optimize, IndexOptions};
-use super::{
-    open_tantivy, read_manifest, validate_name, write_atomically, Bm25Params, ContentsPart,
-    FieldWeights, IndexError, Language,
+use convrag::collection::{Format, SegmenterConfig};
+use convrag::index::search::{CollectionRegistry, Retriever, SearchOptions, WeightedQuery};
+use convrag::index::topics::{read_topics, write_run, Topic};
+use convrag::index::writer::{index_collection, optimize, IndexOptions};
+use convrag::index::{
+    open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,
 };
-use crate::collection::{Format, SegmenterConfig};
-use crate::Config;
+use convrag::Config;
+
+use super::progress::Bar;
 
 #[derive(Debug, Args)]
 pub struct IndexArgs {
@@ -149,7 +149,7 @@ pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
     opts.contents = args.contents;
     opts.commit_bytes = args.commit_mb << 20;
     opts.optimize = args.optimize;
-    opts.progress = !args.quiet;
+    opts.progress = Bar::bytes(args.quiet).shared();
     let r = index_collection(&root, &opts)?;
     eprintln!(
         "collection {}: {} passages added from {} shard(s) ({} already committed, skipped); {} bad record(s), {} duplicate id(s) skipped; {} passages in total; {:.1}s ({:.0} passages/s, {:.1} MB/s)",
@@ -165,99 +165,6 @@ pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
         r.input_bytes as f64 / 1e6 / r.seconds.max(1e-9),
     );
     Ok(())
-}
-
-/// A query of a topics file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Topic {
-    pub id: String,
-    pub text: String,
-}
-
-/// Reads topics as TSV (`id<TAB>text`) or JSONL (`{"id"|"qid", "text"|"query"|"title"}`,
-/// where `query` may itself be `{"qid","text"}` as in reranker requests).
-pub fn read_topics(path: &Path) -> anyhow::Result<Vec<Topic>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i + 1;
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
-        }
-        let fail = |reason: String| anyhow::anyhow!("{}:{}: {}", path.display(), line_no, reason);
-        if line.trim_start().starts_with('{') {
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| fail(format!("invalid JSON: {e}")))?;
-            let s = |v: &serde_json::Value| match v {
-                serde_json::Value::String(s) => Some(s.clone()),
-                serde_json::Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            };
-            let q = v.get("query");
-            let id = ["id", "qid", "topic_id"]
-                .iter()
-                .find_map(|k| v.get(*k).and_then(s))
-                .or_else(|| q.and_then(|q| q.get("qid")).and_then(s))
-                .ok_or_else(|| fail("missing \"id\" (or \"qid\")".into()))?;
-            let text = ["text", "title"]
-                .iter()
-                .find_map(|k| v.get(*k).and_then(s))
-                .or_else(|| q.and_then(s))
-                .or_else(|| q.and_then(|q| q.get("text")).and_then(s))
-                .ok_or_else(|| fail("missing \"text\" (or \"query\"/\"title\")".into()))?;
-            out.push(Topic { id, text });
-        } else {
-            let (id, text) = line
-                .split_once('\t')
-                .ok_or_else(|| fail("expected id<TAB>text".into()))?;
-            let id = id.trim();
-            if id.is_empty() {
-                return Err(fail("empty topic id".into()));
-            }
-            out.push(Topic {
-                id: id.to_string(),
-                text: text.trim().to_string(),
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Runs every topic and writes a TREC run (`qid Q0 docid rank score tag`) atomically.
-pub fn write_run(
-    retriever: &dyn Retriever,
-    topics: &[Topic],
-    options: &SearchOptions,
-    run_tag: &str,
-    output: &Path,
-) -> anyhow::Result<usize> {
-    anyhow::ensure!(
-        !run_tag.is_empty() && !run_tag.chars().any(char::is_whitespace),
-        "run tag must be non-empty without spaces"
-    );
-    let results: Vec<_> = topics
-        .par_iter()
-        .map(|t| retriever.search_with(&WeightedQuery::text(&t.text), options))
-        .collect::<Result<_, IndexError>>()?;
-    let mut buf = Vec::new();
-    let mut lines = 0;
-    for (t, hits) in topics.iter().zip(results) {
-        for (rank, h) in hits.iter().enumerate() {
-            writeln!(
-                buf,
-                "{} Q0 {} {} {:.6} {}",
-                t.id,
-                h.id,
-                rank + 1,
-                h.score,
-                run_tag
-            )?;
-            lines += 1;
-        }
-    }
-    write_atomically(output, &buf)?;
-    Ok(lines)
 }
 
 pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {

@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use clap::Args;
 
-use super::candidates::{read_candidates, write_trec_run, QueryCandidates, RunLine};
-use super::{
-    order_by_score, DiskEmbeddingCache, Fusion, OnnxOptions, OnnxReranker, PassageRef, Reranker,
-};
-use crate::Config;
+use convrag::progress::Progress;
+use convrag::rerank::candidates::{read_candidates, rerank_query, write_trec_run};
+use convrag::rerank::{DiskEmbeddingCache, Fusion, OnnxOptions, OnnxReranker, Reranker};
+use convrag::Config;
+
+use super::progress::Bar;
 
 #[derive(Debug, Args)]
 pub struct RerankArgs {
@@ -86,13 +87,8 @@ pub fn run(config: &Config, args: RerankArgs) -> anyhow::Result<()> {
         .iter()
         .map(|q| q.candidates.len().min(args.depth) as u64)
         .sum();
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} rerank [{elapsed_precise}] {wide_bar} {pos}/{len} passages ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = Bar::items("passages", false);
+    bar.set_length(total);
     let rerank_started = Instant::now();
     let mut lines = Vec::new();
     for q in &queries {
@@ -105,7 +101,7 @@ pub fn run(config: &Config, args: RerankArgs) -> anyhow::Result<()> {
         )?);
         bar.inc(q.candidates.len().min(args.depth) as u64);
     }
-    bar.finish_and_clear();
+    bar.finish();
     let rerank_secs = rerank_started.elapsed().as_secs_f64();
     write_trec_run(&args.output, &lines, &tag)?;
     let s = reranker.stats();
@@ -125,49 +121,4 @@ pub fn run(config: &Config, args: RerankArgs) -> anyhow::Result<()> {
         args.output.display()
     );
     Ok(())
-}
-
-/// Run lines for one query: the first `depth` candidates (by first-stage score) reranked and fused,
-/// then the rest in first-stage order with scores below all reranked ones.
-pub fn rerank_query(
-    reranker: &dyn Reranker,
-    q: &QueryCandidates,
-    depth: usize,
-    fusion: Fusion,
-    collection: Option<&str>,
-) -> super::Result<Vec<RunLine>> {
-    let first: Vec<f32> = q.candidates.iter().map(|c| c.score).collect();
-    let by_first = order_by_score(&first);
-    let (head, tail) = by_first.split_at(depth.min(by_first.len()));
-    let passages: Vec<PassageRef<'_>> = head
-        .iter()
-        .map(|&i| PassageRef {
-            id: &q.candidates[i].docid,
-            text: &q.candidates[i].text,
-        })
-        .collect();
-    let neural = reranker.rerank(&q.query, &passages, collection)?;
-    let head_first: Vec<f32> = head.iter().map(|&i| first[i]).collect();
-    let fused = fusion.fuse(&head_first, &neural);
-    let mut lines = Vec::with_capacity(q.candidates.len());
-    for (rank0, j) in order_by_score(&fused).into_iter().enumerate() {
-        lines.push(RunLine {
-            qid: q.qid.clone(),
-            docid: q.candidates[head[j]].docid.clone(),
-            rank: rank0 + 1,
-            score: fused[j],
-        });
-    }
-    let floor = fused.iter().copied().fold(f32::INFINITY, f32::min);
-    let floor = if floor.is_finite() { floor } else { 0.0 };
-    for (k, &i) in tail.iter().enumerate() {
-        lines.push(RunLine {
-            qid: q.qid.clone(),
-            docid: q.candidates[i].docid.clone(),
-            rank: lines.len() + 1,
-            // Strictly below the reranked head and decreasing, so trec_eval keeps this order.
-            score: floor - 1.0 - k as f32,
-        });
-    }
-    Ok(lines)
 }

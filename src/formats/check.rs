@@ -1,13 +1,12 @@
-//! `convrag validate FORMAT FILE [--topics FILE] [--collection-ids FILE]`: one line per problem
-//! (`FILE:LINE: error|warning: message`), non-zero exit when there is an error (or, with
-//! `--strict`, any problem).
+//! Checking one file against its official format: the validator of each [`FormatName`], given
+//! the topics and collection ids it may check against (`convrag validate` prints the report).
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 
 use super::validate::{read_id_list, Report, ValidationContext};
-use super::{ikat, poleval, qrecc, trec_rag, trec_run};
+use super::{ikat, poleval, qrecc, trec_rag, trec_run, Result};
 
 /// The output formats `convrag validate` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -30,45 +29,23 @@ pub enum FormatName {
     Poleval,
 }
 
-#[derive(Debug, Clone, Args)]
-pub struct ValidateArgs {
-    /// Format of FILE.
-    #[arg(value_enum)]
+/// One file to check, and what to check it against.
+#[derive(Debug, Clone)]
+pub struct FileCheck {
+    /// Format of `file`.
     pub format: FormatName,
     /// The file to check.
     pub file: PathBuf,
     /// Official topics/questions: enables topic coverage and topic-text checks.
-    #[arg(long, value_name = "FILE")]
     pub topics: Option<PathBuf>,
     /// Ids that exist in the collection (first column of each line): every cited id must be one.
-    #[arg(long, value_name = "FILE")]
     pub collection_ids: Option<PathBuf>,
     /// Most results per topic for TREC runs (default 100; 1000 for ikat-trec-run).
-    #[arg(long, value_name = "N")]
     pub max_per_topic: Option<usize>,
-    /// Fail on warnings too.
-    #[arg(long)]
-    pub strict: bool,
 }
 
-/// Validates FILE, prints the problems, and fails when the file is not acceptable.
-pub fn run(_config: &crate::Config, args: ValidateArgs) -> anyhow::Result<()> {
-    let report = validate(&args)?.sorted();
-    print!("{}", report.display(&args.file));
-    let errors = report.errors().count();
-    let warnings = report.problems.len() - errors;
-    if errors > 0 || (args.strict && warnings > 0) {
-        anyhow::bail!(
-            "{}: {errors} error(s), {warnings} warning(s)",
-            args.file.display()
-        );
-    }
-    eprintln!("{}: valid ({warnings} warning(s))", args.file.display());
-    Ok(())
-}
-
-/// Runs the validator chosen by `args` (library entry point of the command).
-pub fn validate(args: &ValidateArgs) -> anyhow::Result<Report> {
+/// Runs the validator of `args.format` on `args.file`.
+pub fn check_file(args: &FileCheck) -> Result<Report> {
     let ctx = ValidationContext {
         collection_ids: args
             .collection_ids
@@ -142,10 +119,10 @@ fn trec_run_report(
     max: usize,
     topics: Option<Vec<String>>,
     ctx: &ValidationContext,
-) -> anyhow::Result<Report> {
+) -> Result<Report> {
     let rules = trec_run::RunRules {
         max_per_topic: max,
         topics,
     };
-    Ok(trec_run::validate_file(file, &rules, ctx)?)
+    trec_run::validate_file(file, &rules, ctx)
 }

@@ -4,13 +4,16 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::answers::{answer_stats_file, evaluate_answers};
-use super::measures::{evaluate, EvalOptions, Measure};
-use super::poleval::evaluate_poleval;
-use super::ptkb::{default_measures, evaluate_ptkb, read_ptkb_judgments, read_ptkb_run};
-use super::rewrite::{evaluate_rewrites, read_texts, TextRole};
-use super::trec::{read_qrels, read_run};
-use super::{write_atomic, EvalError};
+use convrag::eval::answers::{answer_stats_file, evaluate_answers};
+use convrag::eval::measures::{evaluate, EvalOptions, Measure};
+use convrag::eval::poleval::evaluate_poleval;
+use convrag::eval::ptkb::{
+    default_measures, evaluate_ptkb, ptkb_qrels_from_topics, read_ptkb_judgments, read_ptkb_run,
+};
+use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
+use convrag::eval::trec::{read_qrels, read_run};
+use convrag::eval::EvalError;
+use convrag::formats::atomic::write_atomic;
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -128,14 +131,14 @@ fn emit(out: &OutputArgs, text: String, json: serde_json::Value) -> anyhow::Resu
         text
     };
     match &out.output {
-        Some(p) => write_atomic(p, &s)?,
+        Some(p) => write_atomic(p, s.as_bytes())?,
         None => print!("{s}"),
     }
     Ok(())
 }
 
 /// Runs `convrag eval ...`.
-pub fn run(_config: &crate::Config, args: EvalArgs) -> anyhow::Result<()> {
+pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     match args.command {
         EvalCommand::Ranking {
             qrels,
@@ -188,7 +191,7 @@ pub fn run(_config: &crate::Config, args: EvalArgs) -> anyhow::Result<()> {
             };
             let judgments = match (qrels, topics) {
                 (Some(q), _) => read_ptkb_judgments(&q)?,
-                (None, Some(t)) => super::ptkb::ptkb_qrels_from_topics(&t)?,
+                (None, Some(t)) => ptkb_qrels_from_topics(&t)?,
                 (None, None) => {
                     return Err(EvalError::Usage("give --qrels or --topics".into()).into())
                 }
