@@ -274,7 +274,7 @@ pub fn stream_event(event: TurnEvent<'_>, collection: &str) -> (StreamEvent, ser
         TurnEvent::Rewrite(rewrite) => {
             let data = serde_json::to_value(RewriteEvent {
                 rewritten_utterance: &rewrite.text,
-                method: rewrite.method,
+                method: rewrite.method.as_str(),
             });
             (StreamEvent::Rewrite, value(data))
         }

@@ -44,8 +44,31 @@ pub struct Rewrite {
     pub text: String,
     /// Weighted Porter stems for retrieval, utterance terms first.
     pub terms: Vec<(String, f32)>,
-    /// Which method produced it (`history`, `manual`).
-    pub method: &'static str,
+    /// Which method produced it.
+    pub method: RewriteMethod,
+}
+
+/// Which method wrote a turn's query (stored in the turn's diagnostics as its snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewriteMethod {
+    /// History-aware term carry-over ([`HistoryRewriter`]).
+    History,
+    /// A rewrite supplied with the turn.
+    Manual,
+    /// The chat model's rewrite (`prompts/rewrite.*.md`).
+    Llm,
+}
+
+impl RewriteMethod {
+    /// The name stored and shown (`history`, `manual`, `llm`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RewriteMethod::History => "history",
+            RewriteMethod::Manual => "manual",
+            RewriteMethod::Llm => "llm",
+        }
+    }
 }
 
 /// Rewrites the current utterance into a self-contained query.
@@ -232,7 +255,7 @@ impl Rewriter for HistoryRewriter {
             return Ok(Rewrite {
                 text: String::new(),
                 terms: Vec::new(),
-                method: "history",
+                method: RewriteMethod::History,
             });
         }
         let mut terms_out: Vec<(String, f32)> = Vec::new();
@@ -296,7 +319,7 @@ impl Rewriter for HistoryRewriter {
         Ok(Rewrite {
             text,
             terms: terms_out,
-            method: "history",
+            method: RewriteMethod::History,
         })
     }
 }
@@ -319,7 +342,7 @@ impl<R: Rewriter> Rewriter for ManualRewriter<R> {
                 Ok(Rewrite {
                     text: m.to_string(),
                     terms,
-                    method: "manual",
+                    method: RewriteMethod::Manual,
                 })
             }
             _ => self.fallback.rewrite(ctx, selected_ptkb),
@@ -435,8 +458,8 @@ mod tests {
         c.manual_rewrite = Some("Is throat cancer treatable?".into());
         let r = rw.rewrite(&c, &[]).unwrap();
         assert_eq!(r.text, "Is throat cancer treatable?");
-        assert_eq!(r.method, "manual");
+        assert_eq!(r.method, RewriteMethod::Manual);
         c.manual_rewrite = Some(" ".into());
-        assert_eq!(rw.rewrite(&c, &[]).unwrap().method, "history");
+        assert_eq!(rw.rewrite(&c, &[]).unwrap().method, RewriteMethod::History);
     }
 }

@@ -58,11 +58,29 @@ impl Default for LlmRewriterConfig {
     }
 }
 
+/// What went wrong with the LLM's rewrite (stored as its snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewriteFallbackKind {
+    /// The call failed or timed out.
+    LlmError,
+    /// The reply was no usable one-line query.
+    UnusableOutput,
+}
+
+impl std::fmt::Display for RewriteFallbackKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RewriteFallbackKind::LlmError => "llm_error",
+            RewriteFallbackKind::UnusableOutput => "unusable_output",
+        })
+    }
+}
+
 /// Why the LLM's rewrite was not used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RewriteFallback {
-    /// `llm_error` (the call failed or timed out) or `unusable_output`.
-    pub kind: &'static str,
+    pub kind: RewriteFallbackKind,
     pub reason: String,
 }
 
@@ -162,7 +180,7 @@ impl LlmRewriter {
                 return Ok(LlmRewriteOutcome {
                     rewrite: fallback,
                     fallback: Some(RewriteFallback {
-                        kind: "llm_error",
+                        kind: RewriteFallbackKind::LlmError,
                         reason: e.to_string(),
                     }),
                     raw_output: None,
@@ -182,7 +200,7 @@ impl LlmRewriter {
                     rewrite: Rewrite {
                         text,
                         terms,
-                        method: "llm",
+                        method: crate::pipeline::rewrite::RewriteMethod::Llm,
                     },
                     fallback: None,
                     raw_output,
@@ -191,7 +209,7 @@ impl LlmRewriter {
             Err(reason) => Ok(LlmRewriteOutcome {
                 rewrite: fallback,
                 fallback: Some(RewriteFallback {
-                    kind: "unusable_output",
+                    kind: RewriteFallbackKind::UnusableOutput,
                     reason,
                 }),
                 raw_output,

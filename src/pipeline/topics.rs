@@ -119,7 +119,7 @@ pub fn llm_rewrite_topics(
     let rewrites = map_turns(topics, run_type, ranker, |key, ctx, selected| {
         let base = rewriter.rewrite(ctx, selected)?;
         progress.inc(1);
-        if base.method == "manual" {
+        if base.method == crate::pipeline::rewrite::RewriteMethod::Manual {
             return Ok(base.text);
         }
         asked += 1;

@@ -467,7 +467,7 @@ impl TurnPipeline {
     ) -> Result<RewriteStep> {
         let selected: Vec<&str> = ptkb.selected().map(|s| s.text.as_str()).collect();
         let rewrite = self.rewriter.rewrite(ctx, &selected)?;
-        match llm_rewriter.filter(|_| rewrite.method != "manual") {
+        match llm_rewriter.filter(|_| rewrite.method != super::rewrite::RewriteMethod::Manual) {
             Some(llm) => {
                 let outcome = llm.rewrite(ctx, &selected, rewrite).await?;
                 Ok(RewriteStep {
@@ -689,7 +689,7 @@ impl TurnOutput {
             .map(|g| g.used_flags(self.passages.len()))
             .unwrap_or_else(|| vec![false; self.passages.len()]);
         let mut diagnostics = serde_json::Map::new();
-        diagnostics.insert("rewrite_method".into(), self.rewrite.method.into());
+        diagnostics.insert("rewrite_method".into(), self.rewrite.method.as_str().into());
         diagnostics.insert("history_turns".into(), self.history_turns.into());
         if let Some(f) = &self.rewrite_fallback {
             diagnostics.insert(

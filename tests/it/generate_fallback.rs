@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient, Retry};
 use convrag::pipeline::generate::{
-    ExtractiveGenerator, GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
+    ExtractiveGenerator, FallbackKind, GenerationEvent, Generator, LlmGenerator,
+    LlmGeneratorConfig, WordLimit,
 };
 use generate_support::*;
 
@@ -68,7 +69,7 @@ async fn refused_connection_falls_back_with_reason() {
     assert_valid(&g, &request);
     assert_eq!(g.generator, "extractive");
     let fb = g.diagnostics.fallback.as_ref().expect("fallback recorded");
-    assert_eq!(fb.kind, "unreachable");
+    assert_eq!(fb.kind, FallbackKind::Unreachable);
     assert_eq!(fb.from, "llm:test-model");
     assert!(fb.reason.contains("not reachable"), "{}", fb.reason);
     assert!(!g.sentences.is_empty());
@@ -93,7 +94,10 @@ async fn stalling_server_times_out_and_falls_back() {
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_valid(&g, &request);
-    assert_eq!(g.diagnostics.fallback.as_ref().unwrap().kind, "timeout");
+    assert_eq!(
+        g.diagnostics.fallback.as_ref().unwrap().kind,
+        FallbackKind::Timeout
+    );
     // Nothing was streamed before the failure: no restart, just the fallback's sentences.
     let streamed: Vec<_> = events
         .iter()
@@ -141,7 +145,7 @@ async fn error_status_carries_the_server_message_and_is_retried() {
         .await
         .unwrap();
     let fb = g.diagnostics.fallback.unwrap();
-    assert_eq!(fb.kind, "http_status");
+    assert_eq!(fb.kind, FallbackKind::HttpStatus);
     assert!(
         fb.reason.contains("503") && fb.reason.contains("still loading"),
         "{}",
@@ -236,7 +240,10 @@ async fn stream_broken_midway_restarts_with_the_fallback() {
         .await
         .unwrap();
     assert_eq!(g.generator, "extractive");
-    assert_eq!(g.diagnostics.fallback.as_ref().unwrap().kind, "malformed");
+    assert_eq!(
+        g.diagnostics.fallback.as_ref().unwrap().kind,
+        FallbackKind::Malformed
+    );
     let restart = events
         .iter()
         .position(|e| matches!(e, GenerationEvent::Restart { .. }))
@@ -267,7 +274,7 @@ async fn uncited_llm_answer_falls_back_and_keeps_the_raw_output() {
         .unwrap();
     assert_eq!(g.generator, "extractive");
     let fb = g.diagnostics.fallback.as_ref().unwrap();
-    assert_eq!(fb.kind, "no_cited_sentence");
+    assert_eq!(fb.kind, FallbackKind::NoCitedSentence);
     assert_eq!(
         g.diagnostics.dropped_citations,
         vec![7],

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient};
 use convrag::pipeline::generate::{
-    GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
+    FallbackKind, GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
 };
 use convrag::text::citations::{marker_numbers, MARKER};
 use futures_util::StreamExt;
@@ -175,8 +175,11 @@ async fn cited_answer_from_the_real_model() {
         assert!(out.sentences.iter().any(|s| !s.citations.is_empty()));
     } else {
         assert_eq!(out.generator, "extractive");
-        let kind = &out.diagnostics.fallback.as_ref().unwrap().kind;
-        assert!(kind == "no_cited_sentence" || kind == "empty", "{kind}");
+        let kind = out.diagnostics.fallback.as_ref().unwrap().kind;
+        assert!(
+            matches!(kind, FallbackKind::NoCitedSentence | FallbackKind::Empty),
+            "{kind:?}"
+        );
     }
 }
 
@@ -244,5 +247,8 @@ async fn server_down_after_the_fact_falls_back() {
         .generate(&request)
         .await
         .unwrap();
-    assert_eq!(out.diagnostics.fallback.unwrap().kind, "unreachable");
+    assert_eq!(
+        out.diagnostics.fallback.unwrap().kind,
+        FallbackKind::Unreachable
+    );
 }

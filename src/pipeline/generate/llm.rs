@@ -11,8 +11,8 @@ use super::assemble::{Assembled, SentenceAssembler};
 use super::extractive::ExtractiveGenerator;
 use super::prompt::PromptTemplate;
 use super::{
-    Diagnostics, Fallback, Generation, GenerationEvent, GenerationRequest, Generator, LlmCall,
-    Result,
+    Diagnostics, Fallback, FallbackKind, Generation, GenerationEvent, GenerationRequest, Generator,
+    LlmCall, Result,
 };
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError};
 use crate::text::sentences::split_sentences;
@@ -69,7 +69,7 @@ pub struct LlmGenerator {
 
 /// How an LLM attempt ended when it produced no usable answer.
 struct Failure {
-    kind: &'static str,
+    kind: FallbackKind,
     reason: String,
     call: Option<Box<LlmCall>>,
     dropped: Vec<u32>,
@@ -174,12 +174,12 @@ impl LlmGenerator {
         if !assembled.sentences.iter().any(|s| !s.citations.is_empty()) {
             let (kind, reason) = if assembled.sentences.is_empty() {
                 (
-                    "empty",
+                    FallbackKind::Empty,
                     "the model's answer contained no sentence".to_string(),
                 )
             } else {
                 (
-                    "no_cited_sentence",
+                    FallbackKind::NoCitedSentence,
                     format!(
                         "none of the model's {} sentences cites a given passage",
                         assembled.sentences.len()
@@ -228,7 +228,7 @@ impl LlmGenerator {
         request: &GenerationRequest,
     ) -> std::result::Result<Generation, Failure> {
         let chat = self.chat_request(request).map_err(|e| Failure {
-            kind: "prompt",
+            kind: FallbackKind::Prompt,
             reason: e.to_string(),
             call: None,
             dropped: vec![],
@@ -255,7 +255,7 @@ impl LlmGenerator {
         emitted: &mut usize,
     ) -> std::result::Result<Generation, Failure> {
         let chat = self.chat_request(request).map_err(|e| Failure {
-            kind: "prompt",
+            kind: FallbackKind::Prompt,
             reason: e.to_string(),
             call: None,
             dropped: vec![],
@@ -318,11 +318,11 @@ impl LlmGenerator {
     }
 
     fn fall_back(&self, request: &GenerationRequest, failure: Failure) -> Result<Generation> {
-        tracing::warn!(kind = failure.kind, reason = %failure.reason, "LLM generation failed; answering extractively");
+        tracing::warn!(kind = failure.kind.as_str(), reason = %failure.reason, "LLM generation failed; answering extractively");
         let mut generation = self.fallback.generate_sync(request)?;
         generation.diagnostics.fallback = Some(Fallback {
             from: self.label(),
-            kind: failure.kind.to_string(),
+            kind: failure.kind,
             reason: failure.reason,
         });
         generation.diagnostics.llm = failure.call.map(|c| *c);
@@ -333,12 +333,12 @@ impl LlmGenerator {
 
 fn failure_of(e: LlmError) -> Failure {
     let kind = match &e {
-        LlmError::Connect { .. } => "unreachable",
-        LlmError::Timeout { .. } => "timeout",
-        LlmError::Status { .. } => "http_status",
-        LlmError::Malformed { .. } => "malformed",
-        LlmError::Request { .. } => "request",
-        LlmError::Config(_) => "config",
+        LlmError::Connect { .. } => FallbackKind::Unreachable,
+        LlmError::Timeout { .. } => FallbackKind::Timeout,
+        LlmError::Status { .. } => FallbackKind::HttpStatus,
+        LlmError::Malformed { .. } => FallbackKind::Malformed,
+        LlmError::Request { .. } => FallbackKind::Request,
+        LlmError::Config(_) => FallbackKind::Config,
     };
     Failure {
         kind,

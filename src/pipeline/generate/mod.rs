@@ -151,13 +151,52 @@ pub struct GeneratedSentence {
     pub citations: Vec<usize>,
 }
 
+/// What went wrong with an LLM answer (stored as its snake_case name).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackKind {
+    /// The endpoint could not be reached.
+    Unreachable,
+    Timeout,
+    /// The endpoint answered with an error status.
+    HttpStatus,
+    /// The endpoint's reply was not the protocol's.
+    Malformed,
+    /// The request could not be sent.
+    Request,
+    /// The LLM configuration is unusable.
+    Config,
+    /// The prompt could not be built (template or passages).
+    Prompt,
+    /// The answer held no sentence.
+    Empty,
+    /// No sentence cited a given passage.
+    NoCitedSentence,
+}
+
+impl FallbackKind {
+    /// The stored name (`no_cited_sentence`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackKind::Unreachable => "unreachable",
+            FallbackKind::Timeout => "timeout",
+            FallbackKind::HttpStatus => "http_status",
+            FallbackKind::Malformed => "malformed",
+            FallbackKind::Request => "request",
+            FallbackKind::Config => "config",
+            FallbackKind::Prompt => "prompt",
+            FallbackKind::Empty => "empty",
+            FallbackKind::NoCitedSentence => "no_cited_sentence",
+        }
+    }
+}
+
 /// Why an LLM answer was replaced by the extractive one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Fallback {
     /// The generator that failed, e.g. `llm:smollm2-135m-instruct`.
     pub from: String,
-    /// `unreachable`, `timeout`, `http_status`, `malformed`, `request`, `empty`, `no_cited_sentence`.
-    pub kind: String,
+    pub kind: FallbackKind,
     /// Human-readable reason (the endpoint's error message included).
     pub reason: String,
 }
