@@ -21,5 +21,7 @@ echo "test LLM server: $CONVRAG_TEST_LLM_URL"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked --no-fail-fast
+# The official openai and mcp Python clients against a real server (tests/clients).
+./scripts/client-tests.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh

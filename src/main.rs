@@ -51,6 +51,8 @@ enum Command {
     Pipeline(convrag::pipeline::cli::PipelineArgs),
     /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
     Run(convrag::batch::cli::RunArgs),
+    /// Model Context Protocol over stdio, bridged to a running server's /mcp (for MCP clients).
+    Mcp(convrag::mcp::stdio::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +100,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Embed(args) => convrag::rerank::embed::run(&Config::load(&overrides)?, args),
         Command::Pipeline(args) => convrag::pipeline::cli::run(&Config::load(&overrides)?, args),
         Command::Run(args) => convrag::batch::cli::run(&Config::load(&overrides)?, args),
+        Command::Mcp(args) => convrag::mcp::stdio::run(&Config::load(&overrides)?, args),
     }
 }
 

@@ -3,8 +3,10 @@
 //! Every read or write of a conversation takes the owning user's id, so ownership is checked in the
 //! query itself: another user's conversation is simply not found.
 
+pub mod chat;
 pub mod conversations;
 pub mod embedded;
+pub mod profile;
 pub mod ptkb;
 pub mod turns;
 pub mod users;
@@ -16,6 +18,7 @@ use sqlx::PgPool;
 
 pub use conversations::{Conversation, ConversationPatch, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
+pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
 pub use turns::{HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
 pub use users::User;

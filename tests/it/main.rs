@@ -7,6 +7,7 @@ mod generate_support;
 
 mod api_collections;
 mod api_foundation;
+mod api_openai;
 mod api_turns;
 mod batch_golden;
 mod batch_real_data;
@@ -25,6 +26,7 @@ mod generate_llm_server;
 mod index_build;
 mod index_cranfield;
 mod index_readers;
+mod mcp_http;
 mod pipeline_ptkb_ikat;
 mod pipeline_rewrite_rouge;
 mod rerank_cli;
