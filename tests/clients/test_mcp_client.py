@@ -14,6 +14,7 @@ from conftest import BIN, COLLECTION, TIMEOUT, URL
 
 EATING_OUT = "What should I check when I eat out?"
 PEANUTS = "I have a peanut allergy, so I always check what is in my food when I eat out."
+CYCLING = "I cycle to work in Edinburgh every day."
 SHELLFISH = "I have a shellfish allergy, so I always check what is in my food when I eat out."
 
 
@@ -64,15 +65,17 @@ async def exercise(session):
         assert f"[{p['n']}]" in first["answer"]
 
     # The PTKB changes the answer: the same question follows the statement the user holds.
+    # (Statements are selected relative to each other: a PTKB of one selects nothing.)
+    await call(session, "add_ptkb", {"conversation_id": conversation, "text": CYCLING})
     await call(session, "add_ptkb", {"conversation_id": conversation, "text": PEANUTS})
     statements = (await call(session, "list_ptkb", {"conversation_id": conversation}))["statements"]
-    assert [s["text"] for s in statements] == [PEANUTS]
+    assert [s["text"] for s in statements] == [CYCLING, PEANUTS]
     with_peanuts = await call(session, "ask", {"conversation_id": conversation, "question": EATING_OUT})
     assert with_peanuts["turn"] == 2
     assert PEANUTS in with_peanuts["ptkb_used"]
     assert "peanut" in cited_text(with_peanuts)
 
-    await call(session, "remove_ptkb", {"conversation_id": conversation, "statement_id": statements[0]["id"]})
+    await call(session, "remove_ptkb", {"conversation_id": conversation, "statement_id": statements[1]["id"]})
     await call(session, "add_ptkb", {"conversation_id": conversation, "text": SHELLFISH})
     with_shellfish = await call(session, "ask", {"conversation_id": conversation, "question": EATING_OUT})
     assert with_shellfish["turn"] == 3
