@@ -22,5 +22,7 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 ./scripts/check-lib-deps.sh
 cargo test --locked --no-fail-fast
+# The official openai and mcp Python clients against a real server (tests/clients).
+./scripts/client-tests.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh

@@ -12,6 +12,7 @@ pub mod eval;
 pub mod formats;
 pub mod index;
 pub mod llm;
+pub mod mcp;
 pub mod pipeline;
 pub mod progress;
 pub mod rerank;

@@ -50,6 +50,8 @@ enum Command {
     Pipeline(cli::pipeline::PipelineArgs),
     /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
     Run(cli::run::RunArgs),
+    /// Model Context Protocol over stdio, bridged to a running server's /mcp (for MCP clients).
+    Mcp(cli::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +95,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Embed(args) => cli::embed::run(&config()?, args),
         Command::Pipeline(args) => cli::pipeline::run(&config()?, args),
         Command::Run(args) => cli::run::run(&config()?, args),
+        Command::Mcp(args) => cli::mcp::run(&config()?, args),
     }
 }
 

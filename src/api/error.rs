@@ -162,6 +162,32 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The error in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`), for the
+    /// OpenAI-compatible routes only (`/v1/models`, `/v1/chat/completions`), whose clients parse it.
+    pub fn openai_envelope(&self) -> serde_json::Value {
+        let status = self.code.status();
+        let code = match self.code {
+            ErrorCode::MissingToken | ErrorCode::InvalidToken => "invalid_api_key",
+            ErrorCode::NotFound if self.field.as_deref() == Some("model") => "model_not_found",
+            other => other.as_str(),
+        };
+        let kind = if status.is_server_error() {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        };
+        serde_json::json!({"error": {"message": self.message, "type": kind, "param": self.field, "code": code}})
+    }
+
+    pub fn to_openai_response(&self) -> HttpResponse {
+        if self.code == ErrorCode::Internal {
+            tracing::error!(message = %self.message, "internal error");
+        }
+        HttpResponse::build(self.code.status()).json(self.openai_envelope())
+    }
+}
+
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.field {

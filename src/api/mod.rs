@@ -8,7 +8,9 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod model;
+pub mod openai;
 pub mod openapi;
+pub mod profile;
 pub mod ptkb;
 pub mod turns;
 pub mod users;
@@ -103,6 +105,12 @@ routes! {
     GET "/v1/conversations/{conversation_id}/turns/{turn_id}" => turns::get,
     GET "/v1/collections" => collections::list,
     GET "/v1/collections/{name}/search" => collections::search,
+    GET "/v1/models" => openai::models,
+    POST "/v1/chat/completions" => openai::chat_completions,
+    GET "/v1/profile/statements" => profile::list,
+    POST "/v1/profile/statements" => profile::add,
+    DELETE "/v1/profile/statements/{statement_id}" => profile::remove,
+    POST "/mcp" => crate::mcp::http::post,
 }
 
 /// Registers the routes, the JSON fallbacks and the error-body rewriting on an actix app.

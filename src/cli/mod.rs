@@ -5,6 +5,7 @@ pub mod bench;
 pub mod embed;
 pub mod eval;
 pub mod index;
+pub mod mcp;
 pub mod pipeline;
 pub mod progress;
 pub mod rerank;

@@ -91,6 +91,13 @@ impl Store {
             _ => e.into(),
         })?;
         insert_statements(&mut tx, id, 1, &new.ptkb).await?;
+        // The user's profile joins every new conversation's PTKB (texts already given are skipped).
+        let profile: Vec<_> = super::profile::profile_as_ptkb(&mut tx, user_id)
+            .await?
+            .into_iter()
+            .filter(|p| !new.ptkb.iter().any(|s| s.text.trim() == p.text))
+            .collect();
+        insert_statements(&mut tx, id, 1, &profile).await?;
         tx.commit().await?;
         self.conversation(user_id, id).await
     }

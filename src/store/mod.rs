@@ -4,8 +4,10 @@
 //! query itself: another user's conversation is simply not found.
 
 pub mod batch_runs;
+pub mod chat;
 pub mod conversations;
 pub mod embedded;
+pub mod profile;
 pub mod ptkb;
 pub mod turns;
 pub mod users;
@@ -18,6 +20,7 @@ use sqlx::PgPool;
 pub use batch_runs::RunLock;
 pub use conversations::{Conversation, ConversationPatch, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
+pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
 pub use turns::{HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
 pub use users::User;

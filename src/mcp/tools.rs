@@ -1,0 +1,456 @@
+//! The MCP tools. A tool that fails on its input answers with `isError` and a message naming the
+//! argument, so the calling model can correct itself; an unknown tool is a protocol error.
+
+use actix_web::web;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::{RpcError, INVALID_PARAMS};
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::{parse_json, parse_uuid};
+use crate::api::openai::{answer, run_chat_turn};
+use crate::api::AppState;
+use crate::service::SearchRequest;
+use crate::store::{NewConversation, NewStatement, User};
+
+const MAX_SEARCH_K: usize = 50;
+
+/// The tools with their input schemas (`tools/list`).
+pub fn definitions() -> Value {
+    let conversation_id =
+        json!({"type": "string", "description": "id of one of your conversations"});
+    json!([
+        {"name": "search", "title": "Search a collection",
+         "description": "BM25 search of a passage collection; returns the top passages with ids, titles, URLs and text.",
+         "inputSchema": {"type": "object", "required": ["collection", "query"], "additionalProperties": false,
+            "properties": {"collection": {"type": "string"}, "query": {"type": "string"},
+                "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K, "default": 5}}}},
+        {"name": "ask", "title": "Ask (run a conversation turn)",
+         "description": "Answers a question from a collection, personalized by the conversation's PTKB, with [n] citation markers and the cited passages. Without conversation_id a new conversation is started on `collection` (its PTKB starts as your profile); pass the returned conversation_id to continue it.",
+         "inputSchema": {"type": "object", "required": ["question"], "additionalProperties": false,
+            "properties": {"question": {"type": "string"}, "collection": {"type": "string"},
+                "conversation_id": conversation_id}}},
+        {"name": "list_ptkb", "title": "List PTKB statements",
+         "description": "The statements about you (PTKB) the next turn of a conversation sees.",
+         "inputSchema": {"type": "object", "required": ["conversation_id"], "additionalProperties": false,
+            "properties": {"conversation_id": conversation_id}}},
+        {"name": "add_ptkb", "title": "Add a PTKB statement",
+         "description": "Adds a statement about you to a conversation's PTKB, used from its next turn on.",
+         "inputSchema": {"type": "object", "required": ["conversation_id", "text"], "additionalProperties": false,
+            "properties": {"conversation_id": conversation_id, "text": {"type": "string"}}}},
+        {"name": "remove_ptkb", "title": "Remove a PTKB statement",
+         "description": "Removes a statement from a conversation's PTKB from its next turn on.",
+         "inputSchema": {"type": "object", "required": ["conversation_id", "statement_id"], "additionalProperties": false,
+            "properties": {"conversation_id": conversation_id, "statement_id": {"type": "string"}}}},
+        {"name": "list_profile", "title": "List profile statements",
+         "description": "Your profile: statements about you copied into the PTKB of every new conversation.",
+         "inputSchema": {"type": "object", "additionalProperties": false, "properties": {}}},
+        {"name": "add_profile", "title": "Add a profile statement",
+         "description": "Adds a statement to your profile (used by conversations started from now on).",
+         "inputSchema": {"type": "object", "required": ["text"], "additionalProperties": false,
+            "properties": {"text": {"type": "string"}}}},
+        {"name": "remove_profile", "title": "Remove a profile statement",
+         "description": "Removes a statement from your profile.",
+         "inputSchema": {"type": "object", "required": ["id"], "additionalProperties": false,
+            "properties": {"id": {"type": "integer"}}}},
+    ])
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    collection: String,
+    query: String,
+    k: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AskArgs {
+    question: String,
+    collection: Option<String>,
+    conversation_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConversationArgs {
+    conversation_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddPtkbArgs {
+    conversation_id: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemovePtkbArgs {
+    conversation_id: String,
+    statement_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddProfileArgs {
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoveProfileArgs {
+    id: i64,
+}
+
+fn args<T: DeserializeOwned>(arguments: &Value) -> Result<T, ApiError> {
+    let arguments = if arguments.is_null() {
+        json!({})
+    } else {
+        arguments.clone()
+    };
+    parse_json(&serde_json::to_vec(&arguments).unwrap_or_default())
+}
+
+/// Runs a tool (`tools/call`).
+pub async fn call(
+    state: &AppState,
+    user: &User,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, RpcError> {
+    let outcome: Outcome = match name {
+        "search" => with_args(&arguments, |a| search(state, a)).await,
+        "ask" => with_args(&arguments, |a| ask(state, user, a)).await,
+        "list_ptkb" => with_args(&arguments, |a| list_ptkb(state, user, a)).await,
+        "add_ptkb" => with_args(&arguments, |a| add_ptkb(state, user, a)).await,
+        "remove_ptkb" => with_args(&arguments, |a| remove_ptkb(state, user, a)).await,
+        "list_profile" => with_args(&arguments, |_: NoArgs| list_profile(state, user)).await,
+        "add_profile" => with_args(&arguments, |a| add_profile(state, user, a)).await,
+        "remove_profile" => with_args(&arguments, |a| remove_profile(state, user, a)).await,
+        other => {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("unknown tool {other:?}"),
+            ))
+        }
+    };
+    Ok(match outcome {
+        Ok((text, structured)) => json!({
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": structured,
+            "isError": false,
+        }),
+        Err(e) => json!({
+            "content": [{"type": "text", "text": e.to_string()}],
+            "isError": true,
+        }),
+    })
+}
+
+type Outcome = Result<(String, Value), ApiError>;
+
+/// Parses the arguments, then runs the tool.
+async fn with_args<T, F, Fut>(arguments: &Value, tool: F) -> Outcome
+where
+    T: DeserializeOwned,
+    F: FnOnce(T) -> Fut,
+    Fut: std::future::Future<Output = Outcome>,
+{
+    tool(args(arguments)?).await
+}
+
+/// Index errors of a tool's collection argument name it.
+fn collection_error(e: crate::index::IndexError) -> ApiError {
+    let mut e = ApiError::from(e);
+    if e.code == ErrorCode::NotFound {
+        e.field = Some("collection".to_string());
+    }
+    e
+}
+
+fn conversation_id(value: &str) -> Result<Uuid, ApiError> {
+    parse_uuid("conversation_id", value)
+}
+
+/// Store errors about a conversation name the argument they come from.
+fn not_found_as(field: &'static str) -> impl Fn(crate::store::StoreError) -> ApiError {
+    move |e| match e {
+        crate::store::StoreError::NotFound { entity } => {
+            ApiError::field(ErrorCode::NotFound, field, format!("{entity} not found"))
+        }
+        other => other.into(),
+    }
+}
+
+/// BM25 candidates the model rescores for a search (the API's default depth).
+const SEARCH_DEPTH: usize = 100;
+
+async fn search(state: &AppState, a: SearchArgs) -> Outcome {
+    if a.query.trim().is_empty() {
+        return Err(ApiError::invalid("query", "must not be empty"));
+    }
+    let k = a.k.unwrap_or(5);
+    if k == 0 || k > MAX_SEARCH_K {
+        return Err(ApiError::invalid(
+            "k",
+            format!("must be between 1 and {MAX_SEARCH_K}"),
+        ));
+    }
+    // The same retrieval, reranking (when a model is loaded) and fusion as a turn and as
+    // `GET /v1/collections/{name}/search`.
+    let request = SearchRequest {
+        collection: a.collection.clone(),
+        query: a.query.clone(),
+        k,
+        depth: SEARCH_DEPTH.max(k),
+        rerank: state.turns.reranker().is_some(),
+    };
+    let hits = state.turns.search(&request).await.map_err(|e| {
+        let mut e = ApiError::from(e);
+        if e.code == ErrorCode::NotFound {
+            e.field = Some("collection".to_string());
+        }
+        e
+    })?;
+    let hits = hits.passages;
+    let mut text = String::new();
+    let results: Vec<Value> = hits
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            text.push_str(&format!(
+                "[{}] {} ({}) {}\n{}\n\n",
+                i + 1,
+                h.title,
+                h.id,
+                h.url,
+                h.text
+            ));
+            json!({"rank": i + 1, "id": h.id, "score": h.score, "bm25_score": h.retrieval_score, "rerank_score": h.rerank_score, "title": h.title, "url": h.url, "text": h.text})
+        })
+        .collect();
+    if results.is_empty() {
+        text.push_str("no passage matches");
+    }
+    Ok((
+        text.trim_end().to_string(),
+        json!({"collection": a.collection, "results": results}),
+    ))
+}
+
+async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
+    if a.question.trim().is_empty() {
+        return Err(ApiError::invalid("question", "must not be empty"));
+    }
+    let id = match (&a.conversation_id, &a.collection) {
+        (Some(id), _) => conversation_id(id)?,
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "collection",
+                "is required when no conversation_id is given",
+            ))
+        }
+        (None, Some(collection)) => {
+            let registry = state.turns.collections().clone();
+            let name = collection.clone();
+            web::block(move || registry.get(&name))
+                .await
+                .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?
+                .map_err(collection_error)?;
+            let title: String = a.question.chars().take(80).collect();
+            let new = NewConversation {
+                title,
+                collection: Some(collection.clone()),
+                ..Default::default()
+            };
+            state.store.create_conversation(user.id, new).await?.id
+        }
+    };
+    let turn = run_chat_turn(state, user.id, id, &a.question, &mut |_| {})
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::NotFound if e.field.is_none() => {
+                ApiError::field(ErrorCode::NotFound, "conversation_id", e.message)
+            }
+            _ => e,
+        })?;
+    let answer = answer(&turn);
+    let mut text = answer.content.clone();
+    if !answer.passages.is_empty() {
+        text.push_str("\n\nSources:");
+        for p in &answer.passages {
+            text.push_str(&format!(
+                "\n[{}] {} {} ({})",
+                p["n"],
+                p["title"].as_str().unwrap_or_default(),
+                p["url"].as_str().unwrap_or_default(),
+                p["passage_id"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "\n\nconversation_id: {} (turn {})",
+        turn.conversation_id, turn.seq
+    ));
+    let ptkb_used: Vec<&str> = turn
+        .ptkb_ranking
+        .iter()
+        .filter(|s| s.selected)
+        .map(|s| s.text.as_str())
+        .collect();
+    Ok((
+        text,
+        json!({"conversation_id": turn.conversation_id, "turn_id": turn.id, "turn": turn.seq,
+            "answer": answer.content, "passages": answer.passages, "ptkb_used": ptkb_used}),
+    ))
+}
+
+fn statements_text(texts: impl Iterator<Item = (String, String)>) -> String {
+    let lines: Vec<String> = texts.map(|(id, text)| format!("{id}: {text}")).collect();
+    if lines.is_empty() {
+        "no statements".to_string()
+    } else {
+        lines.join("\n")
+    }
+}
+
+async fn list_ptkb(state: &AppState, user: &User, a: ConversationArgs) -> Outcome {
+    let id = conversation_id(&a.conversation_id)?;
+    let statements = state
+        .store
+        .ptkb(user.id, id, None)
+        .await
+        .map_err(not_found_as("conversation_id"))?;
+    let text = statements_text(statements.iter().map(|s| (s.id.clone(), s.text.clone())));
+    Ok((text, json!({ "statements": statements })))
+}
+
+async fn add_ptkb(state: &AppState, user: &User, a: AddPtkbArgs) -> Outcome {
+    let id = conversation_id(&a.conversation_id)?;
+    let statement = state
+        .store
+        .add_statement(
+            user.id,
+            id,
+            NewStatement {
+                id: None,
+                text: a.text,
+            },
+        )
+        .await
+        .map_err(not_found_as("conversation_id"))?;
+    Ok((
+        format!("added statement {}: {}", statement.id, statement.text),
+        json!({ "statement": statement }),
+    ))
+}
+
+async fn remove_ptkb(state: &AppState, user: &User, a: RemovePtkbArgs) -> Outcome {
+    let id = conversation_id(&a.conversation_id)?;
+    state
+        .store
+        .remove_statement(user.id, id, &a.statement_id)
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::NotFound {
+                entity: "conversation",
+            } => ApiError::field(
+                ErrorCode::NotFound,
+                "conversation_id",
+                "conversation not found",
+            ),
+            crate::store::StoreError::NotFound { entity } => ApiError::field(
+                ErrorCode::NotFound,
+                "statement_id",
+                format!("{entity} not found"),
+            ),
+            other => other.into(),
+        })?;
+    Ok((
+        format!("removed statement {}", a.statement_id),
+        json!({ "removed": a.statement_id }),
+    ))
+}
+
+async fn list_profile(state: &AppState, user: &User) -> Outcome {
+    let statements = state.store.profile_statements(user.id).await?;
+    let text = statements_text(
+        statements
+            .iter()
+            .map(|s| (s.id.to_string(), s.text.clone())),
+    );
+    Ok((text, json!({ "statements": statements })))
+}
+
+async fn add_profile(state: &AppState, user: &User, a: AddProfileArgs) -> Outcome {
+    let statement = state.store.add_profile_statement(user.id, &a.text).await?;
+    Ok((
+        format!(
+            "added profile statement {}: {}",
+            statement.id, statement.text
+        ),
+        json!({ "statement": statement }),
+    ))
+}
+
+async fn remove_profile(state: &AppState, user: &User, a: RemoveProfileArgs) -> Outcome {
+    state
+        .store
+        .remove_profile_statement(user.id, a.id)
+        .await
+        .map_err(not_found_as("id"))?;
+    Ok((
+        format!("removed profile statement {}", a.id),
+        json!({ "removed": a.id }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_schema() {
+        let tools = definitions();
+        let names: Vec<&str> = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+                assert!(t["description"].as_str().unwrap().len() > 10);
+                t["name"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "search",
+                "ask",
+                "list_ptkb",
+                "add_ptkb",
+                "remove_ptkb",
+                "list_profile",
+                "add_profile",
+                "remove_profile"
+            ]
+        );
+    }
+
+    #[test]
+    fn arguments_name_the_bad_field() {
+        let e = args::<SearchArgs>(&json!({"collection": "c"})).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("query"));
+        let e = args::<SearchArgs>(&json!({"collection": "c", "query": "q", "x": 1})).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("x"));
+        assert!(args::<NoArgs>(&Value::Null).is_ok());
+    }
+}

@@ -1,0 +1,98 @@
+//! Profile statements: statements about a user kept per user, copied into the PTKB of every
+//! conversation the user creates afterwards.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::ptkb::NewStatement;
+use super::{require_text, Result, Store, StoreError};
+
+/// One statement of a user's profile.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+pub struct ProfileStatement {
+    pub id: i64,
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+}
+
+const MAX_PROFILE_STATEMENTS: i64 = 200;
+
+/// The user's profile statements, oldest first, as the PTKB of a new conversation takes them.
+pub(crate) async fn profile_as_ptkb(
+    conn: &mut sqlx::PgConnection,
+    user_id: i64,
+) -> Result<Vec<NewStatement>> {
+    let texts: Vec<String> =
+        sqlx::query_scalar("SELECT text FROM profile_statements WHERE user_id = $1 ORDER BY id")
+            .bind(user_id)
+            .fetch_all(&mut *conn)
+            .await?;
+    Ok(texts
+        .into_iter()
+        .map(|text| NewStatement { id: None, text })
+        .collect())
+}
+
+impl Store {
+    /// The user's profile statements, oldest first.
+    pub async fn profile_statements(&self, user_id: i64) -> Result<Vec<ProfileStatement>> {
+        let rows = sqlx::query_as(
+            "SELECT id, text, created_at FROM profile_statements WHERE user_id = $1 ORDER BY id",
+        )
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows)
+    }
+
+    /// Adds a statement to the user's profile (used by conversations created from now on).
+    pub async fn add_profile_statement(
+        &self,
+        user_id: i64,
+        text: &str,
+    ) -> Result<ProfileStatement> {
+        require_text("text", text, 2000)?;
+        let mut tx = self.pool().begin().await?;
+        // Serializes concurrent additions of one user so the limit holds.
+        sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
+        let count: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM profile_statements WHERE user_id = $1")
+                .bind(user_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if count >= MAX_PROFILE_STATEMENTS {
+            return Err(StoreError::Invalid {
+                field: "text",
+                message: format!("a profile holds at most {MAX_PROFILE_STATEMENTS} statements"),
+            });
+        }
+        let row = sqlx::query_as(
+            "INSERT INTO profile_statements (user_id, text) VALUES ($1, $2) \
+             RETURNING id, text, created_at",
+        )
+        .bind(user_id)
+        .bind(text.trim())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    /// Removes one of the user's profile statements; `NotFound` when it is not theirs.
+    pub async fn remove_profile_statement(&self, user_id: i64, id: i64) -> Result<()> {
+        let result = sqlx::query("DELETE FROM profile_statements WHERE user_id = $1 AND id = $2")
+            .bind(user_id)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        if result.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                entity: "profile statement",
+            });
+        }
+        Ok(())
+    }
+}
