@@ -715,7 +715,7 @@ impl TurnOutput {
             utterance: utterance.to_string(),
             rewritten_utterance: Some(self.rewrite.text.clone()),
             response_text: self.generation.as_ref().map(Generation::response_text),
-            generator: self.generation.as_ref().map(|g| g.generator.clone()),
+            generator: self.generation.as_ref().map(|g| g.generator.to_string()),
             settings: serde_json::to_value(settings).unwrap_or_default(),
             timings_ms: serde_json::to_value(&self.timings).unwrap_or_default(),
             diagnostics: serde_json::Value::Object(diagnostics),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient, Retry};
 use convrag::pipeline::generate::{
-    ExtractiveGenerator, FallbackKind, GenerationEvent, Generator, LlmGenerator,
+    ExtractiveGenerator, FallbackKind, GenerationEvent, Generator, GeneratorId, LlmGenerator,
     LlmGeneratorConfig, WordLimit,
 };
 use generate_support::*;
@@ -42,7 +42,7 @@ async fn extractive_on_fixture_passages() {
             .await
             .unwrap();
         assert_valid(&g, &request);
-        assert_eq!(g.generator, "extractive");
+        assert_eq!(g.generator, GeneratorId::Extractive);
         let text = g.response_text();
         eprintln!("extractive ({:?}): {:#?}", limit.measure, g.sentences);
         assert!(text.contains("330 m"), "{text}");
@@ -67,10 +67,10 @@ async fn refused_connection_falls_back_with_reason() {
     let request = fixture_request(WordLimit::IKAT);
     let g = llm_generator(c).generate(&request).await.unwrap();
     assert_valid(&g, &request);
-    assert_eq!(g.generator, "extractive");
+    assert_eq!(g.generator, GeneratorId::Extractive);
     let fb = g.diagnostics.fallback.as_ref().expect("fallback recorded");
     assert_eq!(fb.kind, FallbackKind::Unreachable);
-    assert_eq!(fb.from, "llm:test-model");
+    assert_eq!(fb.from.to_string(), "llm:test-model");
     assert!(fb.reason.contains("not reachable"), "{}", fb.reason);
     assert!(!g.sentences.is_empty());
 }
@@ -196,7 +196,12 @@ async fn scripted_stream_yields_cited_sentences_as_they_complete() {
         .generate_streaming(&request, &mut on_event)
         .await
         .unwrap();
-    assert_eq!(g.generator, "llm:test-model");
+    assert_eq!(
+        g.generator,
+        GeneratorId::Llm {
+            model: "test-model".into()
+        }
+    );
     assert!(g.diagnostics.fallback.is_none());
     assert_valid(&g, &request);
     let texts: Vec<&str> = g.sentences.iter().map(|s| s.text.as_str()).collect();
@@ -239,7 +244,7 @@ async fn stream_broken_midway_restarts_with_the_fallback() {
         .generate_streaming(&request, &mut on_event)
         .await
         .unwrap();
-    assert_eq!(g.generator, "extractive");
+    assert_eq!(g.generator, GeneratorId::Extractive);
     assert_eq!(
         g.diagnostics.fallback.as_ref().unwrap().kind,
         FallbackKind::Malformed
@@ -272,7 +277,7 @@ async fn uncited_llm_answer_falls_back_and_keeps_the_raw_output() {
         .generate(&request)
         .await
         .unwrap();
-    assert_eq!(g.generator, "extractive");
+    assert_eq!(g.generator, GeneratorId::Extractive);
     let fb = g.diagnostics.fallback.as_ref().unwrap();
     assert_eq!(fb.kind, FallbackKind::NoCitedSentence);
     assert_eq!(
@@ -297,7 +302,12 @@ async fn llm_answer_is_cut_to_the_word_limit() {
         .generate(&request)
         .await
         .unwrap();
-    assert_eq!(g.generator, "llm:test-model");
+    assert_eq!(
+        g.generator,
+        GeneratorId::Llm {
+            model: "test-model".into()
+        }
+    );
     assert_eq!(g.sentences.len(), 2);
     assert_eq!(g.diagnostics.sentences_cut_for_limit, 1);
     assert_valid(&g, &request);

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient};
 use convrag::pipeline::generate::{
-    FallbackKind, GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
+    FallbackKind, GenerationEvent, Generator, GeneratorId, LlmGenerator, LlmGeneratorConfig,
+    WordLimit,
 };
 use convrag::text::citations::{marker_numbers, MARKER};
 use futures_util::StreamExt;
@@ -170,11 +171,15 @@ async fn cited_answer_from_the_real_model() {
     // If the model wrote a marker naming a shown passage, its answer must be used; otherwise
     // the fallback must say the answer had no valid citation.
     if has_valid_marker(&llm.raw_output, llm.passages_shown) {
-        assert_eq!(out.generator, "llm:smollm2-135m-instruct", "{out:?}");
+        assert_eq!(
+            out.generator.to_string(),
+            "llm:smollm2-135m-instruct",
+            "{out:?}"
+        );
         assert!(out.diagnostics.fallback.is_none());
         assert!(out.sentences.iter().any(|s| !s.citations.is_empty()));
     } else {
-        assert_eq!(out.generator, "extractive");
+        assert_eq!(out.generator, GeneratorId::Extractive);
         let kind = out.diagnostics.fallback.as_ref().unwrap().kind;
         assert!(
             matches!(kind, FallbackKind::NoCitedSentence | FallbackKind::Empty),

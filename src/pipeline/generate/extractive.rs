@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use futures_util::future::BoxFuture;
 
 use super::{
-    Diagnostics, GeneratedSentence, Generation, GenerationRequest, Generator, Result, WordLimit,
+    Diagnostics, GeneratedSentence, Generation, GenerationRequest, Generator, GeneratorId, Result,
+    WordLimit,
 };
 use crate::text::citations::parse_cited_sentence;
 use crate::text::sentences::split_sentences;
@@ -75,8 +76,6 @@ struct Candidate {
 }
 
 impl ExtractiveGenerator {
-    pub const NAME: &'static str = "extractive";
-
     pub fn new(config: ExtractiveConfig) -> Self {
         Self { config }
     }
@@ -220,7 +219,7 @@ impl ExtractiveGenerator {
         let words = limit.count(sentences.iter().map(|s| s.text.as_str()));
         Ok(Generation {
             sentences,
-            generator: Self::NAME.to_string(),
+            generator: GeneratorId::Extractive,
             diagnostics: Diagnostics {
                 words,
                 limit: Some(limit),
@@ -270,8 +269,8 @@ fn cosine(a: &HashMap<String, f64>, b: &HashMap<String, f64>) -> f64 {
 }
 
 impl Generator for ExtractiveGenerator {
-    fn name(&self) -> String {
-        Self::NAME.to_string()
+    fn id(&self) -> GeneratorId {
+        GeneratorId::Extractive
     }
 
     fn generate<'a>(&'a self, request: &'a GenerationRequest) -> BoxFuture<'a, Result<Generation>> {
@@ -321,7 +320,7 @@ mod tests {
             WordLimit::IKAT,
         );
         let out = g.generate_sync(&req).unwrap();
-        assert_eq!(out.generator, "extractive");
+        assert_eq!(out.generator, GeneratorId::Extractive);
         assert!(!out.sentences.is_empty());
         let texts: Vec<&str> = out.sentences.iter().map(|s| s.text.as_str()).collect();
         assert!(texts.iter().any(|t| t.contains("330 metres")), "{texts:?}");

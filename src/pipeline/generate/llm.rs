@@ -12,7 +12,7 @@ use super::extractive::ExtractiveGenerator;
 use super::prompt::PromptTemplate;
 use super::{
     Diagnostics, Fallback, FallbackKind, Generation, GenerationEvent, GenerationRequest, Generator,
-    LlmCall, Result,
+    GeneratorId, LlmCall, Result,
 };
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError};
 use crate::text::sentences::split_sentences;
@@ -98,8 +98,10 @@ impl LlmGenerator {
         self
     }
 
-    fn label(&self) -> String {
-        format!("llm:{}", self.model.model())
+    fn label(&self) -> GeneratorId {
+        GeneratorId::Llm {
+            model: self.model.model().to_string(),
+        }
     }
 
     fn shown(&self, request: &GenerationRequest) -> usize {
@@ -349,7 +351,7 @@ fn failure_of(e: LlmError) -> Failure {
 }
 
 impl Generator for LlmGenerator {
-    fn name(&self) -> String {
+    fn id(&self) -> GeneratorId {
         self.label()
     }
 

@@ -195,7 +195,7 @@ impl FallbackKind {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Fallback {
     /// The generator that failed, e.g. `llm:smollm2-135m-instruct`.
-    pub from: String,
+    pub from: GeneratorId,
     pub kind: FallbackKind,
     /// Human-readable reason (the endpoint's error message included).
     pub reason: String,
@@ -240,12 +240,58 @@ pub struct Diagnostics {
     pub duplicates_merged: Option<usize>,
 }
 
+/// Which generator wrote a response. Stored and sent as `extractive` or `llm:<model>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GeneratorId {
+    Extractive,
+    /// A chat model, by the name the endpoint serves it under.
+    Llm {
+        model: String,
+    },
+}
+
+impl std::fmt::Display for GeneratorId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GeneratorId::Extractive => f.write_str("extractive"),
+            GeneratorId::Llm { model } => write!(f, "llm:{model}"),
+        }
+    }
+}
+
+impl std::str::FromStr for GeneratorId {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "extractive" => Ok(GeneratorId::Extractive),
+            Some(("llm", model)) if !model.is_empty() => Ok(GeneratorId::Llm {
+                model: model.to_string(),
+            }),
+            _ => Err(format!(
+                "unknown generator {s:?} (expected extractive or llm:<model>)"
+            )),
+        }
+    }
+}
+
+impl Serialize for GeneratorId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for GeneratorId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A generated response.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Generation {
     pub sentences: Vec<GeneratedSentence>,
-    /// `extractive` or `llm:<model>`.
-    pub generator: String,
+    pub generator: GeneratorId,
     pub diagnostics: Diagnostics,
 }
 
@@ -306,8 +352,8 @@ pub enum GenerationEvent {
 
 /// A response generator.
 pub trait Generator: Send + Sync {
-    /// Name recorded with the turn (`extractive`, `llm:<model>`).
-    fn name(&self) -> String;
+    /// Recorded with the turn (`extractive`, `llm:<model>`).
+    fn id(&self) -> GeneratorId;
 
     fn generate<'a>(&'a self, request: &'a GenerationRequest) -> BoxFuture<'a, Result<Generation>>;
 
@@ -345,12 +391,34 @@ mod tests {
     }
 
     #[test]
+    fn generator_ids_read_back_as_written() {
+        for text in [
+            "extractive",
+            "llm:smollm2-135m-instruct",
+            "llm:org/model:q4",
+        ] {
+            let id: GeneratorId = text.parse().unwrap();
+            assert_eq!(id.to_string(), text);
+            let json = serde_json::to_string(&id).unwrap();
+            assert_eq!(serde_json::from_str::<GeneratorId>(&json).unwrap(), id);
+        }
+        assert!("llm:".parse::<GeneratorId>().is_err());
+        assert!("bm25".parse::<GeneratorId>().is_err());
+    }
+
+    #[test]
     fn config_chooses_the_generator() {
         let mut config = crate::config::LlmConfig::default();
-        assert_eq!(generator_from_config(&config).unwrap().name(), "extractive");
+        assert_eq!(
+            generator_from_config(&config).unwrap().id(),
+            GeneratorId::Extractive
+        );
         config.base_url = Some("http://127.0.0.1:9/v1".into());
         config.model = "m".into();
-        assert_eq!(generator_from_config(&config).unwrap().name(), "llm:m");
+        assert_eq!(
+            generator_from_config(&config).unwrap().id(),
+            GeneratorId::Llm { model: "m".into() }
+        );
         config.timeout_secs = 0;
         assert!(generator_from_config(&config).is_err());
     }
@@ -368,7 +436,7 @@ mod tests {
                     citations: vec![],
                 },
             ],
-            generator: "x".into(),
+            generator: GeneratorId::Extractive,
             diagnostics: Diagnostics::default(),
         };
         assert_eq!(g.used_passages(), vec![0, 2]);
