@@ -106,9 +106,11 @@ pub enum Evaluation {
     /// Document at a time with block-max MaxScore: skips documents whose score bound is below
     /// the k-th best score so far. Falls back to exhaustive for parameters the bounds do not
     /// cover (b outside 0..=1, negative k1, term weights that are not positive and finite).
-    #[default]
+    /// Not the default yet: with tantivy's block metadata its bounds are loose, and it measured no
+    /// faster at 400k segments (BENCHMARKS.md, "Pruned top-k").
     Pruned,
-    /// Term at a time over every posting of every query term: the reference.
+    /// Term at a time over every posting of every query term: the reference, and the default.
+    #[default]
     Exhaustive,
 }
 
