@@ -63,8 +63,9 @@ async function addStatement(event) {
 async function openProfile() {
   const dialog = $("profile-dialog");
   setError("profile-error", "");
+  // Nothing is shown until the server answers: neither an old list nor "No statements yet".
   statements = [];
-  render();
+  $("profile-list").replaceChildren();
   $("profile-empty").hidden = true;
   dialog.showModal();
   $("profile-add-input").focus();
