@@ -81,6 +81,15 @@ export class Api {
       { text },
     );
   }
+  profileStatements() {
+    return this.request("GET", "/v1/profile/statements");
+  }
+  addProfileStatement(text) {
+    return this.request("POST", "/v1/profile/statements", { text });
+  }
+  removeProfileStatement(statementId) {
+    return this.request("DELETE", `/v1/profile/statements/${encodeURIComponent(statementId)}`);
+  }
   removeStatement(conversationId, statementId) {
     return this.request(
       "DELETE",

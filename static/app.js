@@ -10,6 +10,7 @@ import { showSection } from "./dom.js";
 import * as drawers from "./drawers.js";
 import * as newConversation from "./new-conversation.js";
 import * as passageDialog from "./passage-dialog.js";
+import * as profilePanel from "./profile-panel.js";
 import * as ptkbPanel from "./ptkb-panel.js";
 import * as regenerate from "./regenerate.js";
 import * as session from "./session.js";
@@ -47,6 +48,7 @@ function start() {
   conversation.init();
   composer.init();
   ptkbPanel.init();
+  profilePanel.init();
   passageDialog.init();
   regenerate.init();
   turnView.init({ openPassage: passageDialog.openPassage, openRegenerate: regenerate.openRegenerate });

@@ -72,6 +72,8 @@ function signOut(message = "", note = "") {
   state.current = null;
   state.conversations = [];
   $("token-input").value = "";
+  // An open dialog (a passage, your profile) would stay over the sign-in page.
+  for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
   hideBanner();
   if (location.hash) history.replaceState(null, "", location.pathname);
   showSignIn(message, note);

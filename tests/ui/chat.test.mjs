@@ -1,8 +1,8 @@
 // Browser tests of the convrag chat page: a person signs in, creates a conversation with PTKB
 // statements, chats (streamed answers), opens a citation, edits a statement and sees the next
 // turn change, regenerates a turn and compares, meets errors without losing what they typed,
-// regenerates with the settings a turn ran with, and the page is screenshotted at desktop and
-// phone sizes. (stream.test.mjs checks the turn stream's contract without a browser.)
+// regenerates with the settings a turn ran with, keeps profile statements for new conversations,
+// and the page is screenshotted at desktop and phone sizes. (stream.test.mjs checks the turn stream's contract without a browser.)
 //
 // Runs against a real convrag server (scripts/ui-test.sh starts one with a small indexed
 // collection): CONVRAG_UI_URL, CONVRAG_UI_TOKEN (a user's token), CONVRAG_UI_COLLECTION,
@@ -36,6 +36,7 @@ const STATEMENT_VEGETARIAN = "I am vegetarian and cook dinner for my family.";
 const STATEMENT_PEANUTS = "I have a peanut allergy, so I always check what is in my food when I eat out.";
 const STATEMENT_SHELLFISH = "I have a shellfish allergy, so I always check what is in my food when I eat out.";
 const STATEMENT_CYCLING = "I cycle to work in Edinburgh every day.";
+const PROFILE_HOME = "I live in Glasgow and do the food shopping at the weekend.";
 const EATING_OUT = "What should I check when I eat out?";
 
 const DESKTOP = { width: 1440, height: 900 };
@@ -486,6 +487,65 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await page.getByRole("heading", { name: "Your conversations" }).waitFor();
     await page.getByText("No conversations yet.").waitFor();
     assert.deepEqual((await api("/v1/conversations")).conversations, []);
+  });
+
+  step("keeps profile statements that every new conversation starts with", async () => {
+    const dialog = page.getByRole("dialog", { name: "Your profile" });
+    const opener = page.getByRole("button", { name: "Your profile", exact: true });
+    await opener.click();
+    await dialog.waitFor();
+    await dialog.getByText("copied into the “About you” of every new conversation").waitFor();
+    await dialog.getByText("No profile statements yet.").waitFor();
+
+    // A blank statement is refused by the server, in its words.
+    const input = dialog.getByLabel("Add a statement about you");
+    await input.fill("   ");
+    await input.press("Enter");
+    await dialog.getByRole("alert").getByText("Please check the statement: must not be empty.").waitFor();
+    assert.deepEqual((await api("/v1/profile/statements")).statements, []);
+
+    await input.fill(STATEMENT_CYCLING);
+    await dialog.getByRole("button", { name: "Add", exact: true }).click();
+    await dialog.locator(".ptkb-item .statement-text", { hasText: STATEMENT_CYCLING }).waitFor();
+    assert.equal(await dialog.getByRole("alert").isVisible(), false, "the error is gone once a statement is added");
+    await input.fill(PROFILE_HOME);
+    await input.press("Enter");
+    await dialog.locator(".ptkb-item .statement-text", { hasText: PROFILE_HOME }).waitFor();
+    assert.deepEqual(await dialog.locator(".ptkb-item .statement-text").allTextContents(), [STATEMENT_CYCLING, PROFILE_HOME]);
+    assert.deepEqual((await api("/v1/profile/statements")).statements.map((s) => s.text), [STATEMENT_CYCLING, PROFILE_HOME]);
+    await screenshot("profile-desktop.png");
+
+    await dialog.getByRole("button", { name: "Remove profile statement 1" }).click();
+    await dialog.getByText(STATEMENT_CYCLING).waitFor({ state: "detached" });
+    assert.deepEqual(await dialog.locator(".ptkb-item .statement-text").allTextContents(), [PROFILE_HOME]);
+    assert.deepEqual((await api("/v1/profile/statements")).statements.map((s) => s.text), [PROFILE_HOME]);
+
+    // It fits a phone, and closes with Escape, giving focus back.
+    await page.setViewportSize(PHONE);
+    assert.ok(await dialog.getByRole("button", { name: "Remove profile statement 1" }).isVisible());
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `no sideways scrolling on a phone (${overflow}px too wide)`);
+    for (const name of ["Your profile", "Sign out"]) {
+      const { height } = await page.getByRole("banner").getByText(name, { exact: true }).boundingBox();
+      assert.ok(height < 44, `"${name}" keeps to one line in the top bar (${height}px high)`);
+    }
+    await screenshot("profile-phone.png");
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    assert.equal(await opener.evaluate((b) => b === document.activeElement), true);
+    await page.setViewportSize(DESKTOP);
+
+    // A conversation started now gets the kept statement, and not the removed one.
+    await page.getByRole("button", { name: "New conversation" }).click();
+    await page.getByLabel("Title").fill("Shopping at the weekend");
+    await page.getByLabel("Collection").selectOption(COLLECTION);
+    await page.getByRole("button", { name: "Start the conversation" }).click();
+    await page.getByRole("heading", { name: "Shopping at the weekend" }).waitFor();
+    const id = /#\/c\/([0-9a-f-]{36})$/.exec(page.url())[1];
+    const panel = page.getByRole("complementary", { name: "About you" });
+    await panel.locator(".ptkb-item .statement-text", { hasText: PROFILE_HOME }).waitFor();
+    assert.deepEqual(await panel.locator(".ptkb-item .statement-text").allTextContents(), [PROFILE_HOME]);
+    assert.deepEqual((await api(`/v1/conversations/${id}`)).ptkb.map((s) => s.text), [PROFILE_HOME]);
   });
 
   step("signs out and forgets the token", async () => {
