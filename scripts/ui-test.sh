@@ -41,41 +41,6 @@ done
 (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
   die "npm ci in tests/ui failed"
 
-cargo build --locked --quiet --bin convrag
-convrag="${CARGO_TARGET_DIR:-$root/target}/debug/convrag"
-[ -x "$convrag" ] || die "no convrag binary at $convrag"
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/convrag-ui.XXXXXX")"
-server_pid=""
-database=""
-db_admin_url=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  if [ -n "$database" ]; then
-    psql "$db_admin_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# A data directory of its own: the fixture collection, and the real model (linked, not copied).
-home="$work/home"
-mkdir -p "$home"
-ln -s "$root/.convrag/onnxruntime" "$home/onnxruntime"
-ln -s "$root/.convrag/models" "$home/models"
-"$convrag" --home "$home" index --collection diet --format jsonl tests/fixtures/ui/diet.jsonl >"$work/index.log" 2>&1 ||
-  { cat "$work/index.log" >&2; die "indexing tests/fixtures/ui/diet.jsonl failed"; }
-
-# A fresh database on the test server.
-db_admin_url="$(./scripts/test-database.sh)"
-database="convrag_ui_$(date +%s)_$$"
-psql "$db_admin_url" -qc "CREATE DATABASE $database" >/dev/null
-database_url="${db_admin_url%/*}/$database"
-
-admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
 if [ -n "${CONVRAG_TEST_LLM_URL:-}" ]; then
   llm_mode=real
   llm_url="$CONVRAG_TEST_LLM_URL"
@@ -85,21 +50,9 @@ else
   closed_port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
   llm_url="http://127.0.0.1:$closed_port/v1"
 fi
-env DATABASE_URL="$database_url" CONVRAG_HOME="$home" CONVRAG_ADMIN_TOKEN="$admin_token" \
-  CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct \
-  RUST_LOG="${RUST_LOG:-info}" \
-  "$convrag" serve --bind 127.0.0.1:0 >"$work/server.log" 2>&1 &
-server_pid=$!
-
-# Port 0 picks a free port; the server prints the address it bound.
-url=""
-for _ in $(seq 1 600); do
-  url="$(sed -n 's/^convrag listening on \(http:[^ ]*\)$/\1/p' "$work/server.log" | head -n1)"
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; die "the server exited while starting"; }
-  sleep 0.1
-done
-[ -n "$url" ] || { cat "$work/server.log" >&2; die "the server did not start within 60 s"; }
+# shellcheck source=scripts/test-server.sh
+. scripts/test-server.sh
+start_test_server ui CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct
 
 # A user, created with the administrator token like an operator would.
 token="$(URL="$url" ADMIN="$admin_token" node --input-type=module -e '

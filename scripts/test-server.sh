@@ -1,0 +1,63 @@
+# Sourced by the scripts that test against a running server (ui-test.sh, client-tests.sh): one way
+# to start a real convrag on a free loopback port with the diet fixture collection, the real model
+# (./.convrag, linked) and a fresh database on the test server; stopped and dropped on exit.
+#
+#   start_test_server NAME [VAR=VALUE ...]   # extra environment for `convrag serve`
+#
+# Sets: convrag (the binary), work (a scratch directory), url, admin_token, server_pid.
+# The caller defines die() and runs from the repository root ($root).
+
+start_test_server() {
+  local name="$1"
+  shift
+  cargo build --locked --quiet --bin convrag
+  convrag="${CARGO_TARGET_DIR:-$root/target}/debug/convrag"
+  [ -x "$convrag" ] || die "no convrag binary at $convrag"
+
+  work="$(mktemp -d "${TMPDIR:-/tmp}/convrag-$name.XXXXXX")"
+  server_pid=""
+  test_database=""
+  test_db_admin_url=""
+  trap stop_test_server EXIT
+
+  # A data directory of its own: the fixture collection, and the real model (linked, not copied).
+  local home="$work/home"
+  mkdir -p "$home"
+  ln -s "$root/.convrag/onnxruntime" "$home/onnxruntime"
+  ln -s "$root/.convrag/models" "$home/models"
+  "$convrag" --home "$home" index --collection diet --format jsonl tests/fixtures/ui/diet.jsonl >"$work/index.log" 2>&1 ||
+    { cat "$work/index.log" >&2; die "indexing tests/fixtures/ui/diet.jsonl failed"; }
+
+  # A fresh database on the test server.
+  test_db_admin_url="$(./scripts/test-database.sh)"
+  test_database="convrag_${name}_$(date +%s)_$$"
+  psql "$test_db_admin_url" -qc "CREATE DATABASE $test_database" >/dev/null
+  local database_url="${test_db_admin_url%/*}/$test_database"
+
+  admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+  env DATABASE_URL="$database_url" CONVRAG_HOME="$home" CONVRAG_ADMIN_TOKEN="$admin_token" \
+    RUST_LOG="${RUST_LOG:-info}" "$@" \
+    "$convrag" serve --bind 127.0.0.1:0 >"$work/server.log" 2>&1 &
+  server_pid=$!
+
+  # Port 0 picks a free port; the server prints the address it bound.
+  url=""
+  for _ in $(seq 1 600); do
+    url="$(sed -n 's/^convrag listening on \(http:[^ ]*\)$/\1/p' "$work/server.log" | head -n1)"
+    [ -n "$url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; die "the server exited while starting"; }
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$work/server.log" >&2; die "the server did not start within 60 s"; }
+}
+
+stop_test_server() {
+  if [ -n "${server_pid:-}" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  if [ -n "${test_database:-}" ]; then
+    psql "$test_db_admin_url" -qc "DROP DATABASE IF EXISTS $test_database WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "${work:-}"
+}
