@@ -217,20 +217,23 @@ fn sse_data(data: &str) -> web::Bytes {
     web::Bytes::from(format!("data: {data}\n\n"))
 }
 
-/// The model must name a collection of this server.
+/// The model must name a collection of this server. Opens only that collection (kept open by
+/// the registry), not every one as listing them does: this runs on every chat request.
 async fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
-    let registry = state.turns.collections().clone();
-    let collections = web::block(move || registry.list())
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
-    if collections.iter().any(|c| c.name == model) {
-        Ok(())
-    } else {
-        Err(ApiError::field(
-            ErrorCode::NotFound,
-            "model",
-            format!("the model {model:?} does not exist (GET /v1/models lists the collections)"),
-        ))
+    use crate::index::IndexError;
+    use crate::service::ServiceError;
+    match state.turns.retriever(model).await {
+        Ok(_) => Ok(()),
+        Err(ServiceError::Index(IndexError::NotFound { .. } | IndexError::InvalidName(_))) => {
+            Err(ApiError::field(
+                ErrorCode::NotFound,
+                "model",
+                format!(
+                    "the model {model:?} does not exist (GET /v1/models lists the collections)"
+                ),
+            ))
+        }
+        Err(other) => Err(other.into()),
     }
 }
 
