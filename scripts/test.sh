@@ -26,3 +26,6 @@ cargo test --locked --no-fail-fast
 ./scripts/client-tests.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh
+# 60 turns at 8 concurrent with PostgreSQL stopped, the LLM killed and the server SIGKILLed
+# mid-run (a private cluster on its own port); every acknowledged turn stored, nothing else.
+./scripts/load-fault.sh --turns 60

@@ -48,6 +48,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(model) = convrag::rerank::load_default(&config) {
         state = state.with_reranker(model);
     }
+    let purge = database
+        .store
+        .spawn_idempotency_purge(std::time::Duration::from_secs(600));
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
@@ -59,6 +62,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot listen on {}", config.bind))),
     };
+    purge.abort();
     let closed = database.close().await;
     result.and(closed.map_err(anyhow::Error::from))
 }

@@ -8,7 +8,7 @@
 pub mod turns;
 
 pub use turns::{
-    Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
+    Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
     StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,
 };
 

@@ -31,6 +31,7 @@ mod index_topk;
 mod mcp_http;
 mod pipeline_ptkb_ikat;
 mod pipeline_rewrite_rouge;
+mod reliability;
 mod rerank_cli;
 mod rerank_cross_encoder;
 mod rerank_embed;
