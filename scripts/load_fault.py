@@ -197,6 +197,9 @@ class Stats:
         self.attempts = 0
         self.failed_attempts = {}
         self.replays = 0
+        # Replays after an error *answer* (not a lost connection): an error that had stored the
+        # turn. Only a connection lost inside COMMIT may cause one; it should stay at 0.
+        self.stored_despite_error = 0
         self.acked = {}  # key -> acknowledged turn
         self.gave_up = []
 
@@ -209,6 +212,7 @@ def post_with_retries(port, path, body, token, key, stats, deadline_s):
     """POSTs until acknowledged, reusing `key`; returns (body, seconds) or None when giving up."""
     started = time.time()
     pause = 0.1
+    answered_error = False
     while time.time() - started < deadline_s:
         with stats.lock:
             stats.attempts += 1
@@ -221,11 +225,13 @@ def post_with_retries(port, path, body, token, key, stats, deadline_s):
                 if replayed:
                     with stats.lock:
                         stats.replays += 1
+                        stats.stored_despite_error += answered_error
                 return reply, time.time() - started
             code = (reply or {}).get("error", {}).get("code", str(status))
             if status < 500 and code != "conversation_busy":
                 raise SystemExit(f"load-fault: {path}: refused {status} {reply}")
             stats.failure(code)
+            answered_error = answered_error or status >= 500
         time.sleep(pause)
         pause = min(pause * 2, 2.0)
     return None
@@ -455,6 +461,7 @@ def run_load(args, cluster, llm, server):
         "turns": args.turns, "acknowledged": len(stats.acked), "concurrency": args.concurrency,
         "users": args.users, "conversations": len(conversations), "faults": args.faults,
         "attempts": stats.attempts, "failed_attempts": stats.failed_attempts, "replayed": stats.replays,
+        "replayed_after_an_error_answer": stats.stored_despite_error,
         "extractive_fallbacks": fallbacks, "acknowledged_when_fault_began": injected,
         "seconds": round(elapsed, 1),
         "turns_per_second": round(len(stats.acked) / elapsed, 2),
