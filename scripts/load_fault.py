@@ -208,12 +208,15 @@ class Stats:
             self.failed_attempts[what] = self.failed_attempts.get(what, 0) + 1
 
 
-def post_with_retries(port, path, body, token, key, stats, deadline_s):
-    """POSTs until acknowledged, reusing `key`; returns (body, seconds) or None when giving up."""
+def post_with_retries(port, path, body, token, key, stats, deadline_s, retry=True):
+    """POSTs until acknowledged, reusing `key`; returns (body, seconds) or None when giving up
+    (at once after the first failure without `retry`)."""
     started = time.time()
     pause = 0.1
     answered_error = False
-    while time.time() - started < deadline_s:
+    first = True
+    while first or (retry and time.time() - started < deadline_s):
+        first = False
         with stats.lock:
             stats.attempts += 1
         try:
@@ -237,7 +240,7 @@ def post_with_retries(port, path, body, token, key, stats, deadline_s):
     return None
 
 
-def worker(port, jobs, stats, deadline_s):
+def worker(port, jobs, stats, deadline_s, retry):
     while True:
         try:
             token, conv, turns = jobs.get_nowait()
@@ -245,7 +248,8 @@ def worker(port, jobs, stats, deadline_s):
             return
         for utterance, key in turns:
             body = {"utterance": utterance, "passages": 5, "max_words": 80}
-            got = post_with_retries(port, f"/v1/conversations/{conv}/turns", body, token, key, stats, deadline_s)
+            got = post_with_retries(port, f"/v1/conversations/{conv}/turns", body, token, key, stats,
+                                    deadline_s, retry)
             with stats.lock:
                 if got is None:
                     stats.gave_up.append(key)
@@ -436,7 +440,7 @@ def run_load(args, cluster, llm, server):
     stats = Stats()
     faults = fault_plan(args.faults, args.turns, stats) if args.faults else []
     started = time.time()
-    workers = [threading.Thread(target=worker, args=(server.port, jobs, stats, args.turn_deadline))
+    workers = [threading.Thread(target=worker, args=(server.port, jobs, stats, args.turn_deadline, not args.no_retry))
                for _ in range(args.concurrency)]
     for w in workers:
         w.start()
@@ -453,12 +457,13 @@ def run_load(args, cluster, llm, server):
     for name, acked in injected.items():
         if acked >= args.turns:
             violations.append(f"the {name} fault came after the load ended (make the run longer)")
-    if stats.gave_up:
+    if stats.gave_up and not args.no_retry:
         violations.append(f"{len(stats.gave_up)} turns never acknowledged within {args.turn_deadline} s")
     fallbacks = sum(1 for t in stats.acked.values() if (t.get("diagnostics") or {}).get("fallback"))
     lat = stats.latencies
     summary = {
-        "turns": args.turns, "acknowledged": len(stats.acked), "concurrency": args.concurrency,
+        "turns": args.turns, "acknowledged": len(stats.acked),
+        "not_acknowledged": len(stats.gave_up), "concurrency": args.concurrency,
         "users": args.users, "conversations": len(conversations), "faults": args.faults,
         "attempts": stats.attempts, "failed_attempts": stats.failed_attempts, "replayed": stats.replays,
         "replayed_after_an_error_answer": stats.stored_despite_error,
@@ -497,6 +502,8 @@ def main():
     run.add_argument("--llm-delay", type=float, default=0.5)
     run.add_argument("--lease-secs", type=int, default=5)
     run.add_argument("--turn-deadline", type=float, default=180.0, help="a client's retry budget per turn")
+    run.add_argument("--no-retry", action="store_true",
+                     help="clients give up after one failed attempt: checks that no turn answered with an error is stored")
     args = parser.parse_args()
     if args.command == "llm":
         run_llm(args.port, args.delay)

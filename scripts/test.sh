@@ -29,3 +29,5 @@ cargo test --locked --no-fail-fast
 # 60 turns at 8 concurrent with PostgreSQL stopped, the LLM killed and the server SIGKILLed
 # mid-run (a private cluster on its own port); every acknowledged turn stored, nothing else.
 ./scripts/load-fault.sh --turns 60
+# Clients that never retry: no turn answered with an error is stored.
+./scripts/load-fault.sh --turns 60 --faults postgres --no-retry
