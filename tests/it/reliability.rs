@@ -13,7 +13,7 @@ use crate::common::{new_user, Client, TestDb, ADMIN_TOKEN};
 use convrag::api::{self, AppState, RunningServer};
 use convrag::config::Config;
 use convrag::store::{
-    DbTarget, NewConversation, NewTurn, Store, StoreError, StoreOptions, TurnSlot,
+    DbTarget, IdempotencyKey, NewConversation, NewTurn, Store, StoreError, StoreOptions, TurnSlot,
 };
 use serde_json::{json, Value};
 
@@ -404,4 +404,50 @@ async fn a_retry_while_the_first_attempt_runs_waits_and_replays() {
     let turns = alice.get(&format!("{path}?all_versions=true")).await;
     assert_eq!(turns.body["turns"].as_array().unwrap().len(), 1);
     s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_records_expire_and_are_purged() {
+    let db = TestDb::new().await;
+    let keep = db.store.clone();
+    let forget = store_with(
+        &db,
+        StoreOptions {
+            idempotency_retention: Duration::ZERO,
+            ..StoreOptions::default()
+        },
+    )
+    .await;
+    let (user, _) = keep.create_user("alice").await.unwrap();
+    let key = IdempotencyKey::new("k", "POST /v1/conversations", &json!({"title": "a"})).unwrap();
+    let new = || NewConversation {
+        title: "a".into(),
+        ..Default::default()
+    };
+    let (first, replayed) = keep
+        .create_conversation_keyed(user.id, new(), Some(&key))
+        .await
+        .unwrap();
+    assert!(!replayed);
+    let (again, replayed) = keep
+        .create_conversation_keyed(user.id, new(), Some(&key))
+        .await
+        .unwrap();
+    assert!(replayed);
+    assert_eq!(again, first);
+    // Past its retention the key names nothing: the request runs again ...
+    let (third, replayed) = forget
+        .create_conversation_keyed(user.id, new(), Some(&key))
+        .await
+        .unwrap();
+    assert!(!replayed);
+    assert_ne!(third.conversation.id, first.conversation.id);
+    // ... and the purge deletes expired records (here: the third's, the first's went before it).
+    assert_eq!(forget.purge_idempotency_keys().await.unwrap(), 1);
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM idempotency_keys")
+        .fetch_one(keep.pool())
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+    assert_eq!(keep.list_conversations(user.id).await.unwrap().len(), 2);
 }
