@@ -276,9 +276,10 @@ impl TurnService {
         Ok(settings)
     }
 
-    /// Locks the conversation and prepares the turn: its utterance (the replaced version's when
-    /// regenerating), its passage source (the collection opened) and its context. Nothing is
-    /// stored until [`StartedTurn::run`] succeeds; dropping the result releases the lock.
+    /// Takes the conversation's lease and prepares the turn: its utterance (the replaced
+    /// version's when regenerating), its passage source (the collection opened) and its context.
+    /// Nothing is stored until [`StartedTurn::run`] succeeds; dropping the result releases the
+    /// lease.
     pub async fn begin(
         &self,
         store: &Store,
@@ -423,7 +424,7 @@ impl TurnService {
     }
 }
 
-/// A turn begun: the conversation is locked and the context read.
+/// A turn begun: the conversation's lease is held and the context read.
 pub struct StartedTurn {
     pipeline: Arc<TurnPipeline>,
     store: Store,

@@ -254,7 +254,7 @@ impl Store {
         })
     }
 
-    /// Stores a whole turn in one transaction, under the conversation's lock (so two turns of one
+    /// Stores a whole turn in one transaction, under the conversation's lease (so two turns of one
     /// conversation never interleave). With `TurnSlot::Regenerate` the earlier version stays stored
     /// but is no longer current.
     pub async fn insert_turn(
