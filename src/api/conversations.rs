@@ -4,7 +4,7 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Deserializer};
 use serde_json::json;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::extract::{parse_uuid, ApiJson, AuthUser};
 use super::ptkb::StatementInput;
 use super::AppState;
@@ -42,6 +42,9 @@ pub async fn create(
     body: ApiJson<CreateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
+    if let Some(collection) = &body.collection {
+        check_collection(&state, user.id, collection).await?;
+    }
     let new = NewConversation {
         title: body.title,
         external_id: body.external_id,
@@ -58,6 +61,25 @@ pub async fn create(
     let conversation = state.store.create_conversation(user.id, new).await?;
     let ptkb = state.store.ptkb(user.id, conversation.id, None).await?;
     Ok(HttpResponse::Created().json(json!({"conversation": conversation, "ptkb": ptkb})))
+}
+
+/// A conversation may name only a collection the user sees (a shared one or their own private
+/// one); any other name, another user's private collection included, is not found.
+async fn check_collection(state: &AppState, user_id: i64, name: &str) -> Result<(), ApiError> {
+    use crate::index::IndexError;
+    use crate::service::ServiceError;
+    match state.turns.visible_retriever(Some(user_id), name).await {
+        Ok(_) => Ok(()),
+        Err(ServiceError::Index(IndexError::NotFound { .. })) => Err(ApiError::field(
+            ErrorCode::NotFound,
+            "collection",
+            format!("no collection named {name:?}"),
+        )),
+        Err(ServiceError::Index(e @ IndexError::InvalidName(_))) => {
+            Err(ApiError::invalid("collection", e.to_string()))
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `GET /v1/conversations`
@@ -89,6 +111,9 @@ pub async fn update(
     body: ApiJson<UpdateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
+    if let Some(Some(collection)) = &body.0.collection {
+        check_collection(&state, user.id, collection).await?;
+    }
     let patch = ConversationPatch {
         title: body.0.title,
         collection: body.0.collection,

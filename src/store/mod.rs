@@ -5,6 +5,7 @@
 
 pub mod batch_runs;
 pub mod chat;
+pub mod collections;
 pub mod conversations;
 pub mod embedded;
 pub mod profile;
@@ -18,6 +19,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 pub use batch_runs::RunLock;
+pub use collections::{CollectionLimits, CollectionStatus, PrivateCollection, UploadSize};
 pub use conversations::{Conversation, ConversationPatch, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
 pub use profile::ProfileStatement;
