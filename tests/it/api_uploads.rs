@@ -375,6 +375,16 @@ async fn collection_names_and_counts_are_checked() {
     s.server.stop().await;
 }
 
+/// A refused upload: what it is, its files, and the status, code, field and words expected.
+type RefusedCase<'a> = (
+    &'a str,
+    Vec<(&'a str, &'a [u8])>,
+    u16,
+    &'a str,
+    &'a str,
+    &'a str,
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_uploads_leave_the_collection_as_it_was() {
     let s = setup().await;
@@ -399,7 +409,7 @@ async fn refused_uploads_leave_the_collection_as_it_was() {
     let big = vec![b'a'; 5000];
     let corrupt_pdf: &[u8] = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R";
     let text_only: &[u8] = b"fine text";
-    let cases: Vec<(&str, Vec<(&str, &[u8])>, u16, &str, &str, &str)> = vec![
+    let cases: Vec<RefusedCase> = vec![
         (
             "too large",
             vec![("ok.txt", text_only), ("big.txt", &big)],
