@@ -558,7 +558,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     const dialog = page.getByRole("dialog", { name: "Your documents" });
     await page.getByRole("button", { name: "Your documents", exact: true }).click();
     await dialog.getByText("No private collections yet.").waitFor();
-    await dialog.getByLabel("New collection name").fill(PRIVATE_COLLECTION);
+    await dialog.getByLabel("Name of a new document set").fill(PRIVATE_COLLECTION);
     await dialog.getByRole("button", { name: "Create", exact: true }).click();
     await dialog.locator(".ptkb-item", { hasText: PRIVATE_COLLECTION }).waitFor();
     // The picker (a drop lands on the same upload).

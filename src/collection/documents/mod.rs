@@ -89,7 +89,7 @@ pub struct Document {
     pub text: String,
 }
 
-/// Decides the kind of `bytes` named `file_name`: the extension must be accepted and the contents
+/// Decides the kind of `bytes` named `file_name` (messages leave the file to the caller to name): the extension must be accepted and the contents
 /// must agree with it (a PDF starts with `%PDF-`; text and Markdown are UTF-8 without NULs).
 pub fn sniff(file_name: &str, bytes: &[u8]) -> Result<DocumentKind> {
     if bytes.is_empty() {
@@ -97,7 +97,7 @@ pub fn sniff(file_name: &str, bytes: &[u8]) -> Result<DocumentKind> {
     }
     let Some(kind) = DocumentKind::from_file_name(file_name) else {
         return Err(DocumentError::WrongType(format!(
-            "{file_name:?} is not an accepted type (accepted: {})",
+            "is not an accepted type (accepted: {})",
             DocumentKind::accepted()
         )));
     };
@@ -108,10 +108,10 @@ pub fn sniff(file_name: &str, bytes: &[u8]) -> Result<DocumentKind> {
             "it does not start with a PDF header (%PDF-)".to_string(),
         )),
         _ if looks_pdf => Err(DocumentError::WrongType(format!(
-            "{file_name:?} is a PDF file named as {kind}; name it .pdf"
+            "is a PDF file named as {kind}; name it .pdf"
         ))),
         _ if text::is_binary(bytes) => Err(DocumentError::WrongType(format!(
-            "{file_name:?} is binary, not {kind} (text must be UTF-8)"
+            "is binary, not {kind} (text must be UTF-8)"
         ))),
         _ => Ok(kind),
     }
