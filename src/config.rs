@@ -75,6 +75,69 @@ impl Default for DatabaseConfig {
     }
 }
 
+/// Limits on what users upload into their private collections (`[uploads]`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UploadLimits {
+    /// Largest accepted file, in bytes.
+    pub max_file_bytes: u64,
+    /// Most files in one upload request.
+    pub max_files: usize,
+    /// Most documents one private collection holds.
+    pub max_documents: u32,
+    /// Most uploaded bytes one private collection holds.
+    pub max_collection_bytes: u64,
+    /// Most private collections one user has.
+    pub max_collections: u32,
+}
+
+impl UploadLimits {
+    fn load_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        fn number<T: std::str::FromStr>(
+            env: &dyn Fn(&str) -> Option<String>,
+            name: &'static str,
+            into: &mut T,
+        ) -> Result<()> {
+            if let Some(v) = env(name) {
+                *into = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                    name,
+                    message: format!("expected a whole number, got {v:?}"),
+                })?;
+            }
+            Ok(())
+        }
+        number(
+            env,
+            "CONVRAG_UPLOAD_MAX_FILE_BYTES",
+            &mut self.max_file_bytes,
+        )?;
+        number(env, "CONVRAG_UPLOAD_MAX_FILES", &mut self.max_files)?;
+        number(env, "CONVRAG_UPLOAD_MAX_DOCUMENTS", &mut self.max_documents)?;
+        number(
+            env,
+            "CONVRAG_UPLOAD_MAX_COLLECTION_BYTES",
+            &mut self.max_collection_bytes,
+        )?;
+        number(
+            env,
+            "CONVRAG_UPLOAD_MAX_COLLECTIONS",
+            &mut self.max_collections,
+        )
+    }
+}
+
+impl Default for UploadLimits {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 10 << 20,
+            max_files: 20,
+            max_documents: 200,
+            max_collection_bytes: 50 << 20,
+            max_collections: 10,
+        }
+    }
+}
+
 /// The whole effective configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -95,6 +158,7 @@ pub struct Config {
     pub model_dir: Option<PathBuf>,
     pub llm: LlmConfig,
     pub database: DatabaseConfig,
+    pub uploads: UploadLimits,
 }
 
 impl Default for Config {
@@ -109,6 +173,7 @@ impl Default for Config {
             model_dir: None,
             llm: LlmConfig::default(),
             database: DatabaseConfig::default(),
+            uploads: UploadLimits::default(),
         }
     }
 }
@@ -240,6 +305,34 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "database.idempotency_hours",
         default: "24",
         meaning: "how long Idempotency-Key results are kept",
+        env: "CONVRAG_UPLOAD_MAX_FILE_BYTES",
+        toml_key: "uploads.max_file_bytes",
+        default: "10485760",
+        meaning: "largest file a user may upload (413 above it)",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_FILES",
+        toml_key: "uploads.max_files",
+        default: "20",
+        meaning: "most files in one upload request",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_DOCUMENTS",
+        toml_key: "uploads.max_documents",
+        default: "200",
+        meaning: "most documents in one private collection",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_COLLECTION_BYTES",
+        toml_key: "uploads.max_collection_bytes",
+        default: "52428800",
+        meaning: "most uploaded bytes in one private collection",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_COLLECTIONS",
+        toml_key: "uploads.max_collections",
+        default: "10",
+        meaning: "most private collections of one user",
     },
     Setting {
         env: "RUST_LOG",
@@ -314,6 +407,8 @@ impl Config {
             })?;
         }
         load_database_env(&mut config.database, &non_empty)?;
+
+        config.uploads.load_env(&non_empty)?;
 
         if let Some(v) = &overrides.home {
             config.home = v.clone();

@@ -7,6 +7,7 @@ import * as composer from "./composer.js";
 import * as conversation from "./conversation.js";
 import { loadConversations, renderConversationList } from "./conversation-list.js";
 import { showSection } from "./dom.js";
+import * as documentsPanel from "./documents-panel.js";
 import * as drawers from "./drawers.js";
 import * as newConversation from "./new-conversation.js";
 import * as passageDialog from "./passage-dialog.js";
@@ -49,6 +50,7 @@ function start() {
   composer.init();
   ptkbPanel.init();
   profilePanel.init();
+  documentsPanel.init();
   passageDialog.init();
   regenerate.init();
   turnView.init({ openPassage: passageDialog.openPassage, openRegenerate: regenerate.openRegenerate });

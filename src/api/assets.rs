@@ -115,6 +115,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("../../static/ptkb-panel.js"),
     },
     Asset {
+        name: "documents-panel.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/documents-panel.js"),
+    },
+    Asset {
         name: "profile-panel.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../static/profile-panel.js"),

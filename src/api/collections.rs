@@ -1,14 +1,17 @@
-//! Passage collections: list them, search one (BM25, optionally reranked by the neural model
-//! and fused with BM25 exactly as a turn's passages are).
+//! Passage collections: list them (the shared ones and the user's private ones), search one
+//! (BM25, optionally reranked by the neural model and fused with BM25 exactly as a turn's
+//! passages are), create a private one and upload documents into it.
 
+use actix_multipart::Multipart;
 use actix_web::{web, HttpResponse};
+use futures_util::TryStreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::error::{ApiError, ErrorCode};
-use super::extract::{ApiQuery, AuthUser};
+use super::extract::{ApiJson, ApiQuery, AuthUser};
 use super::AppState;
-use crate::service::{SearchRequest, ServiceError};
+use crate::service::{SearchRequest, ServiceError, UploadedFile};
 
 /// Largest `k` and rerank depth one request may ask for.
 const MAX_K: usize = 1000;
@@ -25,18 +28,121 @@ pub struct SearchQuery {
     pub depth: Option<usize>,
 }
 
-/// `GET /v1/collections`
-pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let registry = state.turns.collections().clone();
-    let collections = web::block(move || registry.list())
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
+/// `GET /v1/collections`: the shared collections and the user's private ones.
+pub async fn list(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let collections = state.collections.list(user.id).await?;
     Ok(HttpResponse::Ok().json(json!({"collections": collections})))
+}
+
+/// `GET /v1/collections/{name}`: one collection, with the progress of an upload being indexed.
+pub async fn get(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let collection = state.collections.get(user.id, &path).await?;
+    Ok(HttpResponse::Ok().json(json!({"collection": collection})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCollection {
+    pub name: String,
+}
+
+/// `POST /v1/collections`: a new, empty private collection of the user.
+pub async fn create(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    body: ApiJson<CreateCollection>,
+) -> Result<HttpResponse, ApiError> {
+    let collection = state.collections.create(user.id, &body.0.name).await?;
+    Ok(HttpResponse::Created().json(json!({"collection": collection})))
+}
+
+/// `POST /v1/collections/{name}/documents` (multipart/form-data, parts named `files`): checks
+/// every file, then indexes them in the background; 202 with the collection's status.
+pub async fn upload(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    payload: Multipart,
+) -> Result<HttpResponse, ApiError> {
+    let files = read_files(payload, state.collections.limits()).await?;
+    let collection = state.collections.upload(user.id, &path, files).await?;
+    Ok(HttpResponse::Accepted().json(json!({"collection": collection})))
+}
+
+/// The `files` parts of a multipart body, refusing (without reading further) a file above the
+/// size limit or a part beyond the count limit.
+async fn read_files(
+    mut payload: Multipart,
+    limits: crate::config::UploadLimits,
+) -> Result<Vec<UploadedFile>, ApiError> {
+    let malformed = |e: actix_multipart::MultipartError| {
+        ApiError::invalid("files", format!("malformed multipart body: {e}"))
+    };
+    let mut files = Vec::new();
+    while let Some(mut part) = payload.try_next().await.map_err(malformed)? {
+        let disposition = part.content_disposition().cloned();
+        let field_name = disposition
+            .as_ref()
+            .and_then(|d| d.get_name())
+            .unwrap_or("");
+        if field_name != "files" {
+            return Err(ApiError::invalid(
+                field_name,
+                "unknown part; upload documents as parts named \"files\"",
+            ));
+        }
+        let index = files.len();
+        if index >= limits.max_files {
+            return Err(ApiError::field(
+                ErrorCode::PayloadTooLarge,
+                "files",
+                format!(
+                    "more than the {} files allowed in one upload (uploads.max_files)",
+                    limits.max_files
+                ),
+            ));
+        }
+        let file_name = disposition
+            .as_ref()
+            .and_then(|d| d.get_filename())
+            .unwrap_or("")
+            .to_string();
+        if file_name.is_empty() {
+            return Err(ApiError::invalid(
+                format!("files[{index}]"),
+                "has no file name",
+            ));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = part.try_next().await.map_err(malformed)? {
+            if (bytes.len() + chunk.len()) as u64 > limits.max_file_bytes {
+                return Err(ApiError::field(
+                    ErrorCode::PayloadTooLarge,
+                    format!("files[{index}]"),
+                    format!(
+                        "{file_name:?} is too large: more than the {} bytes allowed \
+                         (uploads.max_file_bytes)",
+                        limits.max_file_bytes
+                    ),
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        files.push(UploadedFile { file_name, bytes });
+    }
+    Ok(files)
 }
 
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`
 pub async fn search(
-    _user: AuthUser,
+    AuthUser(user): AuthUser,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: ApiQuery<SearchQuery>,
@@ -66,6 +172,7 @@ pub async fn search(
         ));
     }
     let request = SearchRequest {
+        user_id: Some(user.id),
         collection: name,
         query: q,
         k,

@@ -4,7 +4,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::json;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser, REPLAYED_HEADER};
 use super::ptkb::StatementInput;
 use super::AppState;
@@ -45,6 +45,9 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
     let key = idempotency_key(&req, "POST /v1/conversations", &body)?;
+    if let Some(collection) = &body.collection {
+        check_collection(&state, user.id, collection).await?;
+    }
     let new = NewConversation {
         title: body.title,
         external_id: body.external_id,
@@ -67,6 +70,25 @@ pub async fn create(
         response.insert_header((REPLAYED_HEADER, "true"));
     }
     Ok(response.json(created))
+}
+
+/// A conversation may name only a collection the user sees (a shared one or their own private
+/// one); any other name, another user's private collection included, is not found.
+async fn check_collection(state: &AppState, user_id: i64, name: &str) -> Result<(), ApiError> {
+    use crate::index::IndexError;
+    use crate::service::ServiceError;
+    match state.turns.visible_retriever(Some(user_id), name).await {
+        Ok(_) => Ok(()),
+        Err(ServiceError::Index(IndexError::NotFound { .. })) => Err(ApiError::field(
+            ErrorCode::NotFound,
+            "collection",
+            format!("no collection named {name:?}"),
+        )),
+        Err(ServiceError::Index(e @ IndexError::InvalidName(_))) => {
+            Err(ApiError::invalid("collection", e.to_string()))
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `GET /v1/conversations`
@@ -98,6 +120,9 @@ pub async fn update(
     body: ApiJson<UpdateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
+    if let Some(Some(collection)) = &body.0.collection {
+        check_collection(&state, user.id, collection).await?;
+    }
     let patch = ConversationPatch {
         title: body.0.title,
         collection: body.0.collection,

@@ -5,6 +5,7 @@
 //! 1-based line it came from. What to do with a bad record (count and skip, or stop under
 //! `--strict`) and cross-file checks such as duplicate ids belong to the caller (the indexer).
 
+pub mod documents;
 mod readers;
 pub mod segment;
 

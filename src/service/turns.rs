@@ -147,6 +147,8 @@ impl TurnRequest {
 /// A search of one collection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRequest {
+    /// Whose private collections the name may mean (`None`: shared collections only).
+    pub user_id: Option<i64>,
     pub collection: String,
     pub query: String,
     /// Results returned.
@@ -211,13 +213,26 @@ impl TurnService {
         &self.collections
     }
 
-    /// Opens a collection (off the async workers: the first open reads the index).
+    /// Opens a shared collection (off the async workers: the first open reads the index).
     pub async fn retriever(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
+        self.visible_retriever(None, name).await
+    }
+
+    /// Opens collection `name` as `user_id` sees it: their own private collection of that name,
+    /// else the shared one (`CollectionRegistry::get_visible`, the one visibility rule).
+    pub async fn visible_retriever(
+        &self,
+        user_id: Option<i64>,
+        name: &str,
+    ) -> Result<Arc<TantivyRetriever>> {
         let registry = self.collections.clone();
         let name = name.to_string();
-        Ok(tokio::task::spawn_blocking(move || registry.get(&name))
-            .await
-            .map_err(ServiceError::Task)??)
+        Ok(tokio::task::spawn_blocking(move || match user_id {
+            Some(user_id) => registry.get_visible(user_id, &name),
+            None => registry.get(&name),
+        })
+        .await
+        .map_err(ServiceError::Task)??)
     }
 
     /// `requested` on top of `base`, within `limits`: the generator defaults to the LLM when
@@ -331,7 +346,7 @@ impl TurnService {
                     .collection
                     .clone()
                     .ok_or(ServiceError::NoCollection)?;
-                let retriever = self.retriever(&collection).await?;
+                let retriever = self.visible_retriever(Some(user_id), &collection).await?;
                 Some(PassageSource::Collection(RetrievalTarget {
                     collection,
                     retriever,
@@ -388,7 +403,9 @@ impl TurnService {
         };
         let target = RetrievalTarget {
             collection: request.collection.clone(),
-            retriever: self.retriever(&request.collection).await? as Arc<dyn Retriever>,
+            retriever: self
+                .visible_retriever(request.user_id, &request.collection)
+                .await? as Arc<dyn Retriever>,
         };
         let depth = match model {
             Some(_) => request.depth.max(request.k),

@@ -5,6 +5,7 @@
 
 pub mod batch_runs;
 pub mod chat;
+pub mod collections;
 pub mod conversations;
 pub mod embedded;
 pub mod idempotency;
@@ -20,6 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 pub use batch_runs::RunLock;
+pub use collections::{CollectionLimits, CollectionStatus, PrivateCollection, UploadSize};
 pub use conversations::{Conversation, ConversationPatch, CreatedConversation, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
 pub use idempotency::{IdempotencyKey, KeyLookup};

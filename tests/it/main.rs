@@ -10,6 +10,7 @@ mod api_errors;
 mod api_foundation;
 mod api_openai;
 mod api_turns;
+mod api_uploads;
 mod batch_golden;
 mod batch_real_data;
 mod batch_resume;
