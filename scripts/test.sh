@@ -26,3 +26,6 @@ cargo test --locked --no-fail-fast
 ./scripts/client-tests.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh
+# A new user's first run: run.sh's set-up into an empty home, the printed sign-in link, the
+# default collection built in the background, a first cited answer (tests/ui/first-run.test.mjs).
+./scripts/first-run-test.sh

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::extract::{ApiQuery, AuthUser};
 use super::AppState;
+use crate::index::background::BuildState;
 use crate::service::{SearchRequest, ServiceError};
 
 /// Largest `k` and rerank depth one request may ask for.
@@ -25,13 +26,32 @@ pub struct SearchQuery {
     pub depth: Option<usize>,
 }
 
-/// `GET /v1/collections`
+/// `GET /v1/collections`: the built collections (`status: "ready"`), and the default one with
+/// its progress while `serve` is still preparing it.
 pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let registry = state.turns.collections().clone();
     let collections = web::block(move || registry.list())
         .await
         .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
-    Ok(HttpResponse::Ok().json(json!({"collections": collections})))
+    let default = state.default_collection.as_ref().map(|d| d.status());
+    let is_default = |name: &str| default.as_ref().is_some_and(|d| d.name == name);
+    let mut items: Vec<(String, serde_json::Value)> = collections
+        .into_iter()
+        .map(|c| {
+            let mut item = json!(c);
+            item["status"] = json!(BuildState::Ready);
+            item["default"] = json!(is_default(&c.name));
+            (c.name, item)
+        })
+        .collect();
+    if let Some(d) = default.filter(|d| !items.iter().any(|(name, _)| *name == d.name)) {
+        let mut item = json!(d);
+        item["default"] = json!(true);
+        items.push((d.name, item));
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    let items: Vec<serde_json::Value> = items.into_iter().map(|(_, item)| item).collect();
+    Ok(HttpResponse::Ok().json(json!({"collections": items})))
 }
 
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`

@@ -9,6 +9,7 @@ pub mod conversations;
 pub mod embedded;
 pub mod profile;
 pub mod ptkb;
+pub mod sign_in;
 pub mod turns;
 pub mod users;
 
