@@ -1,5 +1,5 @@
 // Signing in from the one-time link `convrag serve` prints on a fresh server
-// (`http://127.0.0.1:8080/#sign-in=CODE`): the code leaves the address bar at once (so it is not
+// (`/#sign-in=CODE` on the server's address): the code leaves the address bar at once (so it is not
 // kept in the history or bookmarked) and is exchanged, once, for a token.
 
 import { TOKEN_KEY } from "./state.js";
