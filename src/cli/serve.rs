@@ -60,7 +60,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok((addr, server)) => {
             tracing::info!(%addr, "convrag is listening");
             println!("convrag listening on http://{addr}");
-            print_first_sign_in(&database.store, addr).await?;
+            // Not fatal: an early return here would leave the embedded cluster running.
+            if let Err(e) = print_first_sign_in(&database.store, addr).await {
+                tracing::error!(error = %format!("{e:#}"), "no sign-in link for the first user");
+            }
             server.await.context("HTTP server failed")
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot listen on {}", config.bind))),
