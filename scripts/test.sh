@@ -31,3 +31,6 @@ cargo test --locked --no-fail-fast
 ./scripts/load-fault.sh --turns 60
 # Clients that never retry: no turn answered with an error is stored.
 ./scripts/load-fault.sh --turns 60 --faults postgres --no-retry
+# A new user's first run: run.sh's set-up into an empty home, the printed sign-in link, the
+# default collection built in the background, a first cited answer (tests/ui/first-run.test.mjs).
+./scripts/first-run-test.sh

@@ -156,6 +156,11 @@ pub struct Config {
     pub ort_dylib_path: Option<PathBuf>,
     /// Directory of the default reranking model; when absent `home/models/all-MiniLM-L6-v2`.
     pub model_dir: Option<PathBuf>,
+    /// Directory of HTML pages `serve` builds the default collection from (in the background,
+    /// once); when absent there is no default collection.
+    pub default_collection_source: Option<PathBuf>,
+    /// Name of the default collection; new conversations without a collection use it.
+    pub default_collection: String,
     pub llm: LlmConfig,
     pub database: DatabaseConfig,
     pub uploads: UploadLimits,
@@ -171,6 +176,8 @@ impl Default for Config {
             max_body_bytes: 1024 * 1024,
             ort_dylib_path: None,
             model_dir: None,
+            default_collection_source: None,
+            default_collection: "postgresql-manual".to_string(),
             llm: LlmConfig::default(),
             database: DatabaseConfig::default(),
             uploads: UploadLimits::default(),
@@ -244,6 +251,18 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "model_dir",
         default: "CONVRAG_HOME/models/all-MiniLM-L6-v2",
         meaning: "default reranking model directory",
+    },
+    Setting {
+        env: "CONVRAG_DEFAULT_COLLECTION_SOURCE",
+        toml_key: "default_collection_source",
+        default: "unset: no default collection",
+        meaning: "HTML pages serve indexes once as the default collection (also serve --default-collection)",
+    },
+    Setting {
+        env: "CONVRAG_DEFAULT_COLLECTION",
+        toml_key: "default_collection",
+        default: "postgresql-manual",
+        meaning: "name of the default collection, used by new conversations",
     },
     Setting {
         env: "CONVRAG_LLM_BASE_URL",
@@ -391,6 +410,12 @@ impl Config {
         if let Some(v) = non_empty("CONVRAG_MODEL_DIR") {
             config.model_dir = Some(PathBuf::from(v));
         }
+        if let Some(v) = non_empty("CONVRAG_DEFAULT_COLLECTION_SOURCE") {
+            config.default_collection_source = Some(PathBuf::from(v));
+        }
+        if let Some(v) = non_empty("CONVRAG_DEFAULT_COLLECTION") {
+            config.default_collection = v;
+        }
         if let Some(v) = non_empty("CONVRAG_LLM_BASE_URL") {
             config.llm.base_url = Some(v);
         }
@@ -460,6 +485,15 @@ impl Config {
                     message: "must be at least 1".to_string(),
                 });
             }
+        }
+        if crate::index::validate_name(&self.default_collection).is_err() {
+            return Err(ConfigError::Invalid {
+                name: "default_collection",
+                message: format!(
+                    "{:?} is not a collection name (letters, digits, '-', '_', '.')",
+                    self.default_collection
+                ),
+            });
         }
         if let Some(url) = &self.llm.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

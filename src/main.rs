@@ -78,11 +78,14 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Validate(args) => cli::validate::run(args),
         Command::Eval(args) => cli::eval::run(args),
         Command::Serve(args) => {
-            let bind = args.bind.clone();
-            block_on(cli::serve::serve(Config::load(&Overrides {
-                bind,
+            let mut config = Config::load(&Overrides {
+                bind: args.bind.clone(),
                 ..overrides.clone()
-            })?))
+            })?;
+            if let Some(dir) = args.default_collection {
+                config.default_collection_source = Some(dir);
+            }
+            block_on(cli::serve::serve(config))
         }
         Command::Migrate => block_on(cli::serve::migrate(config()?)),
         Command::Config => {

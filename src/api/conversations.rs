@@ -51,7 +51,12 @@ pub async fn create(
     let new = NewConversation {
         title: body.title,
         external_id: body.external_id,
-        collection: body.collection,
+        collection: body.collection.or_else(|| {
+            state
+                .default_collection
+                .as_ref()
+                .map(|d| d.name().to_string())
+        }),
         ptkb: body
             .ptkb
             .into_iter()

@@ -12,6 +12,7 @@ pub mod idempotency;
 pub mod lease;
 pub mod profile;
 pub mod ptkb;
+pub mod sign_in;
 pub mod turns;
 pub mod users;
 

@@ -7,6 +7,7 @@ mod generate_support;
 
 mod api_collections;
 mod api_errors;
+mod api_first_run;
 mod api_foundation;
 mod api_openai;
 mod api_turns;
