@@ -28,13 +28,32 @@ pub struct SearchQuery {
     pub depth: Option<usize>,
 }
 
-/// `GET /v1/collections`: the shared collections and the user's private ones.
+/// `GET /v1/collections`: the shared collections and the user's private ones; the default
+/// collection is marked, and listed with its progress while `serve` is still preparing it.
 pub async fn list(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let collections = state.collections.list(user.id).await?;
-    Ok(HttpResponse::Ok().json(json!({"collections": collections})))
+    let default = state.default_collection.as_ref().map(|d| d.status());
+    let is_default = |name: &str| default.as_ref().is_some_and(|d| d.name == name);
+    let mut items: Vec<(String, serde_json::Value)> = collections
+        .into_iter()
+        .map(|c| {
+            let mut item = json!(c);
+            item["default"] = json!(is_default(&c.name));
+            (c.name, item)
+        })
+        .collect();
+    if let Some(d) = default.filter(|d| !items.iter().any(|(name, _)| *name == d.name)) {
+        let mut item = json!(d);
+        item["visibility"] = json!("shared");
+        item["default"] = json!(true);
+        items.push((d.name, item));
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    let items: Vec<serde_json::Value> = items.into_iter().map(|(_, item)| item).collect();
+    Ok(HttpResponse::Ok().json(json!({"collections": items})))
 }
 
 /// `GET /v1/collections/{name}`: one collection, with the progress of an upload being indexed.

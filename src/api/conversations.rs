@@ -1,16 +1,16 @@
 //! Conversations of the authenticated user.
 
-use actix_web::{web, HttpResponse};
-use serde::{Deserialize, Deserializer};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::json;
 
 use super::error::{ApiError, ErrorCode};
-use super::extract::{parse_uuid, ApiJson, AuthUser};
+use super::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser, REPLAYED_HEADER};
 use super::ptkb::StatementInput;
 use super::AppState;
 use crate::store::{ConversationPatch, NewConversation, NewStatement};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     #[serde(default)]
@@ -35,20 +35,28 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
     Option::<String>::deserialize(d).map(Some)
 }
 
-/// `POST /v1/conversations`
+/// `POST /v1/conversations`; with an `Idempotency-Key`, a retry answers with what the first
+/// request created.
 pub async fn create(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
+    req: HttpRequest,
     body: ApiJson<CreateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
+    let key = idempotency_key(&req, "POST /v1/conversations", &body)?;
     if let Some(collection) = &body.collection {
         check_collection(&state, user.id, collection).await?;
     }
     let new = NewConversation {
         title: body.title,
         external_id: body.external_id,
-        collection: body.collection,
+        collection: body.collection.or_else(|| {
+            state
+                .default_collection
+                .as_ref()
+                .map(|d| d.name().to_string())
+        }),
         ptkb: body
             .ptkb
             .into_iter()
@@ -58,9 +66,15 @@ pub async fn create(
             })
             .collect(),
     };
-    let conversation = state.store.create_conversation(user.id, new).await?;
-    let ptkb = state.store.ptkb(user.id, conversation.id, None).await?;
-    Ok(HttpResponse::Created().json(json!({"conversation": conversation, "ptkb": ptkb})))
+    let (created, replayed) = state
+        .store
+        .create_conversation_keyed(user.id, new, key.as_ref())
+        .await?;
+    let mut response = HttpResponse::Created();
+    if replayed {
+        response.insert_header((REPLAYED_HEADER, "true"));
+    }
+    Ok(response.json(created))
 }
 
 /// A conversation may name only a collection the user sees (a shared one or their own private

@@ -32,6 +32,8 @@ pub enum ErrorCode {
     RouteNotFound,
     MethodNotAllowed,
     Conflict,
+    ConversationBusy,
+    IdempotencyKeyReused,
     DatabaseUnavailable,
     ModelUnavailable,
     Internal,
@@ -55,6 +57,8 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
             ErrorCode::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ErrorCode::Conflict => (StatusCode::CONFLICT, "conflict"),
+            ErrorCode::ConversationBusy => (StatusCode::CONFLICT, "conversation_busy"),
+            ErrorCode::IdempotencyKeyReused => (StatusCode::CONFLICT, "idempotency_key_reused"),
             ErrorCode::DatabaseUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }
@@ -63,7 +67,7 @@ impl ErrorCode {
         }
     }
 
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -76,6 +80,8 @@ impl ErrorCode {
         ErrorCode::RouteNotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
+        ErrorCode::ConversationBusy,
+        ErrorCode::IdempotencyKeyReused,
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
         ErrorCode::Internal,
@@ -222,6 +228,14 @@ impl From<StoreError> for ApiError {
                 ApiError::field(ErrorCode::Conflict, field, message)
             }
             StoreError::Invalid { field, message } => ApiError::invalid(field, message),
+            StoreError::Busy | StoreError::LeaseLost => {
+                ApiError::new(ErrorCode::ConversationBusy, e.to_string())
+            }
+            StoreError::KeyReused => ApiError::field(
+                ErrorCode::IdempotencyKeyReused,
+                crate::store::idempotency::HEADER,
+                "this key was already used with a different request; use a new key per request",
+            ),
             StoreError::Unavailable(message) => ApiError::new(
                 ErrorCode::DatabaseUnavailable,
                 format!("the database is unavailable, try again shortly ({message})"),

@@ -12,6 +12,7 @@ pub mod openai;
 pub mod openapi;
 pub mod profile;
 pub mod ptkb;
+pub mod sign_in;
 pub mod turns;
 pub mod users;
 
@@ -24,6 +25,7 @@ use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers, Next};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use crate::config::Config;
+use crate::index::background::DefaultCollection;
 use crate::rerank::Reranker;
 use crate::service::{CollectionService, TurnService};
 use crate::store::Store;
@@ -38,6 +40,9 @@ pub struct AppState {
     pub turns: Arc<TurnService>,
     /// The collections users see, and uploads (sharing `turns`' open collections).
     pub collections: Arc<CollectionService>,
+    /// The collection `serve` builds in the background (listed with its progress meanwhile);
+    /// new conversations without a collection use it.
+    pub default_collection: Option<Arc<DefaultCollection>>,
 }
 
 impl AppState {
@@ -54,7 +59,15 @@ impl AppState {
             turns,
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
+            default_collection: None,
         }
+    }
+
+    /// Lists `default` (with its build's progress until it is ready) and makes it the
+    /// collection of new conversations that name none.
+    pub fn with_default_collection(mut self, default: Arc<DefaultCollection>) -> Self {
+        self.default_collection = Some(default);
+        self
     }
 
     /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
@@ -108,6 +121,7 @@ routes! {
     POST "/v1/users" => users::create,
     GET "/v1/users/me" => users::me,
     POST "/v1/users/me/tokens" => users::create_token,
+    POST "/v1/sign-in" => sign_in::sign_in,
     POST "/v1/conversations" => conversations::create,
     GET "/v1/conversations" => conversations::list,
     GET "/v1/conversations/{conversation_id}" => conversations::get,

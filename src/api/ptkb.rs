@@ -2,7 +2,7 @@
 //! the statements they saw (`?at_turn=N` shows them).
 
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::error::ApiError;
@@ -10,7 +10,7 @@ use super::extract::{parse_uuid, ApiJson, ApiQuery, AuthUser};
 use super::AppState;
 use crate::store::NewStatement;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatementInput {
     /// Stable id; the next free number when absent.

@@ -15,7 +15,7 @@ pub use collections::{
     Visibility,
 };
 pub use turns::{
-    Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
+    Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
     StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,
 };
 

@@ -7,6 +7,7 @@ mod generate_support;
 
 mod api_collections;
 mod api_errors;
+mod api_first_run;
 mod api_foundation;
 mod api_openai;
 mod api_turns;
@@ -32,6 +33,7 @@ mod index_topk;
 mod mcp_http;
 mod pipeline_ptkb_ikat;
 mod pipeline_rewrite_rouge;
+mod reliability;
 mod rerank_cli;
 mod rerank_cross_encoder;
 mod rerank_embed;

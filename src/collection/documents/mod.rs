@@ -1,7 +1,9 @@
 //! Readers of single uploaded documents (plain text, Markdown, PDF): the file's type is decided
 //! by its extension and confirmed by its contents, then its text is extracted for indexing.
+//! `html` reads whole HTML pages for `convrag index` (and the default collection).
 //! Adding a type is one [`DocumentKind`] variant, its extensions and one match arm in [`extract`].
 
+pub mod html;
 mod markdown;
 mod pdf;
 mod text;

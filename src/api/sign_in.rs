@@ -1,0 +1,35 @@
+//! Signing in from the link `serve` prints on a fresh server: a one-time code for a token.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::error::{ApiError, ErrorCode};
+use super::extract::ApiJson;
+use super::AppState;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignIn {
+    pub code: String,
+}
+
+/// `POST /v1/sign-in` (no token): spends a sign-in code and returns a new token of its user.
+pub async fn sign_in(
+    state: web::Data<AppState>,
+    body: ApiJson<SignIn>,
+) -> Result<HttpResponse, ApiError> {
+    let code = body.0.code.trim().to_string();
+    if code.is_empty() {
+        return Err(ApiError::invalid("code", "must not be empty"));
+    }
+    match state.store.redeem_sign_in_code(&code).await? {
+        Some((user, token)) => Ok(HttpResponse::Ok().json(json!({"user": user, "token": token}))),
+        None => Err(ApiError::field(
+            ErrorCode::InvalidToken,
+            "code",
+            "this sign-in link was already used or has expired; restart the server for a new one \
+             or ask your administrator for a token",
+        )),
+    }
+}
