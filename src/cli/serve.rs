@@ -47,6 +47,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Arc::new(config.clone()),
         &admin_token,
     );
+    let interrupted = state
+        .collections
+        .recover()
+        .await
+        .context("recovering interrupted uploads")?;
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "uploads cut off by the last stop were marked failed"
+        );
+    }
     if let Some(model) = convrag::rerank::load_default(&config) {
         state = state.with_reranker(model);
     }

@@ -200,6 +200,13 @@ pub struct PendingTurn {
     pub replaced_utterance: Option<String>,
 }
 
+impl PendingTurn {
+    /// The user whose conversation this is (whose private collections the turn may read).
+    pub fn user_id(&self) -> i64 {
+        self.user_id
+    }
+}
+
 impl Store {
     /// Takes the conversation's lease and reads, in one short transaction, what a new turn at
     /// `slot` sees (see [`PendingTurn`]).
