@@ -36,7 +36,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpRes
 
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`
 pub async fn search(
-    _user: AuthUser,
+    AuthUser(user): AuthUser,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: ApiQuery<SearchQuery>,
@@ -72,13 +72,17 @@ pub async fn search(
         depth,
         rerank,
     };
-    let found = state.turns.search(&request).await.map_err(|e| match e {
-        // A server without a model: nothing about this request's fields is wrong.
-        ServiceError::Setting(e) if e.unavailable => {
-            ApiError::new(ErrorCode::ModelUnavailable, e.reason)
-        }
-        other => other.into(),
-    })?;
+    let found = state
+        .turns
+        .search_as(user.id, &request)
+        .await
+        .map_err(|e| match e {
+            // A server without a model: nothing about this request's fields is wrong.
+            ServiceError::Setting(e) if e.unavailable => {
+                ApiError::new(ErrorCode::ModelUnavailable, e.reason)
+            }
+            other => other.into(),
+        })?;
     let results: Vec<serde_json::Value> = found
         .passages
         .iter()

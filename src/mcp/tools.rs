@@ -127,7 +127,7 @@ pub async fn call(
     arguments: Value,
 ) -> Result<Value, RpcError> {
     let outcome: Outcome = match name {
-        "search" => with_args(&arguments, |a| search(state, a)).await,
+        "search" => with_args(&arguments, |a| search(state, user, a)).await,
         "ask" => with_args(&arguments, |a| ask(state, user, a)).await,
         "list_ptkb" => with_args(&arguments, |a| list_ptkb(state, user, a)).await,
         "add_ptkb" => with_args(&arguments, |a| add_ptkb(state, user, a)).await,
@@ -193,7 +193,7 @@ fn not_found_as(field: &'static str) -> impl Fn(crate::store::StoreError) -> Api
 /// BM25 candidates the model rescores for a search (the API's default depth).
 const SEARCH_DEPTH: usize = 100;
 
-async fn search(state: &AppState, a: SearchArgs) -> Outcome {
+async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
     if a.query.trim().is_empty() {
         return Err(ApiError::invalid("query", "must not be empty"));
     }
@@ -213,13 +213,17 @@ async fn search(state: &AppState, a: SearchArgs) -> Outcome {
         depth: SEARCH_DEPTH.max(k),
         rerank: state.turns.reranker().is_some(),
     };
-    let hits = state.turns.search(&request).await.map_err(|e| {
-        let mut e = ApiError::from(e);
-        if e.code == ErrorCode::NotFound {
-            e.field = Some("collection".to_string());
-        }
-        e
-    })?;
+    let hits = state
+        .turns
+        .search_as(user.id, &request)
+        .await
+        .map_err(|e| {
+            let mut e = ApiError::from(e);
+            if e.code == ErrorCode::NotFound {
+                e.field = Some("collection".to_string());
+            }
+            e
+        })?;
     let hits = hits.passages;
     let mut text = String::new();
     let results: Vec<Value> = hits

@@ -5,7 +5,10 @@
 //!   (begin → context → run → commit) and searches a collection with the turn's retrieval and
 //!   reranking.
 
+pub mod rate;
 pub mod turns;
+
+pub use rate::{RateKind, RateLimiter};
 
 pub use turns::{
     Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,

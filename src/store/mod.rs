@@ -17,13 +17,15 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
+use crate::config::Limits;
+
 pub use batch_runs::RunLock;
 pub use conversations::{Conversation, ConversationPatch, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
 pub use turns::{HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
-pub use users::User;
+pub use users::{AuthFailure, NewToken, TokenInfo, User};
 
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +45,21 @@ pub enum StoreError {
         field: &'static str,
         message: String,
     },
+    /// Text or a list longer than the configured limit allows (HTTP 413).
+    #[error("{field}: {message}")]
+    TooLarge {
+        field: &'static str,
+        message: String,
+    },
+    /// The user already keeps as much of something as the configured limit allows (HTTP 429).
+    #[error("{field}: {message}")]
+    QuotaExceeded {
+        field: &'static str,
+        message: String,
+    },
+    /// A bearer token that does not (or no longer) authenticates.
+    #[error("{0}")]
+    Unauthorized(users::AuthFailure),
     /// The database cannot be reached right now.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -101,6 +118,9 @@ pub enum DbTarget {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
+    /// What one user may store; the server sets its configured limits, tools keep only the
+    /// database's bounds.
+    limits: std::sync::Arc<Limits>,
 }
 
 impl Store {
@@ -133,14 +153,27 @@ impl Store {
             .test_before_acquire(true)
             .connect_with(options)
             .await?;
-        let store = Store { pool };
+        let store = Store::from_pool(pool);
         store.migrate().await?;
         Ok(store)
     }
 
     /// Wraps an existing pool (tests, tools) without migrating.
     pub fn from_pool(pool: PgPool) -> Self {
-        Store { pool }
+        Store {
+            pool,
+            limits: std::sync::Arc::new(Limits::unlimited()),
+        }
+    }
+
+    /// The same database, enforcing `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = std::sync::Arc::new(limits);
+        self
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -177,6 +210,19 @@ pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Resu
     let chars = value.chars().count();
     if chars > max {
         return Err(StoreError::Invalid {
+            field,
+            message: format!("must be at most {max} characters (got {chars})"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a text that must not be blank and whose length a configured limit bounds (413 beyond).
+pub(crate) fn require_text_within(field: &'static str, value: &str, max: usize) -> Result<()> {
+    require_text(field, value, usize::MAX)?;
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(StoreError::TooLarge {
             field,
             message: format!("must be at most {max} characters (got {chars})"),
         });

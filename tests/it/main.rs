@@ -5,9 +5,11 @@ mod common;
 mod eval_common;
 mod generate_support;
 
+mod api_accounts;
 mod api_collections;
 mod api_errors;
 mod api_foundation;
+mod api_limits;
 mod api_openai;
 mod api_turns;
 mod batch_golden;
