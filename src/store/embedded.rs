@@ -688,6 +688,44 @@ mod tests {
     }
 
     #[test]
+    fn cluster_users_round_trip_and_tolerate_garbage() {
+        let users = ClusterUsers {
+            started_by_convrag: true,
+            users: vec![
+                ProcessId {
+                    pid: 42,
+                    start_ticks: 7,
+                },
+                ProcessId {
+                    pid: 43,
+                    start_ticks: 9,
+                },
+            ],
+        };
+        assert_eq!(ClusterUsers::parse(&users.render()), users);
+        let parsed = ClusterUsers::parse("pid x 1\nnonsense\npid 5 6\n");
+        assert!(!parsed.started_by_convrag);
+        assert_eq!(
+            parsed.users,
+            [ProcessId {
+                pid: 5,
+                start_ticks: 6
+            }]
+        );
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_reused_pid_is_not() {
+        let me = ProcessId::current().unwrap();
+        assert!(me.is_alive());
+        let reused = ProcessId {
+            start_ticks: me.start_ticks + 1,
+            ..me
+        };
+        assert!(!reused.is_alive());
+    }
+
+    #[test]
     fn garbage_pid_file_is_not_a_live_postmaster() {
         let dir = tempfile::tempdir().unwrap();
         let cluster = EmbeddedCluster::new(dir.path()).unwrap();
