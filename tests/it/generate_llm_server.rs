@@ -250,8 +250,8 @@ fn ikat_requests(n: usize) -> Vec<convrag::pipeline::generate::GenerationRequest
 
 /// The share of real turns whose LLM answer is used (no fallback) with valid citations. Measured
 /// with SmolLM2-135M-Instruct (temperature 0, fixed seed), 2026-11-23: 4 of 8 (the other four
-/// fall back: no sentence of the model is supported by a shown passage); of the four used, two
-/// carry only citations convrag verified, one also markers the model wrote, one only its own.
+/// fall back: no sentence of the model is supported by a shown passage); three of the four used
+/// carry citations convrag verified, one only markers the model wrote.
 #[tokio::test]
 async fn most_llm_answers_on_real_turns_are_used_with_valid_citations() {
     let _turn = ONE_AT_A_TIME.lock().await;
