@@ -582,7 +582,14 @@ pub fn learned_ranker(
             similarity: model
                 .map(|m| Box::new(super::turn::ModelSimilarity(m)) as Box<dyn TextSimilarity>),
         },
-        selection: Selection::Threshold(threshold),
+        // The tuned probability threshold, and (not tuned: a guard for PTKBs much smaller than
+        // iKAT's, where the probabilities of all statements rise) at least half the best
+        // statement's probability, at most three statements.
+        selection: Selection::RelativeToTop {
+            ratio: 0.5,
+            min_score: threshold,
+            max: 3,
+        },
     })
 }
 
