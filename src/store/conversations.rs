@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::ptkb::{insert_statements, NewStatement};
 use super::{sqlstate, Result, Store, StoreError};
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct Conversation {
     pub id: Uuid,
     pub title: String,

@@ -8,7 +8,7 @@ use super::conversations::{lock_owned, next_seq};
 use super::{require_text, sqlstate, Result, Store, StoreError};
 
 /// One version of a PTKB statement.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct Statement {
     /// Stable id within the conversation ("1", "2", ... as in iKAT topics).
     #[sqlx(rename = "statement_id")]

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::{require_text, sqlstate, Result, Store, StoreError};
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct User {
     pub id: i64,
     pub name: String,

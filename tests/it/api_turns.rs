@@ -499,7 +499,12 @@ async fn bad_turn_requests_get_clear_errors_and_store_nothing() {
     let r = alice
         .post(&format!("/v1/conversations/{none}/turns"), ok.clone())
         .await;
-    assert_eq!((r.status, r.field()), (400, "collection"), "{:?}", r.body);
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (409, "conflict", "collection"),
+        "{:?}",
+        r.body
+    );
     let r = alice
         .post(
             "/v1/conversations",
