@@ -52,7 +52,7 @@ echo "schemathesis: $pins against $url (max $MAX_EXAMPLES examples per operation
 status=0
 # No proxy: the server is on loopback.
 env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
-  "$venv/bin/schemathesis" run "$url/v1/openapi.json" \
+  "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/v1/openapi.json" \
   --checks all \
   --phases examples,coverage,fuzzing,stateful \
   --max-examples "$MAX_EXAMPLES" \

@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn integral_floats_are_integers() {
-        #[derive(serde::Deserialize)]
+        #[derive(serde::Deserialize, Debug)]
         struct Limits {
             max_words: usize,
             weight: f64,

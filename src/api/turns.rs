@@ -156,8 +156,9 @@ pub async fn create(
                 .turn(user.id, conversation_id, turn_id)
                 .await
                 .map_err(|e| match e {
-                    crate::store::StoreError::NotFound { .. } => ApiError::field(
-                        ErrorCode::NotFound,
+                    // The conversation is there (the target); the turn named in the body is not.
+                    crate::store::StoreError::NotFound { entity: "turn" } => ApiError::field(
+                        ErrorCode::Conflict,
                         "regenerate",
                         "no such turn in this conversation",
                     ),

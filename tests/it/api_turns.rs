@@ -478,7 +478,7 @@ async fn bad_turn_requests_get_clear_errors_and_store_nothing() {
         (json!({"regenerate": "not-a-uuid"}), 400, "regenerate"),
         (
             json!({"regenerate": "00000000-0000-0000-0000-000000000000"}),
-            404,
+            409,
             "regenerate",
         ),
     ];
