@@ -52,6 +52,7 @@ echo "schemathesis: $pins against $url (max $MAX_EXAMPLES examples per operation
 status=0
 # No proxy: the server is on loopback.
 env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
+  CONVRAG_SCHEMATHESIS_TOKEN="$token" CONVRAG_SCHEMATHESIS_ADMIN_TOKEN="$admin_token" \
   "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/v1/openapi.json" \
   --checks all \
   --phases examples,coverage,fuzzing,stateful \
@@ -60,7 +61,6 @@ env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
   --seed "$SEED" \
   --workers 2 \
   --request-timeout 60 \
-  -H "Authorization: Bearer $token" \
   --report junit,ndjson --report-dir "$report" \
   "$@" || status=$?
 if [ "$status" -ne 0 ]; then

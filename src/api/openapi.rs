@@ -162,7 +162,7 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
         &[AUTH, BODY, &[NotFound, ModelUnavailable]],
     ),
     ("list_profile_statements", &[AUTH]),
-    ("add_profile_statement", &[AUTH, BODY]),
+    ("add_profile_statement", &[AUTH, BODY, &[Conflict]]),
     (
         "remove_profile_statement",
         &[AUTH, &[InvalidField, NotFound]],

@@ -78,6 +78,13 @@ pub async fn list(
     query: ApiQuery<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
+    // Checked here too so that `history=true` does not hide a bad value.
+    if query.0.at_turn.is_some_and(|seq| seq < 1) {
+        return Err(ApiError::invalid(
+            "at_turn",
+            "must be a turn position of 1 or more",
+        ));
+    }
     let statements = if query.0.history {
         state.store.ptkb_history(user.id, id).await?
     } else {

@@ -63,8 +63,9 @@ impl Store {
                 .bind(user_id)
                 .fetch_one(&mut *tx)
                 .await?;
+        // The request is fine; the profile is full (409, not 400).
         if count >= MAX_PROFILE_STATEMENTS {
-            return Err(StoreError::Invalid {
+            return Err(StoreError::Conflict {
                 field: "text",
                 message: format!("a profile holds at most {MAX_PROFILE_STATEMENTS} statements"),
             });

@@ -678,3 +678,30 @@ async fn health_openapi_and_every_documented_route_is_served() {
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_profile_is_a_conflict_not_a_bad_request() {
+    let db = TestDb::new().await;
+    let server = db.serve();
+    let anon = Client::new(&server, None);
+    let alice = new_user(&anon, "alice").await;
+    for i in 0..200 {
+        let r = alice
+            .post(
+                "/v1/profile/statements",
+                json!({"text": format!("fact {i}")}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    let r = alice
+        .post("/v1/profile/statements", json!({"text": "one more"}))
+        .await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (409, "conflict", "text"),
+        "{:?}",
+        r.body
+    );
+    server.stop().await;
+}
