@@ -28,3 +28,11 @@ cargo test --locked --no-fail-fast
 ./scripts/schemathesis.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh
+# 60 turns at 8 concurrent with PostgreSQL stopped, the LLM killed and the server SIGKILLed
+# mid-run (a private cluster on its own port); every acknowledged turn stored, nothing else.
+./scripts/load-fault.sh --turns 60
+# Clients that never retry: no turn answered with an error is stored.
+./scripts/load-fault.sh --turns 60 --faults postgres --no-retry
+# A new user's first run: run.sh's set-up into an empty home, the printed sign-in link, the
+# default collection built in the background, a first cited answer (tests/ui/first-run.test.mjs).
+./scripts/first-run-test.sh

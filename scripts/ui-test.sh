@@ -54,24 +54,30 @@ fi
 . scripts/test-server.sh
 start_test_server ui CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct
 
-# A user, created with the administrator token like an operator would.
-token="$(URL="$url" ADMIN="$admin_token" node --input-type=module -e '
-  const r = await fetch(process.env.URL + "/v1/users", {
-    method: "POST",
-    headers: { Authorization: "Bearer " + process.env.ADMIN, "Content-Type": "application/json" },
-    body: JSON.stringify({ name: "ui-tester" }),
-  });
-  const body = await r.json();
-  if (r.status !== 201) { console.error(JSON.stringify(body)); process.exit(1); }
-  console.log(body.token);
-')" || die "creating the test user failed"
+# Two users, created with the administrator token like an operator would (the second one must
+# not see the first one's private collection).
+new_user() {
+  URL="$url" ADMIN="$admin_token" NAME="$1" node --input-type=module -e '
+    const r = await fetch(process.env.URL + "/v1/users", {
+      method: "POST",
+      headers: { Authorization: "Bearer " + process.env.ADMIN, "Content-Type": "application/json" },
+      body: JSON.stringify({ name: process.env.NAME }),
+    });
+    const body = await r.json();
+    if (r.status !== 201) { console.error(JSON.stringify(body)); process.exit(1); }
+    console.log(body.token);
+  '
+}
+token="$(new_user ui-tester)" || die "creating the test user failed"
+other_token="$(new_user ui-other)" || die "creating the second test user failed"
 
 artifacts="${CONVRAG_UI_ARTIFACTS:-$root/target/ui-artifacts}"
 rm -rf "$artifacts"
 mkdir -p "$artifacts"
 echo "ui-test: server $url (LLM: $llm_mode, $llm_url), screenshots in $artifacts"
 status=0
-(cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_COLLECTION=diet \
+(cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_OTHER_TOKEN="$other_token" \
+  CONVRAG_UI_COLLECTION=diet \
   CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
   node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs) || status=$?

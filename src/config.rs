@@ -43,6 +43,101 @@ impl Default for LlmConfig {
     }
 }
 
+/// Connection pools, the turn lease and idempotency records (`[database]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// Connections of the main pool (turns, conversations, PTKB).
+    pub pool_size: u32,
+    /// Connections kept apart for token lookups, so busy turns never starve authentication.
+    pub auth_pool_size: u32,
+    /// How long a request waits for a pooled connection before answering 503.
+    pub acquire_timeout_ms: u64,
+    /// Lifetime of a turn's lease on its conversation; renewed while the turn runs, so a
+    /// crashed holder blocks the conversation for at most this long.
+    pub turn_lease_secs: u64,
+    /// How long a turn waits for another turn of the same conversation before 409.
+    pub turn_wait_secs: u64,
+    /// How long the result of a request with an `Idempotency-Key` is kept.
+    pub idempotency_hours: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            auth_pool_size: 4,
+            acquire_timeout_ms: 3000,
+            turn_lease_secs: 30,
+            turn_wait_secs: 120,
+            idempotency_hours: 24,
+        }
+    }
+}
+
+/// Limits on what users upload into their private collections (`[uploads]`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct UploadLimits {
+    /// Largest accepted file, in bytes.
+    pub max_file_bytes: u64,
+    /// Most files in one upload request.
+    pub max_files: usize,
+    /// Most documents one private collection holds.
+    pub max_documents: u32,
+    /// Most uploaded bytes one private collection holds.
+    pub max_collection_bytes: u64,
+    /// Most private collections one user has.
+    pub max_collections: u32,
+}
+
+impl UploadLimits {
+    fn load_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        fn number<T: std::str::FromStr>(
+            env: &dyn Fn(&str) -> Option<String>,
+            name: &'static str,
+            into: &mut T,
+        ) -> Result<()> {
+            if let Some(v) = env(name) {
+                *into = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                    name,
+                    message: format!("expected a whole number, got {v:?}"),
+                })?;
+            }
+            Ok(())
+        }
+        number(
+            env,
+            "CONVRAG_UPLOAD_MAX_FILE_BYTES",
+            &mut self.max_file_bytes,
+        )?;
+        number(env, "CONVRAG_UPLOAD_MAX_FILES", &mut self.max_files)?;
+        number(env, "CONVRAG_UPLOAD_MAX_DOCUMENTS", &mut self.max_documents)?;
+        number(
+            env,
+            "CONVRAG_UPLOAD_MAX_COLLECTION_BYTES",
+            &mut self.max_collection_bytes,
+        )?;
+        number(
+            env,
+            "CONVRAG_UPLOAD_MAX_COLLECTIONS",
+            &mut self.max_collections,
+        )
+    }
+}
+
+impl Default for UploadLimits {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 10 << 20,
+            max_files: 20,
+            max_documents: 200,
+            max_collection_bytes: 50 << 20,
+            max_collections: 10,
+        }
+    }
+}
+
 /// The whole effective configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -61,7 +156,14 @@ pub struct Config {
     pub ort_dylib_path: Option<PathBuf>,
     /// Directory of the default reranking model; when absent `home/models/all-MiniLM-L6-v2`.
     pub model_dir: Option<PathBuf>,
+    /// Directory of HTML pages `serve` builds the default collection from (in the background,
+    /// once); when absent there is no default collection.
+    pub default_collection_source: Option<PathBuf>,
+    /// Name of the default collection; new conversations without a collection use it.
+    pub default_collection: String,
     pub llm: LlmConfig,
+    pub database: DatabaseConfig,
+    pub uploads: UploadLimits,
 }
 
 impl Default for Config {
@@ -74,7 +176,11 @@ impl Default for Config {
             max_body_bytes: 1024 * 1024,
             ort_dylib_path: None,
             model_dir: None,
+            default_collection_source: None,
+            default_collection: "postgresql-manual".to_string(),
             llm: LlmConfig::default(),
+            database: DatabaseConfig::default(),
+            uploads: UploadLimits::default(),
         }
     }
 }
@@ -147,6 +253,18 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "default reranking model directory",
     },
     Setting {
+        env: "CONVRAG_DEFAULT_COLLECTION_SOURCE",
+        toml_key: "default_collection_source",
+        default: "unset: no default collection",
+        meaning: "HTML pages serve indexes once as the default collection (also serve --default-collection)",
+    },
+    Setting {
+        env: "CONVRAG_DEFAULT_COLLECTION",
+        toml_key: "default_collection",
+        default: "postgresql-manual",
+        meaning: "name of the default collection, used by new conversations",
+    },
+    Setting {
         env: "CONVRAG_LLM_BASE_URL",
         toml_key: "llm.base_url",
         default: "unset: extractive answers",
@@ -169,6 +287,71 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "llm.timeout_secs",
         default: "60",
         meaning: "timeout of one LLM request",
+    },
+    Setting {
+        env: "CONVRAG_DB_POOL_SIZE",
+        toml_key: "database.pool_size",
+        default: "16",
+        meaning: "connections of the main database pool",
+    },
+    Setting {
+        env: "CONVRAG_DB_AUTH_POOL_SIZE",
+        toml_key: "database.auth_pool_size",
+        default: "4",
+        meaning: "connections kept for token lookups",
+    },
+    Setting {
+        env: "CONVRAG_DB_ACQUIRE_TIMEOUT_MS",
+        toml_key: "database.acquire_timeout_ms",
+        default: "3000",
+        meaning: "wait for a pooled connection before 503",
+    },
+    Setting {
+        env: "CONVRAG_TURN_LEASE_SECS",
+        toml_key: "database.turn_lease_secs",
+        default: "30",
+        meaning:
+            "a turn's renewed lease on its conversation (a crashed holder blocks it this long)",
+    },
+    Setting {
+        env: "CONVRAG_TURN_WAIT_SECS",
+        toml_key: "database.turn_wait_secs",
+        default: "120",
+        meaning: "wait for a running turn of the same conversation before 409 conversation_busy",
+    },
+    Setting {
+        env: "CONVRAG_IDEMPOTENCY_HOURS",
+        toml_key: "database.idempotency_hours",
+        default: "24",
+        meaning: "how long Idempotency-Key results are kept",
+        env: "CONVRAG_UPLOAD_MAX_FILE_BYTES",
+        toml_key: "uploads.max_file_bytes",
+        default: "10485760",
+        meaning: "largest file a user may upload (413 above it)",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_FILES",
+        toml_key: "uploads.max_files",
+        default: "20",
+        meaning: "most files in one upload request",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_DOCUMENTS",
+        toml_key: "uploads.max_documents",
+        default: "200",
+        meaning: "most documents in one private collection",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_COLLECTION_BYTES",
+        toml_key: "uploads.max_collection_bytes",
+        default: "52428800",
+        meaning: "most uploaded bytes in one private collection",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MAX_COLLECTIONS",
+        toml_key: "uploads.max_collections",
+        default: "10",
+        meaning: "most private collections of one user",
     },
     Setting {
         env: "RUST_LOG",
@@ -227,6 +410,12 @@ impl Config {
         if let Some(v) = non_empty("CONVRAG_MODEL_DIR") {
             config.model_dir = Some(PathBuf::from(v));
         }
+        if let Some(v) = non_empty("CONVRAG_DEFAULT_COLLECTION_SOURCE") {
+            config.default_collection_source = Some(PathBuf::from(v));
+        }
+        if let Some(v) = non_empty("CONVRAG_DEFAULT_COLLECTION") {
+            config.default_collection = v;
+        }
         if let Some(v) = non_empty("CONVRAG_LLM_BASE_URL") {
             config.llm.base_url = Some(v);
         }
@@ -242,6 +431,9 @@ impl Config {
                 message: format!("expected a whole number of seconds, got {v:?}"),
             })?;
         }
+        load_database_env(&mut config.database, &non_empty)?;
+
+        config.uploads.load_env(&non_empty)?;
 
         if let Some(v) = &overrides.home {
             config.home = v.clone();
@@ -278,6 +470,29 @@ impl Config {
             return Err(ConfigError::Invalid {
                 name: "max_body_bytes",
                 message: "must be at least 1024".to_string(),
+            });
+        }
+        let d = &self.database;
+        for (name, value) in [
+            ("database.pool_size", u64::from(d.pool_size)),
+            ("database.auth_pool_size", u64::from(d.auth_pool_size)),
+            ("database.acquire_timeout_ms", d.acquire_timeout_ms),
+            ("database.turn_lease_secs", d.turn_lease_secs),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    name,
+                    message: "must be at least 1".to_string(),
+                });
+            }
+        }
+        if crate::index::validate_name(&self.default_collection).is_err() {
+            return Err(ConfigError::Invalid {
+                name: "default_collection",
+                message: format!(
+                    "{:?} is not a collection name (letters, digits, '-', '_', '.')",
+                    self.default_collection
+                ),
             });
         }
         if let Some(url) = &self.llm.base_url {
@@ -334,6 +549,38 @@ impl Config {
         }
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
     }
+}
+
+/// The `[database]` settings given in the environment.
+fn load_database_env(
+    database: &mut DatabaseConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<()> {
+    fn number<T: std::str::FromStr>(name: &'static str, value: &str) -> Result<T> {
+        value.trim().parse().map_err(|_| ConfigError::Invalid {
+            name,
+            message: format!("expected a whole number, got {value:?}"),
+        })
+    }
+    if let Some(v) = env("CONVRAG_DB_POOL_SIZE") {
+        database.pool_size = number("CONVRAG_DB_POOL_SIZE", &v)?;
+    }
+    if let Some(v) = env("CONVRAG_DB_AUTH_POOL_SIZE") {
+        database.auth_pool_size = number("CONVRAG_DB_AUTH_POOL_SIZE", &v)?;
+    }
+    if let Some(v) = env("CONVRAG_DB_ACQUIRE_TIMEOUT_MS") {
+        database.acquire_timeout_ms = number("CONVRAG_DB_ACQUIRE_TIMEOUT_MS", &v)?;
+    }
+    if let Some(v) = env("CONVRAG_TURN_LEASE_SECS") {
+        database.turn_lease_secs = number("CONVRAG_TURN_LEASE_SECS", &v)?;
+    }
+    if let Some(v) = env("CONVRAG_TURN_WAIT_SECS") {
+        database.turn_wait_secs = number("CONVRAG_TURN_WAIT_SECS", &v)?;
+    }
+    if let Some(v) = env("CONVRAG_IDEMPOTENCY_HOURS") {
+        database.idempotency_hours = number("CONVRAG_IDEMPOTENCY_HOURS", &v)?;
+    }
+    Ok(())
 }
 
 /// Query parameters whose values are secrets (`?api_key=...`).
@@ -457,6 +704,40 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("CONVRAG_MAX_BODY_BYTES"));
+    }
+
+    #[test]
+    fn database_settings_come_from_file_and_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("convrag.toml");
+        std::fs::write(&file, "[database]\npool_size = 8\nturn_lease_secs = 10\n").unwrap();
+        let overrides = Overrides {
+            config_file: Some(file),
+            ..Default::default()
+        };
+        let config = Config::load_from(
+            &overrides,
+            env_of(&[
+                ("CONVRAG_TURN_LEASE_SECS", "5"),
+                ("CONVRAG_IDEMPOTENCY_HOURS", "2"),
+            ]),
+        )
+        .unwrap();
+        let d = &config.database;
+        assert_eq!((d.pool_size, d.auth_pool_size), (8, 4));
+        assert_eq!((d.turn_lease_secs, d.idempotency_hours), (5, 2));
+        let err = Config::load_from(
+            &Overrides::default(),
+            env_of(&[("CONVRAG_DB_POOL_SIZE", "0")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("database.pool_size"), "{err}");
+        let err = Config::load_from(
+            &Overrides::default(),
+            env_of(&[("CONVRAG_TURN_WAIT_SECS", "soon")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("CONVRAG_TURN_WAIT_SECS"), "{err}");
     }
 
     #[test]

@@ -48,6 +48,8 @@ enum Command {
     Embed(cli::embed::EmbedArgs),
     /// Run pipeline stages (PTKB ranking, query rewriting) over a topics file.
     Pipeline(cli::pipeline::PipelineArgs),
+    /// Fit learned pipeline weights on training topics (cross-validated by topic).
+    Tune(cli::tune::TuneArgs),
     /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
     Run(cli::run::RunArgs),
     /// Model Context Protocol over stdio, bridged to a running server's /mcp (for MCP clients).
@@ -77,12 +79,16 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         // Commands that only read and write the files they are given need no configuration.
         Command::Validate(args) => cli::validate::run(args),
         Command::Eval(args) => cli::eval::run(args),
+        Command::Tune(args) => cli::tune::run(&config()?, args),
         Command::Serve(args) => {
-            let bind = args.bind.clone();
-            block_on(cli::serve::serve(Config::load(&Overrides {
-                bind,
+            let mut config = Config::load(&Overrides {
+                bind: args.bind.clone(),
                 ..overrides.clone()
-            })?))
+            })?;
+            if let Some(dir) = args.default_collection {
+                config.default_collection_source = Some(dir);
+            }
+            block_on(cli::serve::serve(config))
         }
         Command::Migrate => block_on(cli::serve::migrate(config()?)),
         Command::Config => {

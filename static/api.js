@@ -68,6 +68,29 @@ export class Api {
   collections() {
     return this.request("GET", "/v1/collections");
   }
+  collection(name) {
+    return this.request("GET", `/v1/collections/${encodeURIComponent(name)}`);
+  }
+  createCollection(name) {
+    return this.request("POST", "/v1/collections", { name });
+  }
+  /** Files (File objects) as multipart parts named `files`; resolves to the 202 body. */
+  async uploadDocuments(name, files) {
+    const form = new FormData();
+    for (const file of files) form.append("files", file, file.name);
+    let response;
+    try {
+      response = await fetch(`/v1/collections/${encodeURIComponent(name)}/documents`, {
+        method: "POST",
+        headers: this.headers(),
+        body: form,
+      });
+    } catch (e) {
+      throw unreachable(e);
+    }
+    if (!response.ok) throw await errorOf(response);
+    return response.json();
+  }
   turns(conversationId) {
     return this.request("GET", `/v1/conversations/${encodeURIComponent(conversationId)}/turns?all_versions=true`);
   }

@@ -3,10 +3,12 @@
 // to is the public HTTP API of the same origin. No module does anything when imported: the
 // start below calls their init functions.
 
+import * as collectionStatus from "./collection-status.js";
 import * as composer from "./composer.js";
 import * as conversation from "./conversation.js";
 import { loadConversations, renderConversationList } from "./conversation-list.js";
 import { showSection } from "./dom.js";
+import * as documentsPanel from "./documents-panel.js";
 import * as drawers from "./drawers.js";
 import * as newConversation from "./new-conversation.js";
 import * as passageDialog from "./passage-dialog.js";
@@ -14,6 +16,7 @@ import * as profilePanel from "./profile-panel.js";
 import * as ptkbPanel from "./ptkb-panel.js";
 import * as regenerate from "./regenerate.js";
 import * as session from "./session.js";
+import { consumeSignInLink } from "./sign-in-link.js";
 import { state } from "./state.js";
 import * as turnView from "./turn-view.js";
 
@@ -42,6 +45,10 @@ function start() {
     onSignedIn: async () => {
       await loadConversations();
       await route();
+      // A collection that becomes ready refreshes the new conversation form's list.
+      collectionStatus.watch({
+        onChange: () => location.hash === "#/new" && newConversation.showNewConversation(),
+      });
     },
   });
   newConversation.init();
@@ -49,11 +56,12 @@ function start() {
   composer.init();
   ptkbPanel.init();
   profilePanel.init();
+  documentsPanel.init();
   passageDialog.init();
   regenerate.init();
   turnView.init({ openPassage: passageDialog.openPassage, openRegenerate: regenerate.openRegenerate });
   window.addEventListener("hashchange", () => route().catch((e) => session.reportError(e)));
-  session.resume();
+  consumeSignInLink().then((error) => session.resume(error));
 }
 
 start();

@@ -71,6 +71,10 @@ export function describeError(error) {
       return `It is not there any more: it may have been deleted${detail}.`;
     case "conflict":
       return `That clashes with what is already there${detail}.`;
+    case "conversation_busy":
+      return "Another answer in this conversation is still being written. Try again when it is done.";
+    case "idempotency_key_reused":
+      return "The server already used that request's key for a different request, so nothing was changed.";
     case "database_unavailable":
       return "The server's database is not answering. Try again in a moment.";
     case "model_unavailable":

@@ -1,6 +1,7 @@
 // The new conversation form: a title, the collection to answer from, and the first PTKB
 // statements.
 
+import { collectionLabel, preferredCollection } from "./collection-status.js";
 import { loadConversations } from "./conversation-list.js";
 import { $, setError, showSection } from "./dom.js";
 import { el } from "./render.js";
@@ -54,12 +55,15 @@ export async function showNewConversation() {
   const chosen = select.value;
   select.replaceChildren(
     el("option", { value: "" }, state.collections.length ? "Choose a collection…" : "No collection is indexed"),
-    ...state.collections.map((c) =>
-      el("option", { value: c.name }, `${c.name} (${Number(c.passages).toLocaleString()} passages)`),
-    ),
+    ...state.collections.map((c) => {
+      const option = el("option", { value: c.name }, collectionLabel(c));
+      option.disabled = Boolean(c.status) && c.status !== "ready";
+      return option;
+    }),
   );
-  if (chosen) select.value = chosen;
-  else if (state.collections.length === 1) select.value = state.collections[0].name;
+  const kept = chosen && select.querySelector(`option[value="${CSS.escape(chosen)}"]`);
+  if (kept && !kept.disabled) select.value = chosen;
+  else select.value = preferredCollection(state.collections);
   if (!state.collections.length) {
     setError("new-error", "This server has no passage collection yet. An administrator adds one with `convrag index`.");
   }

@@ -79,11 +79,11 @@ function signOut(message = "", note = "") {
   showSignIn(message, note);
 }
 
-/** Signs in with the token of the last visit, or shows the sign-in page. */
-export async function resume() {
+/** Signs in with the token of the last visit, or shows the sign-in page (with `message`). */
+export async function resume(message = "") {
   const token = localStorage.getItem(TOKEN_KEY);
   if (!token) {
-    showSignIn();
+    showSignIn(message);
     return;
   }
   try {

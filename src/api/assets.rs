@@ -75,6 +75,16 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("../../static/conversation-list.js"),
     },
     Asset {
+        name: "sign-in-link.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/sign-in-link.js"),
+    },
+    Asset {
+        name: "collection-status.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/collection-status.js"),
+    },
+    Asset {
         name: "new-conversation.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../static/new-conversation.js"),
@@ -113,6 +123,11 @@ pub const ASSETS: &[Asset] = &[
         name: "ptkb-panel.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../static/ptkb-panel.js"),
+    },
+    Asset {
+        name: "documents-panel.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/documents-panel.js"),
     },
     Asset {
         name: "profile-panel.js",

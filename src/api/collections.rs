@@ -1,15 +1,18 @@
-//! Passage collections: list them, search one (BM25, optionally reranked by the neural model
-//! and fused with BM25 exactly as a turn's passages are).
+//! Passage collections: list them (the shared ones and the user's private ones), search one
+//! (BM25, optionally reranked by the neural model and fused with BM25 exactly as a turn's
+//! passages are), create a private one and upload documents into it.
 
+use actix_multipart::Multipart;
 use actix_web::{web, HttpResponse};
+use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorCode};
-use super::extract::{ApiQuery, AuthUser};
+use super::extract::{ApiJson, ApiQuery, AuthUser};
 use super::AppState;
-use crate::index::CollectionInfo;
-use crate::service::{SearchRequest, ServiceError};
+use crate::service::{SearchRequest, ServiceError, UploadedFile};
 
 /// Largest `k` and rerank depth one request may ask for.
 const MAX_K: usize = 1000;
@@ -39,13 +42,8 @@ pub struct SearchQuery {
 #[allow(dead_code)] // documents the path
 pub struct CollectionPath {
     /// A collection name (`GET /v1/collections`).
-    #[param(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
+    #[param(min_length = 1, max_length = 128, pattern = "INDEX_NAME")]
     pub name: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CollectionList {
-    pub collections: Vec<CollectionInfo>,
 }
 
 /// One passage found.
@@ -80,15 +78,161 @@ pub struct SearchResults {
     pub timings_ms: SearchTimings,
 }
 
-/// `GET /v1/collections`
+/// `GET /v1/collections`: the shared collections and the user's private ones; the default
+/// collection is marked, and listed with its progress while `serve` is still preparing it.
 #[utoipa::path(get, path = "/v1/collections", operation_id = "list_collections", tag = "collections",
-    responses((status = 200, description = "The indexed collections", body = CollectionList)))]
-pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let registry = state.turns.collections().clone();
-    let collections = web::block(move || registry.list())
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
-    Ok(HttpResponse::Ok().json(CollectionList { collections }))
+    responses((status = 200, description = "`{\"collections\": [...]}`: the collections you see", body = Object)))]
+pub async fn list(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let collections = state.collections.list(user.id).await?;
+    let default = state.default_collection.as_ref().map(|d| d.status());
+    let is_default = |name: &str| default.as_ref().is_some_and(|d| d.name == name);
+    let mut items: Vec<(String, serde_json::Value)> = collections
+        .into_iter()
+        .map(|c| {
+            let mut item = json!(c);
+            item["default"] = json!(is_default(&c.name));
+            (c.name, item)
+        })
+        .collect();
+    if let Some(d) = default.filter(|d| !items.iter().any(|(name, _)| *name == d.name)) {
+        let mut item = json!(d);
+        item["visibility"] = json!("shared");
+        item["default"] = json!(true);
+        items.push((d.name, item));
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    let items: Vec<serde_json::Value> = items.into_iter().map(|(_, item)| item).collect();
+    Ok(HttpResponse::Ok().json(json!({"collections": items})))
+}
+
+/// `GET /v1/collections/{name}`: one collection, with the progress of an upload being indexed.
+#[utoipa::path(get, path = "/v1/collections/{name}", operation_id = "get_collection", tag = "collections",
+    params(CollectionPath),
+    responses((status = 200, description = "`{\"collection\": {...}}`", body = Object)))]
+pub async fn get(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let collection = state.collections.get(user.id, &path).await?;
+    Ok(HttpResponse::Ok().json(json!({"collection": collection})))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCollection {
+    /// Unique among the collections you see.
+    #[schema(min_length = 1, max_length = 128, pattern = "INDEX_NAME")]
+    pub name: String,
+}
+
+/// `POST /v1/collections`: a new, empty private collection of the user.
+#[utoipa::path(post, path = "/v1/collections", operation_id = "create_collection", tag = "collections",
+    request_body = CreateCollection,
+    responses((status = 201, description = "`{\"collection\": {...}}`: the new, empty collection", body = Object, links(
+        ("GetCollection" = (operation_id = "get_collection",
+            parameters(("name" = "$response.body#/collection/name")))),
+    ))))]
+pub async fn create(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    body: ApiJson<CreateCollection>,
+) -> Result<HttpResponse, ApiError> {
+    let collection = state.collections.create(user.id, &body.0.name).await?;
+    Ok(HttpResponse::Created().json(json!({"collection": collection})))
+}
+
+/// `POST /v1/collections/{name}/documents` (multipart/form-data, parts named `files`): checks
+/// every file, then indexes them in the background; 202 with the collection's status.
+#[utoipa::path(post, path = "/v1/collections/{name}/documents", operation_id = "upload_documents",
+    tag = "collections", params(CollectionPath),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 202, description = "`{\"collection\": {...}}`: indexing in the background", body = Object)))]
+pub async fn upload(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    payload: Multipart,
+) -> Result<HttpResponse, ApiError> {
+    let files = read_files(payload, state.collections.limits()).await?;
+    let collection = state.collections.upload(user.id, &path, files).await?;
+    Ok(HttpResponse::Accepted().json(json!({"collection": collection})))
+}
+
+/// The `files` parts of a multipart body, refusing (without reading further) a file above the
+/// size limit or a part beyond the count limit.
+async fn read_files(
+    mut payload: Multipart,
+    limits: crate::config::UploadLimits,
+) -> Result<Vec<UploadedFile>, ApiError> {
+    let malformed = |e: actix_multipart::MultipartError| {
+        ApiError::invalid("files", format!("malformed multipart body: {e}"))
+    };
+    let mut files = Vec::new();
+    while let Some(mut part) = payload.try_next().await.map_err(malformed)? {
+        let disposition = part.content_disposition().cloned();
+        let field_name = disposition
+            .as_ref()
+            .and_then(|d| d.get_name())
+            .unwrap_or("");
+        if field_name != "files" {
+            return Err(ApiError::invalid(
+                field_name,
+                "unknown part; upload documents as parts named \"files\"",
+            ));
+        }
+        let index = files.len();
+        if index >= limits.max_files {
+            return Err(ApiError::field(
+                ErrorCode::PayloadTooLarge,
+                "files",
+                format!(
+                    "more than the {} files allowed in one upload (uploads.max_files)",
+                    limits.max_files
+                ),
+            ));
+        }
+        let file_name = disposition
+            .as_ref()
+            .and_then(|d| d.get_filename())
+            .unwrap_or("")
+            .to_string();
+        if file_name.is_empty() {
+            return Err(ApiError::invalid(
+                format!("files[{index}]"),
+                "has no file name",
+            ));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = part.try_next().await.map_err(malformed)? {
+            if (bytes.len() + chunk.len()) as u64 > limits.max_file_bytes {
+                return Err(ApiError::field(
+                    ErrorCode::PayloadTooLarge,
+                    format!("files[{index}]"),
+                    format!(
+                        "{file_name:?} is too large: more than the {} bytes allowed \
+                         (uploads.max_file_bytes)",
+                        limits.max_file_bytes
+                    ),
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        files.push(UploadedFile { file_name, bytes });
+    }
+    Ok(files)
+}
+
+/// The body of an upload.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the multipart body `read_files` reads
+pub struct UploadForm {
+    /// Text, Markdown or PDF files.
+    #[schema(value_type = Vec<String>, format = Binary)]
+    files: Vec<Vec<u8>>,
 }
 
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`
@@ -96,7 +240,7 @@ pub async fn list(_user: AuthUser, state: web::Data<AppState>) -> Result<HttpRes
     tag = "collections", params(CollectionPath, SearchQuery),
     responses((status = 200, description = "The passages found", body = SearchResults)))]
 pub async fn search(
-    _user: AuthUser,
+    AuthUser(user): AuthUser,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: ApiQuery<SearchQuery>,
@@ -129,6 +273,7 @@ pub async fn search(
         ));
     }
     let request = SearchRequest {
+        user_id: Some(user.id),
         collection: name,
         query: q,
         k,

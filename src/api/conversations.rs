@@ -1,18 +1,19 @@
 //! Conversations of the authenticated user.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::error::ApiError;
-use super::extract::{parse_uuid, ApiJson, AuthUser};
+use super::error::{ApiError, ErrorCode};
+use super::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser, REPLAYED_HEADER};
 use super::ptkb::StatementInput;
 use super::AppState;
 use crate::store::ptkb::Statement;
 use crate::store::{Conversation, ConversationPatch, NewConversation, NewStatement};
 
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     #[serde(default)]
@@ -72,9 +73,12 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
     Option::<String>::deserialize(d).map(Some)
 }
 
-/// `POST /v1/conversations`
+/// `POST /v1/conversations`; with an `Idempotency-Key`, a retry answers with what the first
+/// request created.
 #[utoipa::path(post, path = "/v1/conversations", operation_id = "create_conversation",
     tag = "conversations", request_body = CreateConversation,
+    params(("Idempotency-Key" = Option<String>, Header, max_length = 255, pattern = "^[!-~]+$",
+        description = "A retry with the same key and body answers with what the first request created")),
     responses((status = 201, description = "The conversation", body = ConversationWithPtkb, links(
         ("GetConversation" = (operation_id = "get_conversation",
             parameters(("conversation_id" = "$response.body#/conversation/id")))),
@@ -94,13 +98,23 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
 pub async fn create(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
+    req: HttpRequest,
     body: ApiJson<CreateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
+    let key = idempotency_key(&req, "POST /v1/conversations", &body)?;
+    if let Some(collection) = &body.collection {
+        check_collection(&state, user.id, collection).await?;
+    }
     let new = NewConversation {
         title: body.title,
         external_id: body.external_id,
-        collection: body.collection,
+        collection: body.collection.or_else(|| {
+            state
+                .default_collection
+                .as_ref()
+                .map(|d| d.name().to_string())
+        }),
         ptkb: body
             .ptkb
             .into_iter()
@@ -110,9 +124,34 @@ pub async fn create(
             })
             .collect(),
     };
-    let conversation = state.store.create_conversation(user.id, new).await?;
-    let ptkb = state.store.ptkb(user.id, conversation.id, None).await?;
-    Ok(HttpResponse::Created().json(ConversationWithPtkb { conversation, ptkb }))
+    let (created, replayed) = state
+        .store
+        .create_conversation_keyed(user.id, new, key.as_ref())
+        .await?;
+    let mut response = HttpResponse::Created();
+    if replayed {
+        response.insert_header((REPLAYED_HEADER, "true"));
+    }
+    Ok(response.json(created))
+}
+
+/// A conversation may name only a collection the user sees (a shared one or their own private
+/// one); any other name, another user's private collection included, is not found.
+async fn check_collection(state: &AppState, user_id: i64, name: &str) -> Result<(), ApiError> {
+    use crate::index::IndexError;
+    use crate::service::ServiceError;
+    match state.turns.visible_retriever(Some(user_id), name).await {
+        Ok(_) => Ok(()),
+        Err(ServiceError::Index(IndexError::NotFound { .. })) => Err(ApiError::field(
+            ErrorCode::NotFound,
+            "collection",
+            format!("no collection named {name:?}"),
+        )),
+        Err(ServiceError::Index(e @ IndexError::InvalidName(_))) => {
+            Err(ApiError::invalid("collection", e.to_string()))
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// `GET /v1/conversations`
@@ -152,6 +191,9 @@ pub async fn update(
     body: ApiJson<UpdateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
+    if let Some(Some(collection)) = &body.0.collection {
+        check_collection(&state, user.id, collection).await?;
+    }
     let patch = ConversationPatch {
         title: body.0.title,
         collection: body.0.collection,

@@ -14,7 +14,7 @@ use crate::pipeline::generate::GenerateError;
 use crate::pipeline::turn::{SettingError, SettingField};
 use crate::pipeline::PipelineError;
 use crate::rerank::RerankError;
-use crate::service::ServiceError;
+use crate::service::{CollectionServiceError, FileProblem, ServiceError};
 use crate::store::{EmbeddedError, StoreError};
 
 /// Stable error codes of the HTTP API.
@@ -24,6 +24,7 @@ pub enum ErrorCode {
     InvalidField,
     UnsupportedMediaType,
     PayloadTooLarge,
+    UnreadableFile,
     MissingToken,
     InvalidToken,
     AdminRequired,
@@ -31,6 +32,8 @@ pub enum ErrorCode {
     RouteNotFound,
     MethodNotAllowed,
     Conflict,
+    ConversationBusy,
+    IdempotencyKeyReused,
     DatabaseUnavailable,
     ModelUnavailable,
     Internal,
@@ -46,6 +49,7 @@ impl ErrorCode {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
             ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ErrorCode::UnreadableFile => (StatusCode::UNPROCESSABLE_ENTITY, "unreadable_file"),
             ErrorCode::MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
             ErrorCode::InvalidToken => (StatusCode::UNAUTHORIZED, "invalid_token"),
             ErrorCode::AdminRequired => (StatusCode::FORBIDDEN, "admin_required"),
@@ -53,6 +57,8 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
             ErrorCode::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ErrorCode::Conflict => (StatusCode::CONFLICT, "conflict"),
+            ErrorCode::ConversationBusy => (StatusCode::CONFLICT, "conversation_busy"),
+            ErrorCode::IdempotencyKeyReused => (StatusCode::CONFLICT, "idempotency_key_reused"),
             ErrorCode::DatabaseUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }
@@ -61,11 +67,12 @@ impl ErrorCode {
         }
     }
 
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::UnreadableFile,
         ErrorCode::MissingToken,
         ErrorCode::InvalidToken,
         ErrorCode::AdminRequired,
@@ -73,6 +80,8 @@ impl ErrorCode {
         ErrorCode::RouteNotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
+        ErrorCode::ConversationBusy,
+        ErrorCode::IdempotencyKeyReused,
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
         ErrorCode::Internal,
@@ -219,12 +228,48 @@ impl From<StoreError> for ApiError {
                 ApiError::field(ErrorCode::Conflict, field, message)
             }
             StoreError::Invalid { field, message } => ApiError::invalid(field, message),
+            StoreError::Busy | StoreError::LeaseLost => {
+                ApiError::new(ErrorCode::ConversationBusy, e.to_string())
+            }
+            StoreError::KeyReused => ApiError::field(
+                ErrorCode::IdempotencyKeyReused,
+                crate::store::idempotency::HEADER,
+                "this key was already used with a different request; use a new key per request",
+            ),
             StoreError::Unavailable(message) => ApiError::new(
                 ErrorCode::DatabaseUnavailable,
                 format!("the database is unavailable, try again shortly ({message})"),
             ),
             StoreError::Migrate(e) => ApiError::new(ErrorCode::Internal, format!("migration: {e}")),
             StoreError::Database(e) => ApiError::new(ErrorCode::Internal, format!("database: {e}")),
+        }
+    }
+}
+
+impl From<CollectionServiceError> for ApiError {
+    fn from(e: CollectionServiceError) -> Self {
+        match e {
+            CollectionServiceError::File {
+                field,
+                problem,
+                reason,
+            } => {
+                let code = match problem {
+                    FileProblem::TooLarge => ErrorCode::PayloadTooLarge,
+                    FileProblem::WrongType => ErrorCode::UnsupportedMediaType,
+                    FileProblem::Empty => ErrorCode::InvalidField,
+                    FileProblem::Unreadable => ErrorCode::UnreadableFile,
+                };
+                ApiError::field(code, field, reason)
+            }
+            CollectionServiceError::NoFiles => {
+                ApiError::invalid("files", "at least one file is required")
+            }
+            CollectionServiceError::Store(e) => e.into(),
+            CollectionServiceError::Index(e) => e.into(),
+            CollectionServiceError::Io { .. } | CollectionServiceError::Task(_) => {
+                ApiError::new(ErrorCode::Internal, e.to_string())
+            }
         }
     }
 }

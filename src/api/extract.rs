@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::error::{ApiError, ErrorCode};
 use super::AppState;
+use crate::store::idempotency::{self, IdempotencyKey};
 use crate::store::User;
 
 type LocalFuture<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
@@ -215,6 +216,26 @@ fn serde_urlencoded_deserializer<T: DeserializeOwned>(query: &str) -> Result<T, 
 }
 
 /// Parses an id from the path, naming the parameter when it is not a UUID.
+/// The request's `Idempotency-Key` for `route` and its parsed `body` (`None` without the header).
+pub fn idempotency_key<B: serde::Serialize>(
+    req: &HttpRequest,
+    route: &str,
+    body: &B,
+) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(value) = req.headers().get(idempotency::HEADER) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::invalid(idempotency::HEADER, "must be visible ASCII characters"))?;
+    let body = serde_json::to_value(body)
+        .map_err(|e| ApiError::new(ErrorCode::Internal, format!("request body: {e}")))?;
+    Ok(Some(IdempotencyKey::new(key, route, &body)?))
+}
+
+/// Header marking an answer replayed from an `Idempotency-Key` record.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
 pub fn parse_uuid(name: &str, value: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(value)
         .map_err(|_| ApiError::invalid(name, format!("{value:?} is not a valid id")))

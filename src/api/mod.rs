@@ -12,6 +12,7 @@ pub mod openai;
 pub mod openapi;
 pub mod profile;
 pub mod ptkb;
+pub mod sign_in;
 pub mod turns;
 pub mod users;
 
@@ -24,8 +25,9 @@ use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers, Next};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use crate::config::Config;
+use crate::index::background::DefaultCollection;
 use crate::rerank::Reranker;
-use crate::service::TurnService;
+use crate::service::{CollectionService, TurnService};
 use crate::store::Store;
 use error::{ApiError, ErrorCode};
 
@@ -36,6 +38,11 @@ pub struct AppState {
     pub admin_token_digest: [u8; 32],
     /// Turns and searches: the pipeline built from the configuration and the model.
     pub turns: Arc<TurnService>,
+    /// The collections users see, and uploads (sharing `turns`' open collections).
+    pub collections: Arc<CollectionService>,
+    /// The collection `serve` builds in the background (listed with its progress meanwhile);
+    /// new conversations without a collection use it.
+    pub default_collection: Option<Arc<DefaultCollection>>,
 }
 
 impl AppState {
@@ -45,19 +52,42 @@ impl AppState {
     /// out (`serve` checks it first and refuses to start).
     pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
         use sha2::{Digest, Sha256};
+        let turns = Arc::new(turn_service(&config, None));
         Self {
+            collections: collection_service(&store, &turns, &config),
             store,
-            turns: Arc::new(turn_service(&config, None)),
+            turns,
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
+            default_collection: None,
         }
+    }
+
+    /// Lists `default` (with its build's progress until it is ready) and makes it the
+    /// collection of new conversations that name none.
+    pub fn with_default_collection(mut self, default: Arc<DefaultCollection>) -> Self {
+        self.default_collection = Some(default);
+        self
     }
 
     /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
     pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
         self.turns = Arc::new(turn_service(&self.config, Some(reranker)));
+        self.collections = collection_service(&self.store, &self.turns, &self.config);
         self
     }
+}
+
+fn collection_service(
+    store: &Store,
+    turns: &TurnService,
+    config: &Config,
+) -> Arc<CollectionService> {
+    Arc::new(CollectionService::new(
+        store.clone(),
+        turns.collections().clone(),
+        config.uploads,
+    ))
 }
 
 fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnService {
@@ -91,6 +121,7 @@ routes! {
     POST "/v1/users" => users::create,
     GET "/v1/users/me" => users::me,
     POST "/v1/users/me/tokens" => users::create_token,
+    POST "/v1/sign-in" => sign_in::sign_in,
     POST "/v1/conversations" => conversations::create,
     GET "/v1/conversations" => conversations::list,
     GET "/v1/conversations/{conversation_id}" => conversations::get,
@@ -104,6 +135,9 @@ routes! {
     POST "/v1/conversations/{conversation_id}/turns" => turns::create,
     GET "/v1/conversations/{conversation_id}/turns/{turn_id}" => turns::get,
     GET "/v1/collections" => collections::list,
+    POST "/v1/collections" => collections::create,
+    GET "/v1/collections/{name}" => collections::get,
+    POST "/v1/collections/{name}/documents" => collections::upload,
     GET "/v1/collections/{name}/search" => collections::search,
     GET "/v1/models" => openai::models,
     POST "/v1/chat/completions" => openai::chat_completions,

@@ -119,11 +119,9 @@ impl MessageContent {
     responses((status = 200, description = "The collections as models", body = ModelList)))]
 pub async fn models(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let result: Result<HttpResponse, ApiError> = async {
-        AuthUser::from_request(&req, &mut Payload::None).await?;
-        let registry = state.turns.collections().clone();
-        let collections = web::block(move || registry.list())
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))??;
+        let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
+        // The shared collections and the user's private ones (another user's are not models).
+        let collections = state.collections.list(user.id).await?;
         let data = collections
             .into_iter()
             .map(|c| ModelCard {
@@ -172,7 +170,7 @@ async fn chat(
     let body = ApiJson::<ChatRequest, true>::from_request(&req, &mut payload)
         .await?
         .0;
-    check_model(&state, &body.model).await?;
+    check_model(&state, user.id, &body.model).await?;
     let utterances = user_messages(&body.messages)?;
     let explicit = requested_conversation(&req, body.metadata.as_ref())?;
     let (conversation_id, stored) =
@@ -268,10 +266,10 @@ fn sse_data(data: &str) -> web::Bytes {
 
 /// The model must name a collection of this server. Opens only that collection (kept open by
 /// the registry), not every one as listing them does: this runs on every chat request.
-async fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
+async fn check_model(state: &AppState, user_id: i64, model: &str) -> Result<(), ApiError> {
     use crate::index::IndexError;
     use crate::service::ServiceError;
-    match state.turns.retriever(model).await {
+    match state.turns.visible_retriever(Some(user_id), model).await {
         Ok(_) => Ok(()),
         Err(ServiceError::Index(IndexError::NotFound { .. } | IndexError::InvalidName(_))) => {
             Err(ApiError::field(

@@ -63,7 +63,11 @@ impl Capabilities {
         super::turns::create,
         super::turns::get,
         super::collections::list,
+        super::collections::get,
+        super::collections::create,
+        super::collections::upload,
         super::collections::search,
+        super::sign_in::sign_in,
         super::openai::models,
         super::openai::chat_completions,
         super::profile::list,
@@ -107,8 +111,8 @@ impl PartialSchema for ErrorCode {
 }
 
 use ErrorCode::{
-    Conflict, DatabaseUnavailable, InvalidField, InvalidToken, MalformedJson, MissingToken,
-    ModelUnavailable, NotFound, PayloadTooLarge, UnsupportedMediaType,
+    Conflict, DatabaseUnavailable, IdempotencyKeyReused, InvalidField, InvalidToken, MalformedJson,
+    MissingToken, ModelUnavailable, NotFound, PayloadTooLarge, UnsupportedMediaType,
 };
 
 const AUTH: &[ErrorCode] = &[MissingToken, InvalidToken, DatabaseUnavailable];
@@ -136,10 +140,14 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ),
     ("get_me", &[AUTH]),
     ("create_token", &[AUTH]),
-    ("create_conversation", &[AUTH, BODY, &[Conflict]]),
+    (
+        "create_conversation",
+        &[AUTH, BODY, &[NotFound, Conflict, IdempotencyKeyReused]],
+    ),
     ("list_conversations", &[AUTH]),
     ("get_conversation", &[AUTH, &[InvalidField, NotFound]]),
     ("update_conversation", &[AUTH, BODY, &[NotFound]]),
+    ("sign_in", &[BODY, &[InvalidToken, DatabaseUnavailable]]),
     ("delete_conversation", &[AUTH, &[InvalidField, NotFound]]),
     ("list_ptkb", &[AUTH, &[InvalidField, NotFound]]),
     ("add_ptkb_statement", &[AUTH, BODY, &[NotFound, Conflict]]),
@@ -148,10 +156,29 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ("list_turns", &[AUTH, &[InvalidField, NotFound]]),
     (
         "create_turn",
-        &[AUTH, BODY, &[NotFound, Conflict, ModelUnavailable]],
+        &[
+            AUTH,
+            BODY,
+            &[NotFound, Conflict, IdempotencyKeyReused, ModelUnavailable],
+        ],
     ),
     ("get_turn", &[AUTH, &[InvalidField, NotFound]]),
     ("list_collections", &[AUTH]),
+    ("get_collection", &[AUTH, &[InvalidField, NotFound]]),
+    ("create_collection", &[AUTH, BODY, &[Conflict]]),
+    (
+        "upload_documents",
+        &[
+            AUTH,
+            &[
+                InvalidField,
+                NotFound,
+                Conflict,
+                PayloadTooLarge,
+                UnsupportedMediaType,
+            ],
+        ],
+    ),
     (
         "search_collection",
         &[AUTH, &[InvalidField, NotFound, ModelUnavailable]],
@@ -199,6 +226,8 @@ const PATTERNS: &[(&str, &str)] = &[
     ),
     ("NOTNUL", "^[^\\u0000]*$"),
     ("IDENTIFIER", "^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+    // `index::validate_name`: a collection's directory name.
+    ("INDEX_NAME", "^[A-Za-z0-9_-][A-Za-z0-9._-]*$"),
 ];
 
 fn expand_patterns(value: &mut Value) {

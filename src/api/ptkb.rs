@@ -3,6 +3,7 @@
 
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::ApiError;
@@ -11,7 +12,7 @@ use super::AppState;
 use crate::store::ptkb::Statement;
 use crate::store::NewStatement;
 
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatementInput {
     /// Stable id (unique in the conversation); the next free number when absent.

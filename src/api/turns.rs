@@ -2,17 +2,17 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorCode};
-use super::extract::{parse_uuid, ApiJson, ApiQuery, AuthUser};
+use super::extract::{idempotency_key, parse_uuid, ApiJson, ApiQuery, AuthUser, REPLAYED_HEADER};
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
 use super::AppState;
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent, TurnSettings};
-use crate::service::{RequestedSettings, SettingLimits, TurnContext, TurnRequest};
-use crate::store::TurnSlot;
+use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
+use crate::store::{Turn, TurnSlot};
 
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -24,7 +24,7 @@ pub struct ListQuery {
 }
 
 /// Body of `POST .../turns`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTurn {
     /// What the user said (optional when regenerating: the earlier version's utterance).
@@ -107,11 +107,32 @@ fn wants_event_stream(req: &HttpRequest) -> bool {
         .any(|v| v.contains("text/event-stream"))
 }
 
+/// The answer to a retry whose `Idempotency-Key` names a stored turn: the JSON turn (201), or for
+/// an event stream a stream of the one final `turn` event (the whole stored turn).
+fn replay(req: &HttpRequest, turn: Turn) -> HttpResponse {
+    let envelope = TurnEnvelope::from(turn);
+    if wants_event_stream(req) {
+        let frame = sse(StreamEvent::Turn, &json_value(envelope));
+        return HttpResponse::Ok()
+            .content_type("text/event-stream")
+            .insert_header((header::CACHE_CONTROL, "no-cache"))
+            .insert_header((REPLAYED_HEADER, "true"))
+            .body(frame);
+    }
+    HttpResponse::Created()
+        .insert_header((REPLAYED_HEADER, "true"))
+        .json(envelope)
+}
+
 /// `POST /v1/conversations/{conversation_id}/turns`: runs the pipeline for an utterance and
-/// stores the whole turn atomically. The conversation stays locked while the turn runs, so
-/// concurrent turns of one conversation are serialized and each sees the one before.
+/// stores the whole turn atomically. The turn holds the conversation's lease while it runs, so
+/// concurrent turns of one conversation are serialized and each sees the one before. With an
+/// `Idempotency-Key`, a retry answers with the turn the first request stored.
 #[utoipa::path(post, path = "/v1/conversations/{conversation_id}/turns", operation_id = "create_turn",
-    tag = "turns", params(super::conversations::ConversationPath), request_body = CreateTurn,
+    tag = "turns", request_body = CreateTurn,
+    params(super::conversations::ConversationPath,
+        ("Idempotency-Key" = Option<String>, Header, max_length = 255, pattern = "^[!-~]+$",
+            description = "A retry with the same key and body answers with the turn the first request stored")),
     responses(
         (status = 201, description = "The stored turn", body = TurnEnvelope, links(
             ("GetTurn" = (operation_id = "get_turn", parameters(
@@ -131,6 +152,8 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let conversation_id = parse_uuid("conversation_id", &path)?;
     let body = body.0;
+    let route = format!("POST /v1/conversations/{conversation_id}/turns");
+    let key = idempotency_key(&req, &route, &body)?;
     if let Some(u) = &body.utterance {
         check_text("utterance", u)?;
     } else if body.regenerate.is_none() {
@@ -171,10 +194,21 @@ pub async fn create(
     request.context = TurnContext::Stored {
         manual_rewrite: body.rewrite,
     };
-    let turn = state
-        .turns
-        .begin(&state.store, user.id, conversation_id, slot, request)
-        .await?;
+    let (store, service) = (&state.store, &state.turns);
+    let turn = match key {
+        None => {
+            service
+                .begin(store, user.id, conversation_id, slot, request)
+                .await?
+        }
+        Some(key) => match service
+            .begin_keyed(store, user.id, conversation_id, slot, request, key)
+            .await?
+        {
+            Begun::Started(turn) => *turn,
+            Begun::Replayed(turn) => return Ok(replay(&req, *turn)),
+        },
+    };
 
     if !wants_event_stream(&req) {
         let turn = turn.run(&mut |_| {}).await?;

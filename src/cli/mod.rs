@@ -11,4 +11,5 @@ pub mod progress;
 pub mod rerank;
 pub mod run;
 pub mod serve;
+pub mod tune;
 pub mod validate;

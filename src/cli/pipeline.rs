@@ -12,7 +12,7 @@ use convrag::pipeline::ptkb::{
     HybridScorer, LexicalScorer, PtkbRanker, QueryWeights, ScoringRanker, Selection,
     SimilarityScorer, StatementScorer, TermCosine,
 };
-use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter};
+use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter, TermSelection};
 use convrag::pipeline::rewrite_llm::llm_stages_from_config;
 use convrag::pipeline::topics::{
     llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics, read_conversations, rewrite_topics,
@@ -154,6 +154,10 @@ pub struct RewriteOptions {
     /// Statement terms written into the rewrite when the utterance speaks of the user.
     #[arg(long, default_value_t = HistoryRewriter::default().ptkb_terms_first_person)]
     pub ptkb_terms_first_person: usize,
+    /// Choose history terms by the decayed weights and the term budget (`--base-terms`,
+    /// `--anaphora-terms`) instead of the learned selector (`convrag tune rewrite`).
+    #[arg(long)]
+    pub decayed: bool,
 }
 
 impl RewriteOptions {
@@ -169,6 +173,11 @@ impl RewriteOptions {
             ptkb_query_terms: HistoryRewriter::default().ptkb_query_terms,
             short_below: self.short_below,
             replace_pronoun: !self.append_only,
+            selection: if self.decayed {
+                TermSelection::Decayed
+            } else {
+                TermSelection::Learned
+            },
             ..HistoryRewriter::default()
         }
     }

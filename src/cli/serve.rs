@@ -1,6 +1,7 @@
 //! `convrag serve`: database (embedded or external), migrations, HTTP server, clean shutdown;
 //! `convrag migrate`; `convrag config`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix_web::web;
@@ -8,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use convrag::api::{self, AppState};
 use convrag::config::{Config, SETTINGS};
+use convrag::index::background::DefaultCollection;
 use convrag::store::embedded::Database;
 
 /// The administrator token: configured, or generated once into `home/admin_token` (mode 0600).
@@ -48,6 +50,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(model) = convrag::rerank::load_default(&config) {
         state = state.with_reranker(model);
     }
+    let purge = database
+        .store
+        .spawn_idempotency_purge(std::time::Duration::from_secs(600));
+    if let Some(default) = start_default_collection(&config) {
+        state = state.with_default_collection(default);
+    }
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
@@ -55,12 +63,74 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok((addr, server)) => {
             tracing::info!(%addr, "convrag is listening");
             println!("convrag listening on http://{addr}");
+            // Not fatal: an early return here would leave the embedded cluster running.
+            if let Err(e) = print_first_sign_in(&database.store, addr).await {
+                tracing::error!(error = %format!("{e:#}"), "no sign-in link for the first user");
+            }
             server.await.context("HTTP server failed")
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot listen on {}", config.bind))),
     };
+    purge.abort();
     let closed = database.close().await;
     result.and(closed.map_err(anyhow::Error::from))
+}
+
+/// The default collection, when one is configured or already built, with its build started on a
+/// thread of its own (one indexing thread, so the server keeps answering meanwhile).
+fn start_default_collection(config: &Config) -> Option<Arc<DefaultCollection>> {
+    let name = &config.default_collection;
+    let built = config.collections_dir().join(name).is_dir();
+    let source = match &config.default_collection_source {
+        Some(source) => source.clone(),
+        None if built => PathBuf::new(),
+        None => return None,
+    };
+    let default = Arc::new(DefaultCollection::new(name, &source));
+    let building = default.clone();
+    let collections = config.collections_dir();
+    let staging = config.home.join("staging");
+    // A failed build is logged by the build; the server goes on without the collection.
+    std::thread::spawn(move || {
+        if let Ok(Some(report)) = building.build(&collections, &staging, 1) {
+            tracing::info!(
+                passages = report.passages_total,
+                "default collection built in {:.0}s",
+                report.seconds
+            );
+        }
+    });
+    Some(default)
+}
+
+/// On a fresh server: creates the first user and prints its one-time sign-in link (again at each
+/// start until it has been used).
+async fn print_first_sign_in(
+    store: &convrag::store::Store,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let Some(first) = store
+        .first_user_sign_in()
+        .await
+        .context("cannot create the first user's sign-in link")?
+    else {
+        return Ok(());
+    };
+    let host = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    if first.created {
+        tracing::info!(user = %first.user.name, "created the first user");
+    }
+    println!(
+        "Sign in as \"{}\" by opening this link (it works once, until {}):\n  http://{host}/#sign-in={}",
+        first.user.name,
+        first.expires_at.format("%Y-%m-%d %H:%M UTC"),
+        first.code
+    );
+    Ok(())
 }
 
 /// `convrag migrate`: applies pending migrations and exits.
@@ -77,6 +147,10 @@ pub struct ServeArgs {
     /// Listen address (overrides CONVRAG_BIND).
     #[arg(long, value_name = "HOST:PORT")]
     pub bind: Option<String>,
+    /// Directory of HTML pages to build the default collection from, once, in the background
+    /// (overrides CONVRAG_DEFAULT_COLLECTION_SOURCE).
+    #[arg(long, value_name = "DIR")]
+    pub default_collection: Option<PathBuf>,
 }
 
 /// `convrag config`: the effective configuration (secrets masked) and the settings read.

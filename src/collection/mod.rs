@@ -5,6 +5,7 @@
 //! 1-based line it came from. What to do with a bad record (count and skip, or stop under
 //! `--strict`) and cross-file checks such as duplicate ids belong to the caller (the indexer).
 
+pub mod documents;
 mod readers;
 pub mod segment;
 
@@ -114,6 +115,8 @@ pub enum Format {
     Text,
     /// A SMART-format collection such as Cranfield's `cran.all.1400` (`.I/.T/.A/.B/.W`).
     Smart,
+    /// A folder of HTML pages: title, headings and text by section, navigation dropped.
+    Html,
 }
 
 impl Format {
@@ -127,6 +130,7 @@ impl Format {
             Format::TrecDlCandidates => "trec-dl-candidates",
             Format::Text => "text",
             Format::Smart => "smart",
+            Format::Html => "html",
         }
     }
 
@@ -145,6 +149,9 @@ impl Format {
                 name.ends_with(".txt") || name.ends_with(".md") || name.ends_with(".markdown")
             }
             Format::Smart => true,
+            Format::Html => {
+                name.ends_with(".html") || name.ends_with(".htm") || name.ends_with(".xhtml")
+            }
             Format::TrecDlCandidates => name.ends_with(".json") || name.ends_with(".jsonl"),
             _ => name.ends_with(".json") || name.ends_with(".jsonl") || name.ends_with(".jl"),
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::documents::html;
 use super::segment::segment_document;
 use super::{BadRecord, CollectionError, Format, Item, ReadOptions, Record, Result};
 
@@ -62,6 +63,7 @@ pub fn read_file(
         Format::TrecDlCandidates => read_candidates(path, opts, sink),
         Format::Text => read_text_file(path, opts, sink),
         Format::Smart => read_smart(path, opts, sink),
+        Format::Html => read_html_file(path, opts, sink),
         _ => read_json_lines(format, path, opts, sink),
     }
 }
@@ -390,34 +392,40 @@ fn read_candidates(
 
 /// A plain text or Markdown file: one document whose id is its path relative to the input root;
 /// the title is the first Markdown heading (or the first line), headings are all `#` lines.
-fn read_text_file(
-    path: &Path,
-    opts: &ReadOptions,
-    sink: &mut dyn FnMut(Item) -> Result<()>,
-) -> Result<()> {
+/// The whole file as UTF-8, or the bad record naming the line of the first invalid byte.
+fn read_utf8(path: &Path, opts: &ReadOptions) -> Result<std::result::Result<String, Item>> {
     let mut bytes = Vec::new();
     open(path, opts)?
         .read_to_end(&mut bytes)
         .map_err(io_err(path))?;
-    let body = match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => {
-            let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-            let line = 1 + good.iter().filter(|b| **b == b'\n').count() as u64;
-            return sink(bad(
-                path,
-                line,
-                format!("invalid UTF-8: {}", e.utf8_error()),
-            ));
-        }
-    };
+    Ok(String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = 1 + good.iter().filter(|b| **b == b'\n').count() as u64;
+        bad(path, line, format!("invalid UTF-8: {}", e.utf8_error()))
+    }))
+}
+
+/// A document's id: its path under the directory that was indexed, without `.gz`.
+fn relative_doc_id(path: &Path, opts: &ReadOptions) -> String {
     let rel = opts
         .root
         .as_deref()
         .and_then(|r| path.strip_prefix(r).ok())
         .unwrap_or(path);
     let docid = rel.to_string_lossy().replace('\\', "/");
-    let docid = docid.strip_suffix(".gz").unwrap_or(&docid).to_string();
+    docid.strip_suffix(".gz").unwrap_or(&docid).to_string()
+}
+
+fn read_text_file(
+    path: &Path,
+    opts: &ReadOptions,
+    sink: &mut dyn FnMut(Item) -> Result<()>,
+) -> Result<()> {
+    let body = match read_utf8(path, opts)? {
+        Ok(body) => body,
+        Err(bad) => return sink(bad),
+    };
+    let docid = relative_doc_id(path, opts);
     let markdown_headings: Vec<&str> = body
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix('#'))
@@ -457,6 +465,40 @@ fn read_text_file(
             meta: None,
         };
         sink(Item::Record { line, record })?;
+    }
+    Ok(())
+}
+
+/// An HTML page: one record per passage of each section (`file#anchor:n`). HTML has no useful
+/// line numbers after parsing, so every passage of a page reports line 1.
+fn read_html_file(
+    path: &Path,
+    opts: &ReadOptions,
+    sink: &mut dyn FnMut(Item) -> Result<()>,
+) -> Result<()> {
+    let body = match read_utf8(path, opts)? {
+        Ok(body) => body,
+        Err(bad) => return sink(bad),
+    };
+    let docid = relative_doc_id(path, opts);
+    let doc = html::parse(&body);
+    let passages = html::passages(&doc, &docid, &opts.segmenter);
+    if passages.is_empty() {
+        return sink(bad(path, 1, "no text in the page"));
+    }
+    for p in passages {
+        let record = Record {
+            id: p.id,
+            title: p.title,
+            url: String::new(),
+            headings: p.headings,
+            text: p.text,
+            doc_id: Some(docid.clone()),
+            start_char: Some(p.start_char),
+            end_char: Some(p.end_char),
+            meta: None,
+        };
+        sink(Item::Record { line: 1, record })?;
     }
     Ok(())
 }

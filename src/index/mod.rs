@@ -6,6 +6,7 @@
 //! quantization are Lucene's (and so Anserini's): see `search.rs`.
 
 pub mod analysis;
+pub mod background;
 mod porter;
 pub mod search;
 pub mod topics;

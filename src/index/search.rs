@@ -598,6 +598,15 @@ pub struct CollectionInfo {
     pub created: String,
 }
 
+/// The directory under the collections root holding private collections, one folder per owner
+/// (a name `validate_name` refuses, so no shared collection can be called that).
+pub const PRIVATE_DIR: &str = ".private";
+
+/// Registry key of a private collection (shared ones use their bare name, which has no '/').
+fn private_key(user_id: i64, name: &str) -> String {
+    format!("{user_id}/{name}")
+}
+
 /// The collections under a data directory, opened on first use and kept open. Clone it freely
 /// (an `Arc` inside); `Send + Sync`, so it can sit in actix `web::Data`. Searching is
 /// synchronous CPU work: call it from `web::block` in handlers.
@@ -663,22 +672,57 @@ impl CollectionRegistry {
         Ok(out)
     }
 
-    /// The retriever of collection `name`, opened once and shared.
+    /// The retriever of the shared collection `name`, opened once and shared.
     pub fn get(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
         validate_name(name)?;
-        if let Some(r) = self.inner.open.read().expect("registry lock").get(name) {
+        self.open_dir(name.to_string(), &self.inner.root.join(name), name)
+    }
+
+    /// The collection `name` as `user_id` sees it: their private collection of that name if they
+    /// have one, else the shared one. This is the visibility rule: another user's private
+    /// collection lives under that user's directory and is never reached, so it is not found
+    /// exactly like a collection that does not exist.
+    pub fn get_visible(&self, user_id: i64, name: &str) -> Result<Arc<TantivyRetriever>> {
+        validate_name(name)?;
+        let private = self.private_dir(user_id, name);
+        if private.join(TANTIVY_DIR).join("meta.json").exists() {
+            return self.open_dir(private_key(user_id, name), &private, name);
+        }
+        self.get(name)
+    }
+
+    /// Where the private collections of `user_id` live (a directory that `list` skips).
+    pub fn private_root(&self, user_id: i64) -> PathBuf {
+        self.inner.root.join(PRIVATE_DIR).join(user_id.to_string())
+    }
+
+    /// The live directory of a private collection: a symlink to its current version, replaced
+    /// atomically when the collection is rebuilt.
+    pub fn private_dir(&self, user_id: i64, name: &str) -> PathBuf {
+        self.private_root(user_id).join(name)
+    }
+
+    /// Drops the open retriever of a private collection, so the next use opens its new version.
+    pub fn forget_private(&self, user_id: i64, name: &str) {
+        let key = private_key(user_id, name);
+        self.inner.open.write().expect("registry lock").remove(&key);
+    }
+
+    fn open_dir(&self, key: String, dir: &Path, name: &str) -> Result<Arc<TantivyRetriever>> {
+        if let Some(r) = self.inner.open.read().expect("registry lock").get(&key) {
             return Ok(r.clone());
         }
-        let dir = self.inner.root.join(name);
         if !dir.join(TANTIVY_DIR).join("meta.json").exists() {
             return Err(IndexError::NotFound {
                 name: name.to_string(),
                 root: self.inner.root.clone(),
             });
         }
+        // The version a symlink points to now: a later swap must not change an open index's files.
+        let dir = std::fs::canonicalize(dir).map_err(super::io_err(dir))?;
         let r = Arc::new(TantivyRetriever::open(&dir)?);
         let mut open = self.inner.open.write().expect("registry lock");
-        Ok(open.entry(name.to_string()).or_insert(r).clone())
+        Ok(open.entry(key).or_insert(r).clone())
     }
 
     /// Convenience for handlers: search collection `name` for `query`.

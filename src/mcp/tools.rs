@@ -1,7 +1,6 @@
 //! The MCP tools. A tool that fails on its input answers with `isError` and a message naming the
 //! argument, so the calling model can correct itself; an unknown tool is a protocol error.
 
-use actix_web::web;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -127,7 +126,7 @@ pub async fn call(
     arguments: Value,
 ) -> Result<Value, RpcError> {
     let outcome: Outcome = match name {
-        "search" => with_args(&arguments, |a| search(state, a)).await,
+        "search" => with_args(&arguments, |a| search(state, user, a)).await,
         "ask" => with_args(&arguments, |a| ask(state, user, a)).await,
         "list_ptkb" => with_args(&arguments, |a| list_ptkb(state, user, a)).await,
         "add_ptkb" => with_args(&arguments, |a| add_ptkb(state, user, a)).await,
@@ -193,7 +192,7 @@ fn not_found_as(field: &'static str) -> impl Fn(crate::store::StoreError) -> Api
 /// BM25 candidates the model rescores for a search (the API's default depth).
 const SEARCH_DEPTH: usize = 100;
 
-async fn search(state: &AppState, a: SearchArgs) -> Outcome {
+async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
     if a.query.trim().is_empty() {
         return Err(ApiError::invalid("query", "must not be empty"));
     }
@@ -207,6 +206,7 @@ async fn search(state: &AppState, a: SearchArgs) -> Outcome {
     // The same retrieval, reranking (when a model is loaded) and fusion as a turn and as
     // `GET /v1/collections/{name}/search`.
     let request = SearchRequest {
+        user_id: Some(user.id),
         collection: a.collection.clone(),
         query: a.query.clone(),
         k,
@@ -259,12 +259,14 @@ async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
             ))
         }
         (None, Some(collection)) => {
-            let registry = state.turns.collections().clone();
-            let name = collection.clone();
-            web::block(move || registry.get(&name))
+            state
+                .turns
+                .visible_retriever(Some(user.id), collection)
                 .await
-                .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?
-                .map_err(collection_error)?;
+                .map_err(|e| match e {
+                    crate::service::ServiceError::Index(e) => collection_error(e),
+                    other => other.into(),
+                })?;
             let title: String = a.question.chars().take(80).collect();
             let new = NewConversation {
                 title,

@@ -10,11 +10,13 @@
 pub mod bench;
 pub mod context;
 pub mod generate;
+pub mod learned;
 pub mod ptkb;
 pub mod rewrite;
 pub mod rewrite_llm;
 pub mod terms;
 pub mod topics;
+pub mod tuning;
 pub mod turn;
 
 use std::path::PathBuf;

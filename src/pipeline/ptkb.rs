@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::context::ConversationContext;
+use super::learned::LogisticModel;
 use super::terms;
 use super::{PipelineError, Result};
 
@@ -406,6 +407,185 @@ impl TextSimilarity for TermCosine {
     }
 }
 
+/// Names of the lexical features of a statement ([`statement_features`]).
+pub const LEXICAL_FEATURES: &[&str] = &[
+    "lexical_context",
+    "lexical_context_normalized",
+    "lexical_utterance",
+    "lexical_utterance_normalized",
+    "lexical_history",
+    "lexical_context_best",
+    "first_person",
+    "statements",
+    "statement_terms",
+];
+
+/// Names of the bi-encoder features, after the lexical ones when a model is used.
+pub const MODEL_FEATURES: &[&str] = &[
+    "cosine_utterance",
+    "cosine_utterance_normalized",
+    "cosine_utterance_gap",
+    "cosine_previous",
+    "cosine_previous_gap",
+    "cosine_first",
+];
+
+/// Features of every statement of `ctx.ptkb` (rows in PTKB order): [`LEXICAL_FEATURES`], then,
+/// with a `similarity` model, [`MODEL_FEATURES`].
+pub fn statement_features(
+    ctx: &ConversationContext,
+    similarity: Option<&dyn TextSimilarity>,
+) -> Result<Vec<Vec<f64>>> {
+    let n = ctx.ptkb.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let docs: Vec<Vec<String>> = ctx
+        .ptkb
+        .iter()
+        .map(|s| terms::content_stems(&s.text))
+        .collect();
+    let lexical = LexicalScorer::default();
+    let context = bm25_scores(
+        &lexical.query.weighted_query(ctx),
+        &docs,
+        lexical.k1,
+        lexical.b,
+    );
+    let utterance_query: Vec<(String, f32)> = terms::content_stems(ctx.effective_utterance())
+        .into_iter()
+        .map(|s| (s, 1.0))
+        .collect();
+    let utterance = bm25_scores(&utterance_query, &docs, lexical.k1, lexical.b);
+    let history_query: Vec<(String, f32)> = ctx
+        .history
+        .iter()
+        .flat_map(|t| terms::content_stems(&t.utterance))
+        .map(|s| (s, 1.0))
+        .collect();
+    let history = bm25_scores(&history_query, &docs, lexical.k1, lexical.b);
+    let (context_n, utterance_n) = (min_max(&context), min_max(&utterance));
+    let best = context.iter().copied().fold(0.0, f32::max);
+    let first_person = terms::words(&ctx.utterance)
+        .iter()
+        .any(|w| matches!(w.as_str(), "i" | "me" | "my" | "mine" | "myself"));
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    let mut rows: Vec<Vec<f64>> = (0..n)
+        .map(|i| {
+            vec![
+                context[i] as f64,
+                context_n[i] as f64,
+                utterance[i] as f64,
+                utterance_n[i] as f64,
+                history[i] as f64,
+                flag(best > 0.0 && context[i] >= best),
+                flag(first_person),
+                (n as f64).ln(),
+                docs[i].len() as f64,
+            ]
+        })
+        .collect();
+    if let Some(model) = similarity {
+        let texts: Vec<&str> = ctx.ptkb.iter().map(|s| s.text.as_str()).collect();
+        let cosine = |query: Option<&str>| -> Result<Vec<f32>> {
+            match query {
+                Some(q) if !q.trim().is_empty() => {
+                    let v = model.similarities(q, &texts)?;
+                    if v.len() != n {
+                        return Err(PipelineError::Model(format!(
+                            "similarity returned {} scores for {n} statements",
+                            v.len()
+                        )));
+                    }
+                    Ok(v)
+                }
+                _ => Ok(vec![0.0; n]),
+            }
+        };
+        let now = cosine(Some(ctx.effective_utterance()))?;
+        let previous = cosine(ctx.history.last().map(|t| t.utterance.as_str()))?;
+        let first = cosine(ctx.history.first().map(|t| t.utterance.as_str()))?;
+        let now_n = min_max(&now);
+        let top = now.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let top_previous = previous.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.extend([
+                now[i] as f64,
+                now_n[i] as f64,
+                (now[i] - top) as f64,
+                previous[i] as f64,
+                (previous[i] - top_previous) as f64,
+                first[i] as f64,
+            ]);
+        }
+    }
+    Ok(rows)
+}
+
+/// A learned statement ranker: a logistic model's probability over [`statement_features`], and
+/// the probability above which a statement is selected.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StatementModel {
+    pub model: LogisticModel,
+    pub threshold: f64,
+}
+
+/// [`StatementModel`] scores: with the bi-encoder when `similarity` is set.
+pub struct LearnedScorer {
+    pub model: StatementModel,
+    pub similarity: Option<Box<dyn TextSimilarity>>,
+}
+
+impl StatementScorer for LearnedScorer {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        let rows = statement_features(ctx, self.similarity.as_deref())?;
+        Ok(rows
+            .iter()
+            .map(|x| self.model.model.probability(x) as f32)
+            .collect())
+    }
+}
+
+/// The feature names of a learned ranker with or without the bi-encoder.
+pub fn statement_feature_names(with_model: bool) -> Vec<&'static str> {
+    let mut v = LEXICAL_FEATURES.to_vec();
+    if with_model {
+        v.extend_from_slice(MODEL_FEATURES);
+    }
+    v
+}
+
+/// The committed learned statement model (`src/pipeline/weights/ptkb_{model,lexical}.json`,
+/// written by `convrag tune ptkb` from training topics only).
+pub fn committed_statement_model(with_model: bool) -> Result<StatementModel> {
+    let json = if with_model {
+        include_str!("weights/ptkb_model.json")
+    } else {
+        include_str!("weights/ptkb_lexical.json")
+    };
+    let m: StatementModel = serde_json::from_str(json)
+        .map_err(|e| PipelineError::Input(format!("committed PTKB weights: {e}")))?;
+    m.model
+        .check_features(&statement_feature_names(with_model))?;
+    Ok(m)
+}
+
+/// The learned ranker with the committed weights.
+pub fn learned_ranker(
+    model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
+) -> Result<ScoringRanker<LearnedScorer>> {
+    let weights = committed_statement_model(model.is_some())?;
+    let threshold = weights.threshold as f32;
+    Ok(ScoringRanker {
+        scorer: LearnedScorer {
+            model: weights,
+            similarity: model
+                .map(|m| Box::new(super::turn::ModelSimilarity(m)) as Box<dyn TextSimilarity>),
+        },
+        selection: Selection::Threshold(threshold),
+    })
+}
+
 /// The ranker the server and batch runs use. With the neural model: BM25 over the statements
 /// (weight 1) plus the model's similarity to the current utterance alone (weight 1), both
 /// min-max normalized, statements scoring at least 0.9 of the possible 2 selected. On iKAT 2023
@@ -445,6 +625,15 @@ pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn committed_statement_models_match_their_features() {
+        for with_model in [false, true] {
+            let m = committed_statement_model(with_model).unwrap();
+            assert!(m.threshold > 0.0 && m.threshold < 1.0);
+        }
+    }
+
     use crate::pipeline::context::{HistoryTurn, PtkbStatement};
 
     fn ctx(utterance: &str, history: &[&str], ptkb: &[&str]) -> ConversationContext {

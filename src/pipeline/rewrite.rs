@@ -31,10 +31,12 @@
 //! back to another rewriter when there is none.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use serde::Serialize;
 
 use super::context::ConversationContext;
+use super::learned::LogisticModel;
 use super::terms;
 use super::Result;
 
@@ -100,6 +102,77 @@ pub struct HistoryRewriter {
     /// Write the context terms in place of the first pronoun (*it*, *they*, *them*, *its*,
     /// *their*) instead of appending them.
     pub replace_pronoun: bool,
+    /// How the context terms are chosen.
+    pub selection: TermSelection,
+}
+
+/// How [`HistoryRewriter`] chooses the history terms it carries into the rewrite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermSelection {
+    /// The `decay`/`first`/`response` weight with the `base_terms`/`anaphora_terms` budget.
+    Decayed,
+    /// The learned [`TermSelector`] committed in `src/pipeline/weights/rewrite_terms.json`
+    /// (written by `convrag tune rewrite` from training topics only).
+    Learned,
+}
+
+/// Names of the features of a history term, in [`TermCandidate::features`] order.
+pub const TERM_FEATURES: &[&str] = &[
+    "decayed_weight",
+    "inverse_distance",
+    "in_first_utterance",
+    "in_previous_utterance",
+    "utterance_share",
+    "in_previous_response",
+    "response_only",
+    "response_inverse_distance",
+    "response_share",
+    "response_occurrences",
+    "term_length",
+    "numeric",
+    "refers_back",
+    "elliptic",
+    "refers_back_x_previous",
+    "refers_back_x_first",
+    "history_turns",
+    "first_person",
+    "relative_position",
+];
+
+/// A learned choice of history terms: the terms whose probability of appearing in a manual
+/// rewrite is at least `threshold`, at most `max_terms` of them, most probable first.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct TermSelector {
+    pub model: LogisticModel,
+    pub threshold: f64,
+    pub max_terms: usize,
+}
+
+static LEARNED_SELECTOR: LazyLock<TermSelector> = LazyLock::new(|| {
+    let selector: TermSelector = serde_json::from_str(include_str!("weights/rewrite_terms.json"))
+        .expect("the committed rewrite_terms.json parses (unit-tested)");
+    selector
+        .model
+        .check_features(TERM_FEATURES)
+        .expect("the committed rewrite_terms.json matches TERM_FEATURES (unit-tested)");
+    selector
+});
+
+/// The committed learned term selector.
+pub fn learned_term_selector() -> &'static TermSelector {
+    &LEARNED_SELECTOR
+}
+
+/// One history term the rewrite may carry, with its features.
+#[derive(Debug, Clone)]
+pub struct TermCandidate {
+    pub surface: String,
+    pub stem: String,
+    /// The `decay`/`first`/`response` weight ([`TermSelection::Decayed`]).
+    pub weight: f32,
+    /// (turn index, position) of the last occurrence: the output order.
+    pub at: (usize, usize),
+    pub features: Vec<f64>,
 }
 
 /// Words that reliably refer back (unlike *this*, *that*, *one*, which are as often determiners
@@ -179,76 +252,214 @@ impl Default for HistoryRewriter {
             ptkb_weight: 0.3,
             short_below: 0,
             replace_pronoun: true,
+            selection: TermSelection::Learned,
         }
     }
 }
 
-struct Candidate {
-    surface: String,
-    weight: f32,
-    /// (turn index, position) of the last occurrence: the output order.
-    at: (usize, usize),
-}
+/// Positions of terms of a response come after those of the same turn's utterance.
+const RESPONSE_POSITION: usize = 1 << 20;
 
 impl HistoryRewriter {
-    /// Context terms to append, in conversation order, with their weights.
-    fn context_terms(&self, ctx: &ConversationContext, have: &HashSet<String>) -> Vec<Candidate> {
+    /// Every history term the utterance does not already contain (`have`: its stems), with
+    /// features. Terms of earlier utterances, and, with `response` > 0, of the previous response.
+    pub fn term_candidates(
+        &self,
+        ctx: &ConversationContext,
+        have: &HashSet<String>,
+    ) -> Vec<TermCandidate> {
         let n = ctx.history.len();
-        let mut cands: HashMap<String, Candidate> = HashMap::new();
+        let mut cands: HashMap<String, TermCandidate> = HashMap::new();
+        // stem -> (turns containing it, last turn index, relative position there)
+        let mut seen: HashMap<String, (usize, usize, f64)> = HashMap::new();
         for (i, turn) in ctx.history.iter().enumerate() {
             let mut w = self.decay.powi((n - i) as i32 - 1);
             if i == 0 {
                 w = w.max(self.first);
             }
             let mut seen_here = HashSet::new();
-            for (pos, t) in terms::content_terms(&turn.utterance)
-                .into_iter()
-                .enumerate()
-            {
+            let terms_here = terms::content_terms(&turn.utterance);
+            let len = terms_here.len().max(1) as f64;
+            for (pos, t) in terms_here.into_iter().enumerate() {
                 if have.contains(&t.stem) || terms::is_anaphor(&t.surface) {
                     continue;
                 }
                 let first_time_in_turn = seen_here.insert(t.stem.clone());
-                let c = cands.entry(t.stem).or_insert(Candidate {
-                    surface: String::new(),
-                    weight: 0.0,
-                    at: (0, 0),
-                });
+                let c = cands
+                    .entry(t.stem.clone())
+                    .or_insert_with(|| TermCandidate {
+                        surface: String::new(),
+                        stem: t.stem.clone(),
+                        weight: 0.0,
+                        at: (0, 0),
+                        features: Vec::new(),
+                    });
+                let s = seen.entry(t.stem).or_insert((0, 0, 0.0));
                 if first_time_in_turn {
                     c.weight += w;
+                    s.0 += 1;
                 }
+                s.1 = i;
+                s.2 = pos as f64 / len;
                 c.surface = t.surface;
                 c.at = (i, pos);
             }
         }
+        // stem -> (responses containing it, last response index, occurrences in responses)
+        let mut in_responses: HashMap<String, (usize, usize, usize)> = HashMap::new();
         if self.response > 0.0 {
             for (i, turn) in ctx.history.iter().enumerate() {
                 let Some(r) = &turn.response else { continue };
                 let w = self.response * self.decay.powi((n - i) as i32 - 1);
-                let stems: HashSet<String> = terms::content_stems(r).into_iter().collect();
-                for s in stems {
-                    if let Some(c) = cands.get_mut(&s) {
-                        c.weight += w;
+                let mut seen_here = HashSet::new();
+                for (pos, t) in terms::content_terms(r).into_iter().enumerate() {
+                    if have.contains(&t.stem) || terms::is_anaphor(&t.surface) {
+                        continue;
+                    }
+                    let first_time_in_turn = seen_here.insert(t.stem.clone());
+                    let e = in_responses.entry(t.stem.clone()).or_insert((0, 0, 0));
+                    e.2 += 1;
+                    e.1 = i;
+                    if first_time_in_turn {
+                        e.0 += 1;
+                    }
+                    match cands.get_mut(&t.stem) {
+                        // A response confirms a term of the utterances (decayed weights).
+                        Some(c) if first_time_in_turn && seen.contains_key(&t.stem) => {
+                            c.weight += w
+                        }
+                        Some(c) if !seen.contains_key(&t.stem) => {
+                            c.surface = t.surface;
+                            c.at = (i, RESPONSE_POSITION + pos);
+                        }
+                        Some(_) => {}
+                        None => {
+                            cands.insert(
+                                t.stem.clone(),
+                                TermCandidate {
+                                    surface: t.surface,
+                                    stem: t.stem,
+                                    weight: 0.0,
+                                    at: (i, RESPONSE_POSITION + pos),
+                                    features: Vec::new(),
+                                },
+                            );
+                        }
                     }
                 }
             }
         }
-        let refers_back = terms::words(&ctx.utterance)
-            .iter()
-            .any(|w| TRIGGERS.contains(&w.as_str()))
-            || have.len() < self.short_below;
-        let budget = self.base_terms + if refers_back { self.anaphora_terms } else { 0 };
-        let mut v: Vec<Candidate> = cands.into_values().collect();
-        // Heaviest first; ties to the most recent.
-        v.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(b.at.cmp(&a.at)));
-        v.truncate(budget);
+        let words = terms::words(&ctx.utterance);
+        let refers_back = words.iter().any(|w| TRIGGERS.contains(&w.as_str()));
+        let first_person = words.iter().any(|w| FIRST_PERSON.contains(&w.as_str()));
+        let elliptic = 1.0 / (1.0 + have.len() as f64);
+        let first_stems: HashSet<String> = ctx
+            .history
+            .first()
+            .map(|t| terms::content_stems(&t.utterance).into_iter().collect())
+            .unwrap_or_default();
+        let previous_stems: HashSet<String> = ctx
+            .history
+            .last()
+            .map(|t| terms::content_stems(&t.utterance).into_iter().collect())
+            .unwrap_or_default();
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        let mut v: Vec<TermCandidate> = cands.into_values().collect();
+        for c in &mut v {
+            let (turns, last, rel) = seen.get(&c.stem).copied().unwrap_or((0, 0, 0.0));
+            let response_only = turns == 0;
+            let (r_turns, r_last, r_count) =
+                in_responses.get(&c.stem).copied().unwrap_or((0, 0, 0));
+            let in_previous_response = r_turns > 0 && r_last + 1 == n;
+            let in_first = first_stems.contains(&c.stem);
+            let in_previous = previous_stems.contains(&c.stem);
+            c.features = vec![
+                c.weight as f64,
+                if response_only {
+                    0.0
+                } else {
+                    1.0 / (n - last) as f64
+                },
+                flag(in_first),
+                flag(in_previous),
+                turns as f64 / n.max(1) as f64,
+                flag(in_previous_response),
+                flag(response_only),
+                if r_turns > 0 {
+                    1.0 / (n - r_last) as f64
+                } else {
+                    0.0
+                },
+                r_turns as f64 / n.max(1) as f64,
+                (1.0 + r_count as f64).ln(),
+                c.surface.chars().count() as f64,
+                flag(c.surface.chars().all(|ch| ch.is_ascii_digit())),
+                flag(refers_back),
+                elliptic,
+                flag(refers_back && in_previous),
+                flag(refers_back && in_first),
+                (1.0 + n as f64).ln(),
+                flag(first_person),
+                rel,
+            ];
+        }
+        // Deterministic order before selection: heaviest first, ties to the most recent.
+        v.sort_by(|a, b| {
+            b.weight
+                .total_cmp(&a.weight)
+                .then(b.at.cmp(&a.at))
+                .then(a.stem.cmp(&b.stem))
+        });
+        v
+    }
+
+    /// Context terms to append, in conversation order.
+    fn context_terms(
+        &self,
+        ctx: &ConversationContext,
+        have: &HashSet<String>,
+        selector: Option<&TermSelector>,
+    ) -> Vec<TermCandidate> {
+        let mut v = self.term_candidates(ctx, have);
+        match selector {
+            Some(sel) => {
+                let mut scored: Vec<(f64, TermCandidate)> = v
+                    .into_iter()
+                    .map(|c| (sel.model.probability(&c.features), c))
+                    .filter(|(p, _)| *p >= sel.threshold)
+                    .collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+                scored.truncate(sel.max_terms);
+                v = scored
+                    .into_iter()
+                    .map(|(p, mut c)| {
+                        // The weight of a selected term for retrieval is its probability.
+                        c.weight = p as f32;
+                        c
+                    })
+                    .collect();
+            }
+            None => {
+                v.retain(|c| c.weight > 0.0);
+                let refers_back = terms::words(&ctx.utterance)
+                    .iter()
+                    .any(|w| TRIGGERS.contains(&w.as_str()))
+                    || have.len() < self.short_below;
+                let budget = self.base_terms + if refers_back { self.anaphora_terms } else { 0 };
+                v.truncate(budget);
+            }
+        }
         v.sort_by_key(|c| c.at);
         v
     }
-}
 
-impl Rewriter for HistoryRewriter {
-    fn rewrite(&self, ctx: &ConversationContext, selected_ptkb: &[&str]) -> Result<Rewrite> {
+    /// The rewrite with an explicit term selector (`None`: the decayed weights), for tuning.
+    pub fn rewrite_with(
+        &self,
+        ctx: &ConversationContext,
+        selected_ptkb: &[&str],
+        selector: Option<&TermSelector>,
+    ) -> Result<Rewrite> {
         let utterance = ctx.utterance.trim();
         if utterance.is_empty() {
             // Nothing was asked: an empty query, not one made of history alone.
@@ -265,7 +476,7 @@ impl Rewriter for HistoryRewriter {
                 terms_out.push((s, 1.0));
             }
         }
-        let context = self.context_terms(ctx, &have);
+        let context = self.context_terms(ctx, &have, selector);
         let top = context.iter().map(|c| c.weight).fold(0.0, f32::max);
         let mut added: Vec<String> = Vec::new();
         let mut ptkb_surface: Vec<String> = Vec::new();
@@ -324,6 +535,16 @@ impl Rewriter for HistoryRewriter {
     }
 }
 
+impl Rewriter for HistoryRewriter {
+    fn rewrite(&self, ctx: &ConversationContext, selected_ptkb: &[&str]) -> Result<Rewrite> {
+        let selector = match self.selection {
+            TermSelection::Decayed => None,
+            TermSelection::Learned => Some(learned_term_selector()),
+        };
+        self.rewrite_with(ctx, selected_ptkb, selector)
+    }
+}
+
 /// Uses the context's supplied rewrite; without one, the fallback rewriter.
 pub struct ManualRewriter<R> {
     pub fallback: R,
@@ -367,6 +588,37 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn committed_selector_matches_the_features() {
+        let sel = learned_term_selector();
+        sel.model.check_features(TERM_FEATURES).unwrap();
+        assert!(sel.max_terms > 0 && sel.threshold > 0.0 && sel.threshold < 1.0);
+    }
+
+    #[test]
+    fn learned_selection_carries_the_topic_into_a_pronoun_question() {
+        let rw = HistoryRewriter::default();
+        assert_eq!(rw.selection, TermSelection::Learned);
+        let r = rw
+            .rewrite(
+                &ctx("What are its symptoms?", &["Tell me about throat cancer."]),
+                &[],
+            )
+            .unwrap();
+        assert!(r.text.contains("cancer"), "{}", r.text);
+        let decayed = HistoryRewriter {
+            selection: TermSelection::Decayed,
+            ..rw
+        };
+        let d = decayed
+            .rewrite(
+                &ctx("What are its symptoms?", &["Tell me about throat cancer."]),
+                &[],
+            )
+            .unwrap();
+        assert!(d.text.contains("cancer"), "{}", d.text);
     }
 
     #[test]

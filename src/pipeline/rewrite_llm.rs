@@ -4,8 +4,10 @@
 //! The model sees the last few exchanges (responses cut short: small models copy long context
 //! instead of rewriting), the selected PTKB statements and the utterance, and answers with one
 //! line. A reply that is empty, or long enough to be an answer rather than a query, or a failed
-//! call, falls back to the history-aware rewrite computed first; the fallback and its reason are
-//! kept with the turn.
+//! call, falls back to the history-aware rewrite computed first; so does a reply the guard
+//! refuses: one that keeps less than [`KEEP_SHARE`] of the utterance's content words (anaphora
+//! aside), or talks to the user (opens with *sorry*, *could you*, *sure* …, or says *you* more
+//! often than the utterance). The fallback and its reason are kept with the turn.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -66,6 +68,10 @@ pub enum RewriteFallbackKind {
     LlmError,
     /// The reply was no usable one-line query.
     UnusableOutput,
+    /// The reply left out content words of the utterance (it rewrote a different question).
+    DroppedContent,
+    /// The reply asks the user something back instead of rewriting.
+    QuestionBack,
 }
 
 impl std::fmt::Display for RewriteFallbackKind {
@@ -73,6 +79,8 @@ impl std::fmt::Display for RewriteFallbackKind {
         f.write_str(match self {
             RewriteFallbackKind::LlmError => "llm_error",
             RewriteFallbackKind::UnusableOutput => "unusable_output",
+            RewriteFallbackKind::DroppedContent => "dropped_content",
+            RewriteFallbackKind::QuestionBack => "question_back",
         })
     }
 }
@@ -188,7 +196,10 @@ impl LlmRewriter {
             }
         };
         let raw_output = Some(response.content.chars().take(MAX_RAW_CHARS).collect());
-        match clean_reply(&response.content, self.config.max_rewrite_words) {
+        let checked = clean_reply(&response.content, self.config.max_rewrite_words)
+            .map_err(|reason| (RewriteFallbackKind::UnusableOutput, reason))
+            .and_then(|text| guard(&ctx.utterance, &text).map(|()| text));
+        match checked {
             Ok(text) => {
                 let mut seen = HashSet::new();
                 let terms = terms::content_stems(&text)
@@ -206,12 +217,9 @@ impl LlmRewriter {
                     raw_output,
                 })
             }
-            Err(reason) => Ok(LlmRewriteOutcome {
+            Err((kind, reason)) => Ok(LlmRewriteOutcome {
                 rewrite: fallback,
-                fallback: Some(RewriteFallback {
-                    kind: RewriteFallbackKind::UnusableOutput,
-                    reason,
-                }),
+                fallback: Some(RewriteFallback { kind, reason }),
                 raw_output,
             }),
         }
@@ -240,6 +248,68 @@ pub fn llm_stages_from_config(config: &crate::config::LlmConfig) -> Result<Optio
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Share of the utterance's content terms (anaphora aside) a rewrite must keep.
+pub const KEEP_SHARE: f64 = 0.6;
+
+/// Words by which a reply addresses the user, and openings of a reply that talks back.
+const ADDRESSING: &[&str] = &["you", "your", "yours", "yourself"];
+const TALKING_BACK: &[&str] = &[
+    "sorry",
+    "i'm sorry",
+    "i am sorry",
+    "as an ai",
+    "i cannot",
+    "i can't",
+    "could you",
+    "can you clarify",
+    "please provide",
+    "please clarify",
+    "what do you mean",
+    "sure",
+    "certainly",
+];
+
+/// Rejects a cleaned rewrite that drops the utterance's content or talks back to the user.
+fn guard(utterance: &str, rewrite: &str) -> std::result::Result<(), (RewriteFallbackKind, String)> {
+    let lower = rewrite.to_lowercase();
+    let addresses = |text: &str| {
+        terms::words(text)
+            .iter()
+            .filter(|w| ADDRESSING.contains(&w.as_str()))
+            .count()
+    };
+    let opens_with = |p: &str| {
+        lower.starts_with(p)
+            && lower[p.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !c.is_alphanumeric())
+    };
+    if TALKING_BACK.iter().any(|p| opens_with(p)) || addresses(rewrite) > addresses(utterance) {
+        return Err((
+            RewriteFallbackKind::QuestionBack,
+            format!("the model's reply talks to the user: {rewrite:?}"),
+        ));
+    }
+    let wanted: HashSet<String> = terms::content_terms(utterance)
+        .into_iter()
+        .filter(|t| !terms::is_anaphor(&t.surface))
+        .map(|t| t.stem)
+        .collect();
+    let have: HashSet<String> = terms::content_stems(rewrite).into_iter().collect();
+    let kept = wanted.iter().filter(|s| have.contains(*s)).count();
+    if !wanted.is_empty() && (kept as f64) < KEEP_SHARE * wanted.len() as f64 {
+        return Err((
+            RewriteFallbackKind::DroppedContent,
+            format!(
+                "the model's reply keeps {kept} of the utterance's {} content words: {rewrite:?}",
+                wanted.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Labels models put before the query although told not to.
@@ -284,6 +354,48 @@ fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, Str
         ));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::*;
+
+    #[test]
+    fn a_faithful_rewrite_passes() {
+        assert_eq!(
+            guard("Is it treatable?", "Is throat cancer treatable?"),
+            Ok(())
+        );
+        assert_eq!(
+            guard(
+                "Can you tell me about its symptoms?",
+                "Can you tell me about throat cancer symptoms?"
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn dropping_content_words_is_refused() {
+        let (kind, _) = guard(
+            "How much does the Tesla battery cost?",
+            "What is throat cancer?",
+        )
+        .unwrap_err();
+        assert_eq!(kind, RewriteFallbackKind::DroppedContent);
+    }
+
+    #[test]
+    fn talking_back_is_refused() {
+        for reply in [
+            "Could you tell me which diet you mean?",
+            "Sure, the diet is healthy.",
+            "What kind of diet do you follow?",
+        ] {
+            let (kind, _) = guard("Is the diet healthy?", reply).unwrap_err();
+            assert_eq!(kind, RewriteFallbackKind::QuestionBack, "{reply}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,18 @@
 //!   configuration, resolves and validates requested settings, runs a stored turn's lifecycle
 //!   (begin → context → run → commit) and searches a collection with the turn's retrieval and
 //!   reranking.
+//! * [`collections`]: [`CollectionService`], the collections a user sees (shared and their own
+//!   private ones) and uploads into private collections, indexed in the background.
 
+pub mod collections;
 pub mod turns;
 
+pub use collections::{
+    CollectionService, CollectionServiceError, CollectionView, FileProblem, UploadedFile,
+    Visibility,
+};
 pub use turns::{
-    Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
+    Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
     StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,
 };
 

@@ -3,7 +3,7 @@
 //! It owns (a) the assembly of the stages from the [`Config`] and the loaded reranker, (b) the
 //! resolution of requested settings into [`TurnSettings`] with the defaults rules (the LLM when
 //! one is configured, reranking when a model is loaded) and one validation, (c) the lifecycle of
-//! a stored turn: [`TurnService::begin`] locks the conversation and builds the context,
+//! a stored turn: [`TurnService::begin`] takes the conversation's lease and builds the context,
 //! [`StartedTurn::run`] runs the stages (reporting events) and commits the turn, and (d) search,
 //! which retrieves and reranks exactly as a turn does.
 
@@ -24,7 +24,7 @@ use crate::pipeline::turn::{
 };
 use crate::pipeline::PipelineError;
 use crate::rerank::{Fusion, Reranker};
-use crate::store::{PendingTurn, Store, StoreError, Turn, TurnSlot};
+use crate::store::{IdempotencyKey, KeyLookup, PendingTurn, Store, StoreError, Turn, TurnSlot};
 
 /// Errors of the turn service.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +147,8 @@ impl TurnRequest {
 /// A search of one collection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRequest {
+    /// Whose private collections the name may mean (`None`: shared collections only).
+    pub user_id: Option<i64>,
     pub collection: String,
     pub query: String,
     /// Results returned.
@@ -211,13 +213,26 @@ impl TurnService {
         &self.collections
     }
 
-    /// Opens a collection (off the async workers: the first open reads the index).
+    /// Opens a shared collection (off the async workers: the first open reads the index).
     pub async fn retriever(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
+        self.visible_retriever(None, name).await
+    }
+
+    /// Opens collection `name` as `user_id` sees it: their own private collection of that name,
+    /// else the shared one (`CollectionRegistry::get_visible`, the one visibility rule).
+    pub async fn visible_retriever(
+        &self,
+        user_id: Option<i64>,
+        name: &str,
+    ) -> Result<Arc<TantivyRetriever>> {
         let registry = self.collections.clone();
         let name = name.to_string();
-        Ok(tokio::task::spawn_blocking(move || registry.get(&name))
-            .await
-            .map_err(ServiceError::Task)??)
+        Ok(tokio::task::spawn_blocking(move || match user_id {
+            Some(user_id) => registry.get_visible(user_id, &name),
+            None => registry.get(&name),
+        })
+        .await
+        .map_err(ServiceError::Task)??)
     }
 
     /// `requested` on top of `base`, within `limits`: the generator defaults to the LLM when
@@ -276,9 +291,10 @@ impl TurnService {
         Ok(settings)
     }
 
-    /// Locks the conversation and prepares the turn: its utterance (the replaced version's when
-    /// regenerating), its passage source (the collection opened) and its context. Nothing is
-    /// stored until [`StartedTurn::run`] succeeds; dropping the result releases the lock.
+    /// Takes the conversation's lease and prepares the turn: its utterance (the replaced
+    /// version's when regenerating), its passage source (the collection opened) and its context.
+    /// Nothing is stored until [`StartedTurn::run`] succeeds; dropping the result releases the
+    /// lease.
     pub async fn begin(
         &self,
         store: &Store,
@@ -288,6 +304,37 @@ impl TurnService {
         request: TurnRequest,
     ) -> Result<StartedTurn> {
         let pending = store.begin_turn(user_id, conversation_id, slot).await?;
+        self.start(store, pending, request, None).await
+    }
+
+    /// As [`TurnService::begin`] for a request with an `Idempotency-Key`. The key is looked up
+    /// once the conversation's lease is held: a retry of a turn still running waits for it like
+    /// any turn of that conversation, then answers with the turn it stored
+    /// ([`Begun::Replayed`]), or runs when it stored nothing. The key is recorded with the turn.
+    pub async fn begin_keyed(
+        &self,
+        store: &Store,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+        request: TurnRequest,
+        key: IdempotencyKey,
+    ) -> Result<Begun> {
+        let pending = store.begin_turn(user_id, conversation_id, slot).await?;
+        if let KeyLookup::Stored(turn) = store.idempotent_result(user_id, &key).await? {
+            return Ok(Begun::Replayed(Box::new(turn)));
+        }
+        let started = self.start(store, pending, request, Some(key)).await?;
+        Ok(Begun::Started(Box::new(started)))
+    }
+
+    async fn start(
+        &self,
+        store: &Store,
+        pending: PendingTurn,
+        request: TurnRequest,
+        key: Option<IdempotencyKey>,
+    ) -> Result<StartedTurn> {
         let utterance = match (request.utterance, &pending.replaced_utterance) {
             (Some(u), _) => u,
             (None, Some(u)) => u.clone(),
@@ -299,7 +346,7 @@ impl TurnService {
                     .collection
                     .clone()
                     .ok_or(ServiceError::NoCollection)?;
-                let retriever = self.retriever(&collection).await?;
+                let retriever = self.visible_retriever(Some(user_id), &collection).await?;
                 Some(PassageSource::Collection(RetrievalTarget {
                     collection,
                     retriever,
@@ -327,6 +374,7 @@ impl TurnService {
             settings: request.settings,
             references: request.references,
             filler: request.filler,
+            key,
         })
     }
 
@@ -355,7 +403,9 @@ impl TurnService {
         };
         let target = RetrievalTarget {
             collection: request.collection.clone(),
-            retriever: self.retriever(&request.collection).await? as Arc<dyn Retriever>,
+            retriever: self
+                .visible_retriever(request.user_id, &request.collection)
+                .await? as Arc<dyn Retriever>,
         };
         let depth = match model {
             Some(_) => request.depth.max(request.k),
@@ -391,7 +441,7 @@ impl TurnService {
     }
 }
 
-/// A turn begun: the conversation is locked and the context read.
+/// A turn begun: the conversation's lease is held and the context read.
 pub struct StartedTurn {
     pipeline: Arc<TurnPipeline>,
     store: Store,
@@ -402,6 +452,13 @@ pub struct StartedTurn {
     settings: TurnSettings,
     references: TurnReferences,
     filler: Option<Filler>,
+    key: Option<IdempotencyKey>,
+}
+
+/// A keyed turn: begun, or already stored by an earlier request with the same key and body.
+pub enum Begun {
+    Started(Box<StartedTurn>),
+    Replayed(Box<Turn>),
 }
 
 impl StartedTurn {
@@ -442,7 +499,11 @@ impl StartedTurn {
                 d.insert("filled_passages".into(), filled.into());
             }
         }
-        Ok(self.pending.commit(&self.store, turn).await?)
+        let committed = self
+            .pending
+            .commit_keyed(&self.store, turn, self.key.as_ref())
+            .await?;
+        Ok(committed.into_turn())
     }
 }
 

@@ -1,13 +1,14 @@
 //! Conversations, each owned by one user.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::idempotency::{self, IdempotencyKey, KeyLookup};
 use super::ptkb::{insert_statements, NewStatement};
 use super::{sqlstate, Result, Store, StoreError};
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct Conversation {
     pub id: Uuid,
     pub title: String,
@@ -19,6 +20,13 @@ pub struct Conversation {
     pub turn_count: i64,
     /// Number of PTKB statements visible to the next turn.
     pub ptkb_count: i64,
+}
+
+/// A conversation as created, with the PTKB its first turn will see (`POST /v1/conversations`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CreatedConversation {
+    pub conversation: Conversation,
+    pub ptkb: Vec<super::Statement>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -39,6 +47,23 @@ const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collec
        (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id AND t.is_current) AS turn_count, \
        (SELECT count(*) FROM ptkb_statements p WHERE p.conversation_id = c.id AND p.hidden_from_seq IS NULL) AS ptkb_count \
      FROM conversations c";
+
+async fn conversation_in(
+    tx: &mut sqlx::PgConnection,
+    user_id: i64,
+    id: Uuid,
+) -> Result<Conversation> {
+    sqlx::query_as(&format!(
+        "{SELECT_CONVERSATION} WHERE c.user_id = $1 AND c.id = $2"
+    ))
+    .bind(user_id)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(StoreError::NotFound {
+        entity: "conversation",
+    })
+}
 
 pub(crate) fn validate_collection(name: &str) -> Result<()> {
     super::require_identifier("collection", name, 100)
@@ -61,6 +86,19 @@ impl Store {
         user_id: i64,
         new: NewConversation,
     ) -> Result<Conversation> {
+        let (created, _) = self.create_conversation_keyed(user_id, new, None).await?;
+        Ok(created.conversation)
+    }
+
+    /// As [`Store::create_conversation`], recording the result under `key` in the same
+    /// transaction; `true` with the conversation an earlier request with the same key and body
+    /// created (nothing new is stored).
+    pub async fn create_conversation_keyed(
+        &self,
+        user_id: i64,
+        new: NewConversation,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<(CreatedConversation, bool)> {
         validate_title(&new.title)?;
         if let Some(external_id) = &new.external_id {
             super::require_text("external_id", external_id, 200)?;
@@ -70,6 +108,13 @@ impl Store {
         }
         let id = Uuid::new_v4();
         let mut tx = self.pool().begin().await?;
+        if let Some(key) = key {
+            if let KeyLookup::Stored(earlier) =
+                idempotency::find(&mut tx, self, user_id, key).await?
+            {
+                return Ok((earlier, true));
+            }
+        }
         sqlx::query(
             "INSERT INTO conversations (id, user_id, title, external_id, collection) VALUES ($1, $2, $3, $4, $5)",
         )
@@ -98,8 +143,20 @@ impl Store {
             .filter(|p| !new.ptkb.iter().any(|s| s.text.trim() == p.text))
             .collect();
         insert_statements(&mut tx, id, 1, &profile).await?;
+        // Read before committing: once the commit lands, the answer needs no more database work.
+        let created = CreatedConversation {
+            conversation: conversation_in(&mut tx, user_id, id).await?,
+            ptkb: super::ptkb::visible_at(&mut tx, id, 1).await?,
+        };
+        if let Some(key) = key {
+            if let Some(earlier) =
+                idempotency::record(&mut tx, self, user_id, key, &created).await?
+            {
+                return Ok((earlier, true)); // dropping `tx` rolls this one back
+            }
+        }
         tx.commit().await?;
-        self.conversation(user_id, id).await
+        Ok((created, false))
     }
 
     /// The user's conversations, newest first.
@@ -177,8 +234,13 @@ impl Store {
         self.conversation(user_id, id).await
     }
 
-    /// Deletes a conversation with its PTKB and turns.
+    /// Deletes a conversation with its PTKB and turns (after a running turn of it ends).
     pub async fn delete_conversation(&self, user_id: i64, id: Uuid) -> Result<()> {
+        self.when_free(|| self.delete_conversation_now(user_id, id))
+            .await
+    }
+
+    async fn delete_conversation_now(&self, user_id: i64, id: Uuid) -> Result<()> {
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, id).await?;
         // Turns first: their PTKB rankings point at statement versions without cascading, so
@@ -197,19 +259,25 @@ impl Store {
     }
 }
 
-/// Locks the conversation row for the rest of the transaction, checking ownership. Every change to
-/// a conversation's PTKB or turns goes through this, so concurrent changes are serialized.
+/// Locks the conversation row for the rest of the transaction, checking ownership and that no
+/// turn holds its lease ([`StoreError::Busy`]: run the change through `Store::when_free`). Every
+/// change to a conversation's PTKB goes through this, so it never interleaves with a running turn.
 pub(crate) async fn lock_owned(tx: &mut sqlx::PgConnection, user_id: i64, id: Uuid) -> Result<()> {
-    let found: Option<Uuid> = sqlx::query_scalar(
-        "SELECT id FROM conversations WHERE user_id = $1 AND id = $2 FOR UPDATE",
+    let leased: Option<bool> = sqlx::query_scalar(
+        "SELECT lease_holder IS NOT NULL AND lease_expires_at > now() \
+         FROM conversations WHERE user_id = $1 AND id = $2 FOR UPDATE",
     )
     .bind(user_id)
     .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
-    found.map(|_| ()).ok_or(StoreError::NotFound {
-        entity: "conversation",
-    })
+    match leased {
+        None => Err(StoreError::NotFound {
+            entity: "conversation",
+        }),
+        Some(true) => Err(StoreError::Busy),
+        Some(false) => Ok(()),
+    }
 }
 
 /// The position the next new turn of the conversation will take.

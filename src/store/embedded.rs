@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::{DbTarget, Store, StoreError};
+use super::{DbTarget, Store, StoreError, StoreOptions};
 use crate::config::{redact_url, Config};
 
 /// Errors of the embedded cluster.
@@ -426,7 +426,8 @@ impl Database {
     /// Connects to `DATABASE_URL`, or creates/starts the embedded cluster; the store migrates.
     pub async fn open(config: &Config) -> Result<Self, DatabaseError> {
         if let Some(url) = &config.database_url {
-            let store = Store::connect(&DbTarget::Url(url.clone()))
+            let options = StoreOptions::from(&config.database);
+            let store = Store::connect_with(&DbTarget::Url(url.clone()), options)
                 .await
                 .map_err(|source| DatabaseError::External {
                     url: redact_url(url),
@@ -440,7 +441,7 @@ impl Database {
         let cluster = EmbeddedCluster::new(&config.pgdata_dir()).map_err(DatabaseError::Cluster)?;
         tracing::info!(dir = %cluster.data_dir().display(), bin = %cluster.bin_dir().display(), "starting the embedded PostgreSQL cluster");
         cluster.start().await.map_err(DatabaseError::Start)?;
-        match Store::connect(&cluster.target()).await {
+        match Store::connect_with(&cluster.target(), StoreOptions::from(&config.database)).await {
             Ok(store) => Ok(Self {
                 store,
                 cluster: Some(cluster),

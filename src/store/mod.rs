@@ -5,10 +5,14 @@
 
 pub mod batch_runs;
 pub mod chat;
+pub mod collections;
 pub mod conversations;
 pub mod embedded;
+pub mod idempotency;
+pub mod lease;
 pub mod profile;
 pub mod ptkb;
+pub mod sign_in;
 pub mod turns;
 pub mod users;
 
@@ -18,11 +22,13 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 pub use batch_runs::RunLock;
-pub use conversations::{Conversation, ConversationPatch, NewConversation};
+pub use collections::{CollectionLimits, CollectionStatus, PrivateCollection, UploadSize};
+pub use conversations::{Conversation, ConversationPatch, CreatedConversation, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
+pub use idempotency::{IdempotencyKey, KeyLookup};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
-pub use turns::{HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
+pub use turns::{Committed, HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
 pub use users::User;
 
 /// Errors of the storage layer.
@@ -43,6 +49,16 @@ pub enum StoreError {
         field: &'static str,
         message: String,
     },
+    /// Another turn of the conversation holds its lease for longer than a turn waits.
+    #[error("another turn of this conversation is still running")]
+    Busy,
+    /// The turn's lease expired and another turn took the conversation over, so this turn's
+    /// result is not stored (fencing).
+    #[error("the turn lost its hold on the conversation to another turn; nothing was stored")]
+    LeaseLost,
+    /// An `Idempotency-Key` already names a different request.
+    #[error("Idempotency-Key: the key was already used with a different request")]
+    KeyReused,
     /// The database cannot be reached right now.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -97,16 +113,54 @@ pub enum DbTarget {
     },
 }
 
-/// The handle every part of convrag uses to reach PostgreSQL.
+/// Pool sizes and the timing of turn leases and idempotency records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreOptions {
+    pub pool_size: u32,
+    pub auth_pool_size: u32,
+    pub acquire_timeout: Duration,
+    pub turn_lease: Duration,
+    pub turn_wait: Duration,
+    pub idempotency_retention: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self::from(&crate::config::DatabaseConfig::default())
+    }
+}
+
+impl From<&crate::config::DatabaseConfig> for StoreOptions {
+    fn from(c: &crate::config::DatabaseConfig) -> Self {
+        StoreOptions {
+            pool_size: c.pool_size.max(1),
+            auth_pool_size: c.auth_pool_size.max(1),
+            acquire_timeout: Duration::from_millis(c.acquire_timeout_ms.max(1)),
+            turn_lease: Duration::from_secs(c.turn_lease_secs.max(1)),
+            turn_wait: Duration::from_secs(c.turn_wait_secs),
+            idempotency_retention: Duration::from_secs(c.idempotency_hours * 3600),
+        }
+    }
+}
+
+/// The handle every part of convrag uses to reach PostgreSQL. Token lookups use a pool of their
+/// own, so requests are authenticated even while every main connection is busy.
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: PgPool,
+    auth_pool: PgPool,
+    options: std::sync::Arc<StoreOptions>,
 }
 
 impl Store {
-    /// Connects (failing fast when the server is down) and applies pending migrations.
+    /// Connects with the default [`StoreOptions`] and applies pending migrations.
     pub async fn connect(target: &DbTarget) -> Result<Self> {
-        let options = match target {
+        Self::connect_with(target, StoreOptions::default()).await
+    }
+
+    /// Connects (failing fast when the server is down) and applies pending migrations.
+    pub async fn connect_with(target: &DbTarget, options: StoreOptions) -> Result<Self> {
+        let connect = match target {
             DbTarget::Url(url) => {
                 url.parse::<PgConnectOptions>()
                     .map_err(|e| StoreError::Invalid {
@@ -125,22 +179,43 @@ impl Store {
                 .username(user)
                 .database(database),
         };
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .min_connections(0)
-            // Short: when the database is gone, requests should fail quickly with 503.
-            .acquire_timeout(Duration::from_secs(3))
-            .test_before_acquire(true)
-            .connect_with(options)
+        let pool_options = |size: u32| {
+            PgPoolOptions::new()
+                .max_connections(size)
+                .min_connections(0)
+                // Short: when the database is gone, requests should fail quickly with 503.
+                .acquire_timeout(options.acquire_timeout)
+                .test_before_acquire(true)
+        };
+        let pool = pool_options(options.pool_size)
+            .connect_with(connect.clone())
             .await?;
-        let store = Store { pool };
+        let auth_pool = pool_options(options.auth_pool_size).connect_lazy_with(connect);
+        let store = Store {
+            pool,
+            auth_pool,
+            options: std::sync::Arc::new(options),
+        };
         store.migrate().await?;
         Ok(store)
     }
 
-    /// Wraps an existing pool (tests, tools) without migrating.
+    /// Wraps an existing pool (tests, tools) without migrating; token lookups share it.
     pub fn from_pool(pool: PgPool) -> Self {
-        Store { pool }
+        Store {
+            auth_pool: pool.clone(),
+            pool,
+            options: std::sync::Arc::new(StoreOptions::default()),
+        }
+    }
+
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// The pool of token lookups.
+    pub(crate) fn auth_pool(&self) -> &PgPool {
+        &self.auth_pool
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -163,6 +238,7 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+        self.auth_pool.close().await;
     }
 }
 

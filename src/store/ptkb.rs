@@ -1,14 +1,14 @@
 //! A conversation's personal textual knowledge base (PTKB), versioned by turn position.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::conversations::{lock_owned, next_seq};
 use super::{require_text, sqlstate, Result, Store, StoreError};
 
 /// One version of a PTKB statement.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct Statement {
     /// Stable id within the conversation ("1", "2", ... as in iKAT topics).
     #[sqlx(rename = "statement_id")]
@@ -172,18 +172,28 @@ impl Store {
         Ok(rows)
     }
 
-    /// Adds a statement, visible from the next turn on.
+    /// Adds a statement, visible from the next turn on (after a running turn ends).
     pub async fn add_statement(
         &self,
         user_id: i64,
         conversation_id: Uuid,
         new: NewStatement,
     ) -> Result<Statement> {
+        self.when_free(|| self.add_statement_now(user_id, conversation_id, &new))
+            .await
+    }
+
+    async fn add_statement_now(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        new: &NewStatement,
+    ) -> Result<Statement> {
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, conversation_id).await?;
         let seq = next_seq(&mut tx, conversation_id).await?;
         let mut rows =
-            insert_statements(&mut tx, conversation_id, seq, std::slice::from_ref(&new)).await?;
+            insert_statements(&mut tx, conversation_id, seq, std::slice::from_ref(new)).await?;
         touch(&mut tx, conversation_id).await?;
         tx.commit().await?;
         Ok(rows.remove(0))
@@ -198,6 +208,17 @@ impl Store {
         text: &str,
     ) -> Result<Statement> {
         require_text("text", text, MAX_STATEMENT_CHARS)?;
+        self.when_free(|| self.edit_statement_now(user_id, conversation_id, statement_id, text))
+            .await
+    }
+
+    async fn edit_statement_now(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        statement_id: &str,
+        text: &str,
+    ) -> Result<Statement> {
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, conversation_id).await?;
         let seq = next_seq(&mut tx, conversation_id).await?;
@@ -229,6 +250,16 @@ impl Store {
 
     /// Removes a statement from the next turn on; earlier turns keep it.
     pub async fn remove_statement(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        statement_id: &str,
+    ) -> Result<()> {
+        self.when_free(|| self.remove_statement_now(user_id, conversation_id, statement_id))
+            .await
+    }
+
+    async fn remove_statement_now(
         &self,
         user_id: i64,
         conversation_id: Uuid,

@@ -3,15 +3,17 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::conversations::{lock_owned, next_seq};
+use super::conversations::next_seq;
+use super::idempotency::{self, IdempotencyKey};
+use super::lease::{fence_and_clear, Lease};
 use super::ptkb::visible_at;
 use super::{require_text, Result, Store, StoreError};
 
 /// A PTKB statement as ranked for one turn.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RankedStatement {
     pub id: String,
     pub text: String,
@@ -21,7 +23,7 @@ pub struct RankedStatement {
 }
 
 /// A passage of a turn's provenance, in final rank order.
-#[derive(Debug, Clone, Serialize, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
 pub struct TurnPassage {
     pub rank: i32,
     pub passage_id: String,
@@ -36,14 +38,14 @@ pub struct TurnPassage {
 }
 
 /// A response sentence and the ranks (1-based, into the turn's passages) it cites, in order.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Sentence {
     pub text: String,
     pub citations: Vec<i32>,
 }
 
 /// A stored turn with all its stage outputs.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Turn {
     pub id: Uuid,
     pub conversation_id: Uuid,
@@ -177,12 +179,12 @@ pub struct HistoryEntry {
     pub canonical_response: Option<String>,
 }
 
-/// A turn being computed. The conversation's row stays locked (`FOR UPDATE`) from
-/// [`Store::begin_turn`] until [`PendingTurn::commit`]: two turns of one conversation (or a turn
-/// and a PTKB edit) are serialized, and a later turn always sees the earlier one. Dropping it
-/// rolls the transaction back, so a failed or abandoned turn leaves nothing behind.
+/// A turn being computed. It holds its conversation's lease (see [`super::lease`]) from
+/// [`Store::begin_turn`] until [`PendingTurn::commit`], but no database connection: two turns of
+/// one conversation (or a turn and a PTKB edit) are serialized, and a later turn always sees the
+/// earlier one. Dropping it releases the lease and stores nothing.
 pub struct PendingTurn {
-    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    lease: Lease,
     user_id: i64,
     conversation_id: Uuid,
     /// Position of the turn (1-based) and its version there.
@@ -199,15 +201,16 @@ pub struct PendingTurn {
 }
 
 impl Store {
-    /// Locks the conversation and reads what a new turn at `slot` sees (see [`PendingTurn`]).
+    /// Takes the conversation's lease and reads, in one short transaction, what a new turn at
+    /// `slot` sees (see [`PendingTurn`]).
     pub async fn begin_turn(
         &self,
         user_id: i64,
         conversation_id: Uuid,
         slot: TurnSlot,
     ) -> Result<PendingTurn> {
+        let lease = self.acquire_lease(user_id, conversation_id).await?;
         let mut tx = self.pool().begin().await?;
-        lock_owned(&mut tx, user_id, conversation_id).await?;
         let (seq, version, replaced_utterance) = match slot {
             TurnSlot::Next => (next_seq(&mut tx, conversation_id).await?, 1, None),
             TurnSlot::Regenerate { seq } => {
@@ -237,8 +240,9 @@ impl Store {
         .fetch_all(&mut *tx)
         .await?;
         let ptkb = visible_at(&mut tx, conversation_id, seq).await?;
+        tx.commit().await?;
         Ok(PendingTurn {
-            tx,
+            lease,
             user_id,
             conversation_id,
             seq,
@@ -250,7 +254,7 @@ impl Store {
         })
     }
 
-    /// Stores a whole turn in one transaction, under the conversation's lock (so two turns of one
+    /// Stores a whole turn in one transaction, under the conversation's lease (so two turns of one
     /// conversation never interleave). With `TurnSlot::Regenerate` the earlier version stays stored
     /// but is no longer current.
     pub async fn insert_turn(
@@ -291,18 +295,47 @@ fn first_repeat<'a, T, K: Eq + std::hash::Hash>(
     items.iter().find(|item| !seen.insert(key(item)))
 }
 
+/// What a commit stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Committed {
+    /// This turn, now stored.
+    Stored(Turn),
+    /// An earlier request with the same `Idempotency-Key` and body stored this turn first; this
+    /// one stored nothing.
+    Replayed(Turn),
+}
+
+impl Committed {
+    pub fn into_turn(self) -> Turn {
+        match self {
+            Committed::Stored(t) | Committed::Replayed(t) => t,
+        }
+    }
+}
+
 impl PendingTurn {
     /// Writes the turn and releases the conversation. On error nothing is stored.
     pub async fn commit(self, store: &Store, turn: NewTurn) -> Result<Turn> {
+        Ok(self.commit_keyed(store, turn, None).await?.into_turn())
+    }
+
+    /// As [`PendingTurn::commit`], recording the stored turn under `key` in the same
+    /// transaction. Everything the answer needs is read before `COMMIT`, so once the commit is
+    /// acknowledged the result no longer depends on the database: an error means nothing was
+    /// stored, except when the connection is lost during `COMMIT` itself (outcome unknown; a
+    /// retry with the same key answers with the stored turn, or runs the turn if none was).
+    pub async fn commit_keyed(
+        mut self,
+        store: &Store,
+        turn: NewTurn,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Committed> {
         check_new_turn(&turn)?;
-        let PendingTurn {
-            mut tx,
-            user_id,
-            conversation_id,
-            seq,
-            version,
-            ..
-        } = self;
+        let (user_id, conversation_id, seq, version) =
+            (self.user_id, self.conversation_id, self.seq, self.version);
+        let mut tx = store.pool().begin().await?;
+        fence_and_clear(&mut tx, user_id, conversation_id, &self.lease).await?;
+        check_position_free(&mut tx, conversation_id, seq, version).await?;
         if version > 1 {
             retire_current(&mut tx, conversation_id, seq).await?;
         }
@@ -311,13 +344,56 @@ impl PendingTurn {
         insert_ptkb_ranking(&mut tx, id, conversation_id, seq, &turn.ptkb_ranking).await?;
         insert_passages(&mut tx, id, &turn.passages).await?;
         insert_sentences(&mut tx, id, &turn.sentences).await?;
-        sqlx::query("UPDATE conversations SET updated_at = now() WHERE id = $1")
-            .bind(conversation_id)
-            .execute(&mut *tx)
-            .await?;
+        let stored = turn_in(&mut tx, conversation_id, id).await?;
+        if let Some(key) = key {
+            if let Some(earlier) =
+                idempotency::record(&mut tx, store, user_id, key, &stored).await?
+            {
+                return Ok(Committed::Replayed(earlier)); // dropping `tx` rolls this turn back
+            }
+        }
         tx.commit().await?;
-        store.turn(user_id, conversation_id, id).await
+        self.lease.mark_released();
+        Ok(Committed::Stored(stored))
     }
+}
+
+/// Under the lease nobody else writes the conversation's turns; this is the fencing's second
+/// half: the position this turn read at `begin` is still free.
+async fn check_position_free(
+    tx: &mut Tx,
+    conversation_id: Uuid,
+    seq: i32,
+    version: i32,
+) -> Result<()> {
+    let max: Option<i32> = sqlx::query_scalar(
+        "SELECT max(version) FROM turns WHERE conversation_id = $1 AND seq = $2 AND version >= $3",
+    )
+    .bind(conversation_id)
+    .bind(seq)
+    .bind(version)
+    .fetch_one(&mut **tx)
+    .await?;
+    match max {
+        None => Ok(()),
+        Some(_) => Err(StoreError::Conflict {
+            field: "seq",
+            message: format!("turn position {seq} (version {version}) was taken meanwhile"),
+        }),
+    }
+}
+
+/// One stored turn read through `tx` (so before its commit).
+async fn turn_in(tx: &mut Tx, conversation_id: Uuid, turn_id: Uuid) -> Result<Turn> {
+    let row: TurnRow = sqlx::query_as(&format!(
+        "{SELECT_TURN} WHERE conversation_id = $1 AND id = $2"
+    ))
+    .bind(conversation_id)
+    .bind(turn_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(StoreError::NotFound { entity: "turn" })?;
+    Ok(assemble(tx, vec![row]).await?.remove(0))
 }
 
 /// The earlier versions at `seq` stay stored but are no longer current.
@@ -511,7 +587,8 @@ impl Store {
         .bind(all_versions)
         .fetch_all(self.pool())
         .await?;
-        self.assemble(rows).await
+        let mut conn = self.pool().acquire().await?;
+        assemble(&mut conn, rows).await
     }
 
     /// One turn (any version) of one of the user's conversations.
@@ -525,110 +602,112 @@ impl Store {
         .fetch_optional(self.pool())
         .await?
         .ok_or(StoreError::NotFound { entity: "turn" })?;
-        Ok(self.assemble(vec![row]).await?.remove(0))
+        let mut conn = self.pool().acquire().await?;
+        Ok(assemble(&mut conn, vec![row]).await?.remove(0))
     }
+}
 
-    async fn assemble(&self, rows: Vec<TurnRow>) -> Result<Vec<Turn>> {
-        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-        let rankings: Vec<(Uuid, String, String, f64, i32, bool)> = sqlx::query_as(
-            "SELECT r.turn_id, s.statement_id, s.text, r.score, r.rank, r.selected \
+/// The turns of `rows` with their rankings, passages, sentences and citations.
+async fn assemble(conn: &mut sqlx::PgConnection, rows: Vec<TurnRow>) -> Result<Vec<Turn>> {
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let rankings: Vec<(Uuid, String, String, f64, i32, bool)> = sqlx::query_as(
+        "SELECT r.turn_id, s.statement_id, s.text, r.score, r.rank, r.selected \
              FROM turn_ptkb_rankings r JOIN ptkb_statements s ON s.id = r.statement_row \
              WHERE r.turn_id = ANY($1) ORDER BY r.turn_id, r.rank",
-        )
-        .bind(&ids)
-        .fetch_all(self.pool())
-        .await?;
-        #[derive(sqlx::FromRow)]
-        struct PassageRow {
-            turn_id: Uuid,
-            #[sqlx(flatten)]
-            passage: TurnPassage,
-        }
-        let passages: Vec<PassageRow> = sqlx::query_as(
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    #[derive(sqlx::FromRow)]
+    struct PassageRow {
+        turn_id: Uuid,
+        #[sqlx(flatten)]
+        passage: TurnPassage,
+    }
+    let passages: Vec<PassageRow> = sqlx::query_as(
             "SELECT turn_id, rank, passage_id, collection, retrieval_score, rerank_score, score, used, title, url, text \
              FROM turn_passages WHERE turn_id = ANY($1) ORDER BY turn_id, rank",
         )
         .bind(&ids)
-        .fetch_all(self.pool())
+        .fetch_all(&mut *conn)
         .await?;
-        let sentences: Vec<(Uuid, i32, String)> = sqlx::query_as(
+    let sentences: Vec<(Uuid, i32, String)> = sqlx::query_as(
             "SELECT turn_id, position, text FROM response_sentences WHERE turn_id = ANY($1) ORDER BY turn_id, position",
         )
         .bind(&ids)
-        .fetch_all(self.pool())
+        .fetch_all(&mut *conn)
         .await?;
-        let citations: Vec<(Uuid, i32, i32)> = sqlx::query_as(
-            "SELECT turn_id, sentence_position, passage_rank FROM sentence_citations \
+    let citations: Vec<(Uuid, i32, i32)> = sqlx::query_as(
+        "SELECT turn_id, sentence_position, passage_rank FROM sentence_citations \
              WHERE turn_id = ANY($1) ORDER BY turn_id, sentence_position, citation_order",
-        )
-        .bind(&ids)
-        .fetch_all(self.pool())
-        .await?;
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?;
 
-        let mut by_turn_rank: HashMap<Uuid, Vec<RankedStatement>> = HashMap::new();
-        for (turn_id, id, text, score, rank, selected) in rankings {
-            by_turn_rank
-                .entry(turn_id)
-                .or_default()
-                .push(RankedStatement {
-                    id,
-                    text,
-                    score,
-                    rank,
-                    selected,
-                });
-        }
-        let mut by_turn_passages: HashMap<Uuid, Vec<TurnPassage>> = HashMap::new();
-        for row in passages {
-            by_turn_passages
-                .entry(row.turn_id)
-                .or_default()
-                .push(row.passage);
-        }
-        let mut by_turn_sentences: HashMap<Uuid, Vec<Sentence>> = HashMap::new();
-        for (turn_id, _, text) in sentences {
-            by_turn_sentences
-                .entry(turn_id)
-                .or_default()
-                .push(Sentence {
-                    text,
-                    citations: Vec::new(),
-                });
-        }
-        for (turn_id, position, rank) in citations {
-            if let Some(sentence) = by_turn_sentences
-                .get_mut(&turn_id)
-                .and_then(|s| s.get_mut(position as usize))
-            {
-                sentence.citations.push(rank);
-            }
-        }
-        Ok(rows
-            .into_iter()
-            .map(|r| Turn {
-                ptkb_ranking: by_turn_rank.remove(&r.id).unwrap_or_default(),
-                passages: by_turn_passages.remove(&r.id).unwrap_or_default(),
-                sentences: by_turn_sentences.remove(&r.id).unwrap_or_default(),
-                id: r.id,
-                conversation_id: r.conversation_id,
-                seq: r.seq,
-                version: r.version,
-                is_current: r.is_current,
-                external_turn_id: r.external_turn_id,
-                utterance: r.utterance,
-                reference_rewrite: r.reference_rewrite,
-                reference_ptkb: r.reference_ptkb,
-                canonical_response: r.canonical_response,
-                rewritten_utterance: r.rewritten_utterance,
-                response_text: r.response_text,
-                generator: r.generator,
-                settings: r.settings,
-                timings_ms: r.timings_ms,
-                diagnostics: r.diagnostics,
-                created_at: r.created_at,
-            })
-            .collect())
+    let mut by_turn_rank: HashMap<Uuid, Vec<RankedStatement>> = HashMap::new();
+    for (turn_id, id, text, score, rank, selected) in rankings {
+        by_turn_rank
+            .entry(turn_id)
+            .or_default()
+            .push(RankedStatement {
+                id,
+                text,
+                score,
+                rank,
+                selected,
+            });
     }
+    let mut by_turn_passages: HashMap<Uuid, Vec<TurnPassage>> = HashMap::new();
+    for row in passages {
+        by_turn_passages
+            .entry(row.turn_id)
+            .or_default()
+            .push(row.passage);
+    }
+    let mut by_turn_sentences: HashMap<Uuid, Vec<Sentence>> = HashMap::new();
+    for (turn_id, _, text) in sentences {
+        by_turn_sentences
+            .entry(turn_id)
+            .or_default()
+            .push(Sentence {
+                text,
+                citations: Vec::new(),
+            });
+    }
+    for (turn_id, position, rank) in citations {
+        if let Some(sentence) = by_turn_sentences
+            .get_mut(&turn_id)
+            .and_then(|s| s.get_mut(position as usize))
+        {
+            sentence.citations.push(rank);
+        }
+    }
+    Ok(rows
+        .into_iter()
+        .map(|r| Turn {
+            ptkb_ranking: by_turn_rank.remove(&r.id).unwrap_or_default(),
+            passages: by_turn_passages.remove(&r.id).unwrap_or_default(),
+            sentences: by_turn_sentences.remove(&r.id).unwrap_or_default(),
+            id: r.id,
+            conversation_id: r.conversation_id,
+            seq: r.seq,
+            version: r.version,
+            is_current: r.is_current,
+            external_turn_id: r.external_turn_id,
+            utterance: r.utterance,
+            reference_rewrite: r.reference_rewrite,
+            reference_ptkb: r.reference_ptkb,
+            canonical_response: r.canonical_response,
+            rewritten_utterance: r.rewritten_utterance,
+            response_text: r.response_text,
+            generator: r.generator,
+            settings: r.settings,
+            timings_ms: r.timings_ms,
+            diagnostics: r.diagnostics,
+            created_at: r.created_at,
+        })
+        .collect())
 }
 
 const SELECT_TURN: &str = "SELECT id, conversation_id, seq, version, is_current, external_turn_id, utterance, \

@@ -71,7 +71,7 @@ impl Store {
              WHERE t.token_sha256 = $1",
         )
         .bind(token_digest(token))
-        .fetch_optional(self.pool())
+        .fetch_optional(self.auth_pool())
         .await?;
         Ok(user)
     }

@@ -220,7 +220,6 @@ async fn conversations_and_ptkb_lifecycle() {
             json!({
                 "title": "Choosing a university",
                 "external_id": "9-1",
-                "collection": "ikat",
                 "ptkb": [
                     {"id": "1", "text": "I graduated from Tilburg University."},
                     {"text": "My TOEFL score is 91."},

@@ -199,6 +199,14 @@ fn every_format_indexes_and_finds_its_passages() {
             "hypersonic heating",
             "2",
         ),
+        (
+            "html",
+            Format::Html,
+            Language::English,
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/html"),
+            "build an index without locking out writes concurrently",
+            "sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY:1",
+        ),
     ];
     for (name, format, lang, input, query, expected) in cases {
         let mut o = opts(name, format, vec![input]);
@@ -221,7 +229,7 @@ fn every_format_indexes_and_finds_its_passages() {
         .collect();
     assert_eq!(
         names,
-        vec!["cand", "docs", "ikat", "json", "pl", "smart", "text"]
+        vec!["cand", "docs", "html", "ikat", "json", "pl", "smart", "text"]
     );
 }
 

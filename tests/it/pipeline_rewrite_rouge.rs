@@ -31,30 +31,31 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
     Some((report.all.recall, report.all.fmeasure))
 }
 
-/// Measured (scripts/measure-pipeline-stages.sh): raw utterances score recall 0.7006 / 0.7565 /
-/// 0.6573 and F1 0.7556 / 0.8180 / 0.7337; the default rewrites recall 0.7103 / 0.8135 / 0.6879
-/// and F1 0.7204 / 0.8376 / 0.7354 (iKAT: two terms of the selected PTKB statements are written
-/// into first-person utterances, which raises recall and costs F1; CAsT has no PTKB). Thresholds
-/// sit just under the measured values.
+/// Raw utterances score recall 0.7006 (iKAT 2023 test) / 0.7565 (CAsT 2019) / 0.6573 (CAsT 2020).
+/// The default rewriter carries the history terms its learned selector picks (weights fitted by
+/// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 only, see BENCHMARKS.md): measured recall
+/// 0.7253 / 0.8691 / 0.7469, F1 0.6922 / 0.8156 / 0.7215. CAsT 2019 was fitted on (a regression
+/// guard, not a figure); iKAT 2023 test and CAsT 2020 were not. Thresholds sit just under.
 #[test]
 fn rewrite_quality_stays_above_measured() {
     if let Some((r, f)) = rouge(
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.709 && f > 0.718, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.725 && f > 0.692, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",
         "trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv",
     ) {
-        assert!(r > 0.81 && f > 0.834, "CAsT 2019 recall {r} F1 {f}");
+        assert!(r > 0.869 && f > 0.815, "CAsT 2019 recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
     ) {
-        assert!(r > 0.685 && f > 0.732, "CAsT 2020 recall {r} F1 {f}");
+        // 0.746 is above the bar, 0.05 over the raw utterance (0.6573), on a set not tuned on.
+        assert!(r > 0.746 && f > 0.721, "CAsT 2020 recall {r} F1 {f}");
     }
 }
 

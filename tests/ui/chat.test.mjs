@@ -2,6 +2,8 @@
 // statements, chats (streamed answers), opens a citation, edits a statement and sees the next
 // turn change, regenerates a turn and compares, meets errors without losing what they typed,
 // regenerates with the settings a turn ran with, keeps profile statements for new conversations,
+// uploads a PDF and a Markdown file into a private collection and chats over it (a second user
+// does not see it),
 // and the page is screenshotted at desktop and phone sizes. (stream.test.mjs checks the turn stream's contract without a browser.)
 //
 // Runs against a real convrag server (scripts/ui-test.sh starts one with a small indexed
@@ -11,7 +13,7 @@
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
@@ -23,6 +25,8 @@ function required(name) {
 
 const BASE = required("CONVRAG_UI_URL").replace(/\/$/, "");
 const TOKEN = required("CONVRAG_UI_TOKEN");
+// A second user, who must not see the first one's private collection.
+const OTHER_TOKEN = required("CONVRAG_UI_OTHER_TOKEN");
 const COLLECTION = process.env.CONVRAG_UI_COLLECTION || "diet";
 const ARTIFACTS = process.env.CONVRAG_UI_ARTIFACTS || new URL("../../target/ui-artifacts", import.meta.url).pathname;
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
@@ -38,6 +42,8 @@ const STATEMENT_SHELLFISH = "I have a shellfish allergy, so I always check what 
 const STATEMENT_CYCLING = "I cycle to work in Edinburgh every day.";
 const PROFILE_HOME = "I live in Glasgow and do the food shopping at the weekend.";
 const EATING_OUT = "What should I check when I eat out?";
+const PRIVATE_COLLECTION = "kestrel-bay-notes";
+const OTTERS_MARKDOWN = "# Otters of Kestrel Bay\n\nThe sea otters of Kestrel Bay *crack clams* on their bellies with a favourite stone.\n";
 
 const DESKTOP = { width: 1440, height: 900 };
 const PHONE = { width: 375, height: 812 };
@@ -546,6 +552,62 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await panel.locator(".ptkb-item .statement-text", { hasText: PROFILE_HOME }).waitFor();
     assert.deepEqual(await panel.locator(".ptkb-item .statement-text").allTextContents(), [PROFILE_HOME]);
     assert.deepEqual((await api(`/v1/conversations/${id}`)).ptkb.map((s) => s.text), [PROFILE_HOME]);
+  });
+
+  step("uploads a PDF and a Markdown file and gets an answer citing them; nobody else sees them", async () => {
+    const dialog = page.getByRole("dialog", { name: "Your documents" });
+    await page.getByRole("button", { name: "Your documents", exact: true }).click();
+    await dialog.getByText("No private collections yet.").waitFor();
+    await dialog.getByLabel("Name of a new document set").fill(PRIVATE_COLLECTION);
+    await dialog.getByRole("button", { name: "Create", exact: true }).click();
+    await dialog.locator(".ptkb-item", { hasText: PRIVATE_COLLECTION }).waitFor();
+    // The picker (a drop lands on the same upload).
+    await page.locator("#documents-files").setInputFiles([
+      { name: "tide-pools.pdf", mimeType: "application/pdf", buffer: readFileSync(new URL("../fixtures/tide-pools.pdf", import.meta.url)) },
+      { name: "otters.md", mimeType: "text/markdown", buffer: Buffer.from(OTTERS_MARKDOWN) },
+    ]);
+    await dialog.getByText(`${PRIVATE_COLLECTION} is ready: 2 document(s)`).waitFor({ timeout: TIMEOUT });
+    const { collection } = await api(`/v1/collections/${PRIVATE_COLLECTION}`);
+    assert.equal(collection.status, "ready");
+    assert.equal(collection.documents, 2);
+
+    // A file of a type it does not take is refused in plain words, and nothing is added.
+    await page.locator("#documents-files").setInputFiles([{ name: "tool.exe", mimeType: "application/octet-stream", buffer: Buffer.from("MZ\x90") }]);
+    await dialog.getByRole("alert").getByText("not an accepted type").waitFor();
+    assert.equal((await api(`/v1/collections/${PRIVATE_COLLECTION}`)).collection.documents, 2);
+    await screenshot("documents-desktop.png");
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+
+    // A new conversation over it answers from the uploaded files, citing them.
+    await page.getByRole("button", { name: "New conversation" }).click();
+    await page.getByLabel("Title").fill("Kestrel Bay");
+    await page.getByLabel("Collection").selectOption(PRIVATE_COLLECTION);
+    await page.getByRole("button", { name: "Start the conversation" }).click();
+    await page.getByRole("heading", { name: "Kestrel Bay" }).waitFor();
+    conversationId = /#\/c\/([0-9a-f-]{36})$/.exec(page.url())[1];
+    await page.getByText("Answer settings").click();
+    await page.locator("#composer-generator").selectOption("extractive");
+    await page.getByText("Answer settings").click();
+    const turn = await send("Which sea slug lives in the tide pools of Kestrel Bay?");
+    const [stored] = await storedTurns();
+    const cited = new Set(stored.sentences.flatMap((s) => s.citations));
+    const citedFiles = stored.passages.filter((p) => cited.has(p.rank)).map((p) => p.url);
+    assert.ok(citedFiles.includes("tide-pools.pdf"), `the answer cites the PDF (cited: ${citedFiles})`);
+    assert.match(stored.response_text, /Glaucilla/);
+    assert.deepEqual(await turn.locator(".answer .cite").allTextContents(), stored.sentences.flatMap((s) => s.citations.map(String)));
+
+    // Another user: not listed, not searchable, not usable for a conversation.
+    const other = (path, init = {}) => fetch(BASE + path, { ...init, headers: { Authorization: `Bearer ${OTHER_TOKEN}`, "Content-Type": "application/json" } });
+    const listed = await (await other("/v1/collections")).json();
+    assert.ok(!listed.collections.some((c) => c.name === PRIVATE_COLLECTION), "the other user's list lacks it");
+    for (const path of [`/v1/collections/${PRIVATE_COLLECTION}`, `/v1/collections/${PRIVATE_COLLECTION}/search?q=Glaucilla`]) {
+      const r = await other(path);
+      assert.equal(r.status, 404, path);
+      assert.equal((await r.json()).error.code, "not_found");
+    }
+    const r = await other("/v1/conversations", { method: "POST", body: JSON.stringify({ collection: PRIVATE_COLLECTION }) });
+    assert.equal(r.status, 404);
   });
 
   step("signs out and forgets the token", async () => {

@@ -207,6 +207,7 @@ impl LlmGenerator {
                 dropped_citations: assembled.dropped_citations,
                 uncited_sentences: assembled.uncited_sentences,
                 sentences_cut_for_limit: assembled.sentences_cut_for_limit,
+                verified_citations: assembled.verified_citations,
                 llm: Some(call),
                 ..Diagnostics::default()
             },
@@ -242,7 +243,8 @@ impl LlmGenerator {
         call.prompt_tokens = response.usage.map(|u| u.prompt_tokens);
         call.completion_tokens = response.usage.map(|u| u.completion_tokens);
         call.finish_reason = response.finish_reason.clone();
-        let mut assembler = SentenceAssembler::new(shown, request.limit);
+        let mut assembler = SentenceAssembler::new(shown, request.limit)
+            .with_support(request.passages.iter().map(|p| p.text.as_str()));
         for raw in split_sentences(&response.content) {
             assembler.push(&raw);
         }
@@ -269,7 +271,8 @@ impl LlmGenerator {
         let mut first_token_ms = None;
         let mut chunks = 0u32;
         let mut consumed = 0; // raw sentences of `buffer` already given to the assembler
-        let mut assembler = SentenceAssembler::new(shown, request.limit);
+        let mut assembler = SentenceAssembler::new(shown, request.limit)
+            .with_support(request.passages.iter().map(|p| p.text.as_str()));
         let mut emit = |released: Option<(usize, super::GeneratedSentence)>,
                         on_event: &mut (dyn FnMut(GenerationEvent) + Send)| {
             if let Some((index, sentence)) = released {

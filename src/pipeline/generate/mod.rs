@@ -233,6 +233,10 @@ pub struct Diagnostics {
     pub uncited_sentences: Vec<usize>,
     /// Sentences left out because the word limit was reached.
     pub sentences_cut_for_limit: usize,
+    /// LLM: indices of sentences the model wrote without a citation and convrag cited after
+    /// verifying that one shown passage supports them (`generate::assemble`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verified_citations: Vec<usize>,
     pub fallback: Option<Fallback>,
     pub llm: Option<LlmCall>,
     /// Extractive: candidate sentences considered, and near-duplicates merged into a citation.

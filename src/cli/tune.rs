@@ -1,0 +1,298 @@
+//! `convrag tune ...`: fits the learned parts of the pipeline on training topics, with
+//! topic-level cross-validation, writes the weights the code ships as its defaults, and measures
+//! held-out sets (library half: `convrag::pipeline::tuning`).
+//!
+//! Reproduce the committed weights:
+//! ```text
+//! convrag tune rewrite \
+//!   --train ../shared/data/ikat/official/2023_train_topics.json \
+//!   --train ../shared/data/trec-cast/2019/evaluation_topics_v1.0.json=../shared/data/trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv \
+//!   --report ../shared/data/ikat/official/2023_test_topics.json \
+//!   --report ../shared/data/trec-cast/2020/2020_manual_evaluation_topics_v1.0.json \
+//!   --output src/pipeline/weights/rewrite_terms.json
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use convrag::eval::measures::Measure;
+use convrag::eval::ptkb::{evaluate_ptkb, read_ptkb_judgments};
+use convrag::eval::rewrite::{read_texts, TextRole};
+use convrag::eval::trec::{Qrels, Run};
+use convrag::formats::atomic::write_atomic;
+use convrag::formats::ikat::{IkatTopic, RunType};
+use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
+use convrag::pipeline::topics::{rank_topics, read_conversations};
+use convrag::pipeline::tuning::{
+    evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
+    PtkbFigures, PtkbTurn, RewriteExample, RewriteGrid, RewriteObjective, RougeMeans,
+};
+use convrag::pipeline::turn::ModelSimilarity;
+use convrag::Config;
+
+use super::progress::Bar;
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    #[command(subcommand)]
+    pub command: TuneCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TuneCommand {
+    /// Fit the learned history-term selector of the rewriter.
+    Rewrite(TuneRewriteArgs),
+    /// Fit the learned PTKB statement ranker (with or without the bi-encoder).
+    Ptkb(TunePtkbArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TunePtkbArgs {
+    /// Training topics (iKAT), optionally `TOPICS=JUDGMENTS` (PTKB qrels); without judgments the
+    /// topics' `ptkb_provenance` is used. Repeatable. Only these are fitted on.
+    #[arg(long, required = true)]
+    pub train: Vec<String>,
+    /// Held-out `TOPICS[=JUDGMENTS]` to measure (never fitted on). Repeatable.
+    #[arg(long)]
+    pub report: Vec<String>,
+    /// Use the bi-encoder (the installed reranking model) as well as lexical features.
+    #[arg(long)]
+    pub neural: bool,
+    /// Cross-validation folds (by topic).
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// Where to write the fitted model (JSON).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ObjectiveArg {
+    Recall,
+    F1,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneRewriteArgs {
+    /// Training topics (iKAT or CAsT), optionally `TOPICS=REFERENCES` when the manual rewrites
+    /// are in another file (CAsT 2019's resolved TSV). Repeatable. Only these are fitted on.
+    #[arg(long, required = true)]
+    pub train: Vec<String>,
+    /// Held-out topics to measure (never fitted on), same syntax. Repeatable.
+    #[arg(long)]
+    pub report: Vec<String>,
+    /// Cross-validation folds (by topic; the personas of an iKAT topic share a fold).
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// What the cross-validation maximizes.
+    #[arg(long, value_enum, default_value_t = ObjectiveArg::Recall)]
+    pub objective: ObjectiveArg,
+    /// Where to write the fitted selector (JSON); without it only the figures are printed.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    pub report_json: Option<PathBuf>,
+}
+
+pub fn run(config: &Config, args: TuneArgs) -> anyhow::Result<()> {
+    match args.command {
+        TuneCommand::Rewrite(a) => run_rewrite(a),
+        TuneCommand::Ptkb(a) => run_ptkb(config, a),
+    }
+}
+
+/// `TOPICS[=JUDGMENTS]`: the topics and their PTKB judgments.
+fn ptkb_set(
+    spec: &str,
+    similarity: Option<&dyn TextSimilarity>,
+) -> anyhow::Result<(Vec<IkatTopic>, Vec<PtkbTurn>, Qrels)> {
+    let (topics, judgments) = match spec.split_once('=') {
+        Some((t, j)) => (Path::new(t), Path::new(j)),
+        None => (Path::new(spec), Path::new(spec)),
+    };
+    let conversations = read_conversations(topics)
+        .with_context(|| format!("reading topics {}", topics.display()))?;
+    let qrels = read_ptkb_judgments(judgments)
+        .with_context(|| format!("reading judgments {}", judgments.display()))?;
+    let bar = Bar::items("turns", false);
+    let turns = ptkb_turns(&conversations, similarity, &bar)?;
+    Ok((conversations, turns, qrels))
+}
+
+fn ptkb_row(name: &str, f: &PtkbFigures) -> String {
+    format!(
+        "  {name:<28} nDCG@3 {:.4}  MRR {:.4}  set F1 {:.4}  ({} judged turns)",
+        f.ndcg_cut_3, f.recip_rank, f.set_f, f.judged_turns
+    )
+}
+
+/// Figures of the old lexical default ranker ([`default_ranker`]) on a set, for comparison.
+fn lexical_baseline(topics: &[IkatTopic], qrels: &Qrels) -> anyhow::Result<PtkbFigures> {
+    let rankings = rank_topics(topics, RunType::Automatic, &default_ranker())?;
+    let run = |selected: bool| {
+        Run::from_rankings(rankings.iter().map(|(k, r)| {
+            let ids = r
+                .statements
+                .iter()
+                .filter(|s| !selected || s.selected)
+                .map(|s| s.id.clone())
+                .collect::<Vec<_>>();
+            (k.clone(), ids)
+        }))
+    };
+    let measures = Measure::parse_all(&["ndcg_cut.3", "recip_rank", "set_F"])?;
+    let r = evaluate_ptkb(qrels, &run(false), &measures);
+    let s = evaluate_ptkb(qrels, &run(true), &measures);
+    Ok(PtkbFigures {
+        ndcg_cut_3: r.evaluation.get("ndcg_cut_3").unwrap_or(0.0),
+        recip_rank: r.evaluation.get("recip_rank").unwrap_or(0.0),
+        set_f: s.evaluation.get("set_F").unwrap_or(0.0),
+        judged_turns: r.judged_turns,
+    })
+}
+
+fn run_ptkb(config: &Config, args: TunePtkbArgs) -> anyhow::Result<()> {
+    let similarity: Option<ModelSimilarity> = if args.neural {
+        Some(ModelSimilarity(
+            convrag::rerank::load_default(config).context(
+                "--neural: no reranking model could be loaded (scripts/fetch-models.sh)",
+            )?,
+        ))
+    } else {
+        None
+    };
+    let sim = similarity.as_ref().map(|s| s as &dyn TextSimilarity);
+    let names = statement_feature_names(args.neural);
+    let mut turns = Vec::new();
+    let mut qrels = Qrels::default();
+    for spec in &args.train {
+        let (_, t, q) = ptkb_set(spec, sim)?;
+        turns.extend(t);
+        for (qid, judged) in q.queries {
+            qrels.queries.insert(qid, judged);
+        }
+    }
+    let tuning = tune_ptkb(&turns, &qrels, &names, args.folds)?;
+    println!(
+        "training: {} judged turns, {} statements ({} relevant), {}-fold by topic; l2 {}, selection threshold {}",
+        tuning.training_turns, tuning.examples, tuning.positives, tuning.folds, tuning.l2, tuning.model.threshold
+    );
+    println!("{}", ptkb_row("learned (cross-validated)", &tuning.cv));
+    for spec in &args.report {
+        let (topics, t, q) = ptkb_set(spec, sim)?;
+        let refs: Vec<&PtkbTurn> = t.iter().collect();
+        println!("held out {spec}:");
+        println!(
+            "{}",
+            ptkb_row("lexical default", &lexical_baseline(&topics, &q)?)
+        );
+        println!(
+            "{}",
+            ptkb_row("learned", &ptkb_figures(&refs, &tuning.model, &q))
+        );
+    }
+    if let Some(path) = &args.output {
+        let mut json = serde_json::to_string_pretty(&tuning.model)?;
+        json.push('\n');
+        write_atomic(path, json.as_bytes())?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Reads `TOPICS[=REFERENCES]` into examples.
+fn examples_of(spec: &str) -> anyhow::Result<Vec<RewriteExample>> {
+    let (topics, references) = match spec.split_once('=') {
+        Some((t, r)) => (Path::new(t), Path::new(r)),
+        None => (Path::new(spec), Path::new(spec)),
+    };
+    let conversations = read_conversations(topics)
+        .with_context(|| format!("reading topics {}", topics.display()))?;
+    let refs: HashMap<String, String> = read_texts(references, TextRole::ReferenceRewrite)
+        .with_context(|| format!("reading references {}", references.display()))?
+        .into_iter()
+        .collect();
+    let examples = rewrite_examples(&conversations, &refs, &default_ranker())?;
+    anyhow::ensure!(
+        !examples.is_empty(),
+        "{}: no turn has a reference rewrite",
+        references.display()
+    );
+    Ok(examples)
+}
+
+fn row(name: &str, m: &RougeMeans) -> String {
+    format!(
+        "  {name:<28} recall {:.4}  precision {:.4}  F1 {:.4}  tokens {:.1}",
+        m.recall, m.precision, m.f1, m.tokens
+    )
+}
+
+fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
+    let mut train = Vec::new();
+    for spec in &args.train {
+        train.extend(examples_of(spec)?);
+    }
+    let objective = match args.objective {
+        ObjectiveArg::Recall => RewriteObjective::Recall,
+        ObjectiveArg::F1 => RewriteObjective::F1,
+    };
+    let bar = Bar::items("folds", false);
+    let tuning = tune_rewrite(&train, args.folds, &RewriteGrid::default(), objective, &bar)?;
+    println!(
+        "training: {} turns, {} candidate terms ({} in the manual rewrite), {}-fold by topic",
+        tuning.training_turns, tuning.training_examples, tuning.positives, tuning.folds
+    );
+    println!(
+        "chosen by cross-validated {:?}: l2 {}, threshold {}, at most {} terms",
+        tuning.objective, tuning.best.l2, tuning.best.threshold, tuning.best.max_terms
+    );
+    println!("{}", row("raw utterance", &tuning.raw));
+    println!("{}", row("decayed weights", &tuning.decayed));
+    println!("{}", row("learned (cross-validated)", &tuning.best.cv));
+    let mut held_out = Vec::new();
+    for spec in &args.report {
+        let examples = examples_of(spec)?;
+        let r = evaluate_rewrite(&examples, &tuning.selector)?;
+        println!("held out {spec} ({} turns):", r.turns);
+        println!("{}", row("raw utterance", &r.raw));
+        println!("{}", row("decayed weights", &r.decayed));
+        println!("{}", row("learned", &r.learned));
+        held_out.push(serde_json::json!({"set": spec, "figures": r}));
+    }
+    if let Some(path) = &args.output {
+        let mut json = serde_json::to_string_pretty(&tuning.selector)?;
+        json.push('\n');
+        write_atomic(path, json.as_bytes())?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.report_json {
+        let report = serde_json::json!({
+            "train": args.train,
+            "tuning": tuning,
+            "held_out": held_out,
+        });
+        write_atomic(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: TuneCommand,
+    }
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

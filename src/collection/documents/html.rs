@@ -1,0 +1,480 @@
+//! HTML documents (`convrag index --format html`): the page's title, its sections (a heading and
+//! the text up to the next heading), scripts, styles and navigation dropped.
+//!
+//! Each section is cut into passages by the usual segmenter. A passage id is the file's path
+//! under the indexed directory, the section's anchor and the passage's 1-based number in the
+//! section: `sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY:1`. The anchor is the id of the
+//! heading or of its nearest enclosing element; generated ids (DocBook's `id-1.9.3.69.5`) and
+//! missing ones are replaced by a slug of the heading (`description`), so ids stay readable and
+//! do not change when the page is rebuilt.
+
+use std::collections::HashSet;
+
+use scraper::{ElementRef, Html, Node};
+
+use crate::collection::segment::segment_document;
+use crate::collection::SegmenterConfig;
+
+/// Elements whose contents are never text of the page.
+const DROPPED_ELEMENTS: &[&str] = &[
+    "script", "style", "noscript", "template", "nav", "footer", "aside", "svg", "form", "button",
+    "select", "iframe", "object", "head",
+];
+
+/// Classes of navigation blocks in generated manuals (DocBook, Sphinx, rustdoc).
+const DROPPED_CLASSES: &[&str] = &[
+    "navheader",
+    "navfooter",
+    "toc",
+    "breadcrumb",
+    "breadcrumbs",
+    "navigation",
+    "sidebar",
+    "headerlink",
+];
+
+/// Elements that start a new line of text.
+const BLOCK_ELEMENTS: &[&str] = &[
+    "p",
+    "div",
+    "pre",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "tr",
+    "table",
+    "blockquote",
+    "section",
+    "article",
+    "main",
+    "br",
+    "hr",
+    "figure",
+    "figcaption",
+    "caption",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+];
+
+/// One passage of an HTML document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HtmlPassage {
+    /// `file#anchor:n`.
+    pub id: String,
+    /// The page's title, then the section's heading when it differs: `CREATE INDEX — Description`.
+    pub title: String,
+    /// The headings from the page's top down to the section's, one a line.
+    pub headings: String,
+    pub text: String,
+    /// Character offsets of the passage in its section's text.
+    pub start_char: u64,
+    pub end_char: u64,
+}
+
+/// A parsed page: its title and its sections in document order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HtmlDocument {
+    pub title: String,
+    pub sections: Vec<Section>,
+}
+
+/// A heading and the text that follows it (up to the next heading).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Section {
+    pub anchor: String,
+    /// The heading path, outermost first (empty for text before the first heading).
+    pub headings: Vec<String>,
+    pub text: String,
+}
+
+/// Parses an HTML page into its title and sections.
+pub fn parse(html: &str) -> HtmlDocument {
+    let document = Html::parse_document(html);
+    let title = document
+        .root_element()
+        .descendants()
+        .filter_map(ElementRef::wrap)
+        .find(|e| e.value().name() == "title")
+        .map(|e| collapse_whitespace(&e.text().collect::<String>()))
+        .unwrap_or_default();
+    let mut walker = Walker::default();
+    walker.visit(document.root_element(), None, false);
+    walker.finish_section();
+    let mut sections = walker.sections;
+    let title = if title.is_empty() {
+        sections
+            .iter()
+            .find_map(|s| s.headings.first().cloned())
+            .unwrap_or_default()
+    } else {
+        title
+    };
+    // Every section's heading path starts at the page.
+    for section in &mut sections {
+        if !title.is_empty() && section.headings.first() != Some(&title) {
+            section.headings.insert(0, title.clone());
+        }
+    }
+    HtmlDocument { title, sections }
+}
+
+/// Cuts a parsed page into passages; `doc_id` (the file's relative path) prefixes every id.
+pub fn passages(doc: &HtmlDocument, doc_id: &str, segmenter: &SegmenterConfig) -> Vec<HtmlPassage> {
+    let mut out = Vec::new();
+    for section in &doc.sections {
+        let heading = section.headings.last().map(String::as_str).unwrap_or("");
+        let title = if heading.is_empty() || heading == doc.title || doc.title.is_empty() {
+            if doc.title.is_empty() {
+                heading.to_string()
+            } else {
+                doc.title.clone()
+            }
+        } else {
+            format!("{} — {heading}", doc.title)
+        };
+        for (n, p) in segment_document(&section.text, segmenter)
+            .into_iter()
+            .enumerate()
+        {
+            out.push(HtmlPassage {
+                id: format!("{doc_id}#{}:{}", section.anchor, n + 1),
+                title: title.clone(),
+                headings: section.headings.join("\n"),
+                text: p.text,
+                start_char: p.char_start as u64,
+                end_char: p.char_end as u64,
+            });
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct Walker {
+    sections: Vec<Section>,
+    current: Section,
+    /// (level, text) of the headings above the current position.
+    heading_stack: Vec<(u8, String)>,
+    used_anchors: HashSet<String>,
+}
+
+impl Walker {
+    /// `anchor` is the id of the nearest enclosing element that has one; `pre` keeps line breaks.
+    fn visit(&mut self, element: ElementRef<'_>, anchor: Option<&str>, pre: bool) {
+        let value = element.value();
+        let name = value.name();
+        if is_dropped(element) {
+            return;
+        }
+        // The page's own id (DocBook's `<body id="docContent">`) names no section.
+        let own_id = value
+            .id()
+            .filter(|id| !id.trim().is_empty() && name != "body" && name != "html");
+        let anchor = own_id.or(anchor);
+        if let Some(level) = heading_level(name) {
+            self.start_section(level, element, anchor);
+            return;
+        }
+        let block = BLOCK_ELEMENTS.contains(&name);
+        if block {
+            self.current.text.push('\n');
+        }
+        let pre = pre || name == "pre";
+        for child in element.children() {
+            match child.value() {
+                Node::Text(text) => self.push_text(text, pre),
+                Node::Element(_) => {
+                    if let Some(child) = ElementRef::wrap(child) {
+                        self.visit(child, anchor, pre);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if block {
+            self.current.text.push('\n');
+        }
+    }
+
+    fn push_text(&mut self, text: &str, pre: bool) {
+        if pre {
+            self.current.text.push_str(text);
+            return;
+        }
+        let ends_with_space = self
+            .current
+            .text
+            .chars()
+            .last()
+            .is_none_or(char::is_whitespace);
+        let mut words = text.split_whitespace().peekable();
+        if words.peek().is_none() {
+            if !text.is_empty() && !ends_with_space {
+                self.current.text.push(' ');
+            }
+            return;
+        }
+        if text.starts_with(char::is_whitespace) && !ends_with_space {
+            self.current.text.push(' ');
+        }
+        let mut first = true;
+        for word in words {
+            if !first {
+                self.current.text.push(' ');
+            }
+            self.current.text.push_str(word);
+            first = false;
+        }
+        if text.ends_with(char::is_whitespace) {
+            self.current.text.push(' ');
+        }
+    }
+
+    fn start_section(&mut self, level: u8, heading: ElementRef<'_>, anchor: Option<&str>) {
+        self.finish_section();
+        let text = collapse_whitespace(&heading.text().collect::<String>());
+        while self
+            .heading_stack
+            .last()
+            .is_some_and(|(above, _)| *above >= level)
+        {
+            self.heading_stack.pop();
+        }
+        self.heading_stack.push((level, text.clone()));
+        // An enclosing element's id names only the first heading inside it.
+        let base = match anchor {
+            Some(id) if !is_generated_id(id) && !self.used_anchors.contains(id) => id.to_string(),
+            _ => slug(&text),
+        };
+        self.current.anchor = self.unique_anchor(base);
+        self.current.headings = self.heading_stack.iter().map(|(_, h)| h.clone()).collect();
+    }
+
+    fn finish_section(&mut self) {
+        let text = tidy_lines(&self.current.text);
+        let mut section = std::mem::take(&mut self.current);
+        if !text.is_empty() {
+            if section.anchor.is_empty() {
+                section.anchor = self.unique_anchor("top".to_string());
+            }
+            section.text = text;
+            self.sections.push(section);
+        }
+    }
+
+    fn unique_anchor(&mut self, base: String) -> String {
+        let base = if base.is_empty() {
+            "section".to_string()
+        } else {
+            base
+        };
+        let mut anchor = base.clone();
+        let mut n = 2;
+        while !self.used_anchors.insert(anchor.clone()) {
+            anchor = format!("{base}-{n}");
+            n += 1;
+        }
+        anchor
+    }
+}
+
+fn heading_level(name: &str) -> Option<u8> {
+    match name {
+        "h1" => Some(1),
+        "h2" => Some(2),
+        "h3" => Some(3),
+        "h4" => Some(4),
+        "h5" => Some(5),
+        "h6" => Some(6),
+        _ => None,
+    }
+}
+
+fn is_dropped(element: ElementRef<'_>) -> bool {
+    let value = element.value();
+    DROPPED_ELEMENTS.contains(&value.name())
+        || value.attr("role") == Some("navigation")
+        || value.attr("hidden").is_some()
+        || value.classes().any(|c| DROPPED_CLASSES.contains(&c))
+}
+
+/// Ids a generator numbered (`id-1.9.3.69.5`, `id1234`) say nothing about the section.
+fn is_generated_id(id: &str) -> bool {
+    let rest = id.strip_prefix("id").unwrap_or("");
+    let rest = rest.strip_prefix('-').unwrap_or(rest);
+    !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit() || c == '.')
+}
+
+/// `Building Indexes Concurrently` → `building-indexes-concurrently`.
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').chars().take(80).collect()
+}
+
+fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Trims every line and drops blank ones (blocks add line breaks generously).
+fn tidy_lines(text: &str) -> String {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/html");
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(format!("{FIXTURES}/{name}")).expect("fixture")
+    }
+
+    #[test]
+    fn reads_title_sections_and_drops_navigation_of_a_manual_page() {
+        let doc = parse(&fixture("tutorial-select.html"));
+        assert_eq!(doc.title, "2.5. Querying a Table");
+        assert_eq!(doc.sections.len(), 1);
+        let section = &doc.sections[0];
+        assert_eq!(section.anchor, "TUTORIAL-SELECT");
+        assert_eq!(section.headings, vec!["2.5. Querying a Table".to_string()]);
+        assert!(section
+            .text
+            .starts_with("To retrieve data from a table, the table is queried."));
+        assert!(section.text.contains("SELECT * FROM weather;"));
+        // The navigation header and footer (Prev / Up / Next / Home) are gone.
+        assert!(!section.text.contains("Prev"), "{}", section.text);
+        assert!(!section.text.contains("2.4. Populating a Table With Rows"));
+        // Preformatted output keeps its lines; paragraphs are joined into one line each.
+        assert!(section
+            .text
+            .contains("\n San Francisco |      46 |      50 | 0.25 | 1994-11-27\n"));
+    }
+
+    #[test]
+    fn sections_of_a_reference_page_have_readable_stable_anchors() {
+        let doc = parse(&fixture("sql-createindex.html"));
+        assert_eq!(doc.title, "CREATE INDEX");
+        let anchors: Vec<&str> = doc.sections.iter().map(|s| s.anchor.as_str()).collect();
+        assert!(anchors.contains(&"description"), "{anchors:?}");
+        assert!(anchors.contains(&"parameters"), "{anchors:?}");
+        assert!(
+            anchors.contains(&"SQL-CREATEINDEX-CONCURRENTLY"),
+            "{anchors:?}"
+        );
+        let concurrently = doc
+            .sections
+            .iter()
+            .find(|s| s.anchor == "SQL-CREATEINDEX-CONCURRENTLY")
+            .unwrap();
+        assert_eq!(
+            concurrently.headings.last().map(String::as_str),
+            Some("Building Indexes Concurrently")
+        );
+        assert_eq!(
+            concurrently.headings.len(),
+            3,
+            "{:?}",
+            concurrently.headings
+        );
+        assert!(concurrently.text.contains("CONCURRENTLY"));
+        let passages = passages(&doc, "sql-createindex.html", &SegmenterConfig::default());
+        let first = passages
+            .iter()
+            .find(|p| p.id == "sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY:1")
+            .expect("the concurrently section's first passage");
+        assert_eq!(first.title, "CREATE INDEX — Building Indexes Concurrently");
+        let ids: HashSet<&str> = passages.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids.len(), passages.len(), "ids are unique");
+        // Parsing again gives the same ids.
+        let again = passages_of(&fixture("sql-createindex.html"));
+        assert_eq!(
+            again,
+            passages.iter().map(|p| p.id.clone()).collect::<Vec<_>>()
+        );
+    }
+
+    fn passages_of(html: &str) -> Vec<String> {
+        passages(
+            &parse(html),
+            "sql-createindex.html",
+            &SegmenterConfig::default(),
+        )
+        .into_iter()
+        .map(|p| p.id)
+        .collect()
+    }
+
+    #[test]
+    fn drops_scripts_styles_and_hidden_parts_and_slugs_missing_ids() {
+        let doc = parse(
+            "<html><head><title> A  page </title><style>p{color:red}</style></head><body>\
+             <nav>Home | About</nav><script>var x = 1;</script>\
+             <h1>A page</h1><p>First   words\n here.</p><div hidden>secret</div>\
+             <h2>Second part!</h2><p>More <b>bold</b> text.</p>\
+             <h2>Second part!</h2><p>Again.</p><footer>Copyright</footer></body></html>",
+        );
+        assert_eq!(doc.title, "A page");
+        let got: Vec<(&str, &str)> = doc
+            .sections
+            .iter()
+            .map(|s| (s.anchor.as_str(), s.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a-page", "First words here."),
+                ("second-part", "More bold text."),
+                ("second-part-2", "Again."),
+            ]
+        );
+        assert_eq!(
+            doc.sections[1].headings,
+            vec!["A page".to_string(), "Second part!".to_string()]
+        );
+    }
+
+    #[test]
+    fn text_before_any_heading_and_pages_without_text() {
+        let doc = parse("<p>Just a paragraph.</p>");
+        assert_eq!(doc.title, "");
+        assert_eq!(doc.sections.len(), 1);
+        assert_eq!(doc.sections[0].anchor, "top");
+        let p = passages(&doc, "a.html", &SegmenterConfig::default());
+        assert_eq!(p[0].id, "a.html#top:1");
+        assert!(parse("<html><body><script>x()</script></body></html>")
+            .sections
+            .is_empty());
+    }
+
+    #[test]
+    fn generated_ids_are_recognized() {
+        assert!(is_generated_id("id-1.9.3.69.5"));
+        assert!(is_generated_id("id1234"));
+        assert!(!is_generated_id("SQL-CREATEINDEX"));
+        assert!(!is_generated_id("identity"));
+        assert!(!is_generated_id("id"));
+        assert_eq!(
+            slug("Building Indexes Concurrently"),
+            "building-indexes-concurrently"
+        );
+    }
+}

@@ -1,0 +1,553 @@
+//! `convrag tune`, library half: fits the learned parts of the pipeline on training topics only,
+//! choosing every threshold by topic-level cross-validation, and measures held-out sets it never
+//! fits on.
+//!
+//! Rewriting ([`tune_rewrite`]): for every turn of the training topics, each history term the
+//! utterance lacks ([`HistoryRewriter::term_candidates`]) is an example, positive when its surface
+//! form occurs in the manual rewrite (ROUGE-1 counts surface forms). A [`LogisticModel`] is fitted
+//! per fold on the other folds; the held-out turns are rewritten with it for every
+//! (L2, threshold, term limit) of the grid, and the setting with the best mean cross-validated
+//! ROUGE-1 (the chosen objective) is refitted on all training turns.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::context::ConversationContext;
+use super::learned::{topic_folds, LogisticModel};
+use super::ptkb::{statement_features, PtkbRanker, StatementModel, TextSimilarity};
+use super::rewrite::{HistoryRewriter, TermSelector, TERM_FEATURES};
+use super::{PipelineError, Result};
+use crate::eval::measures::Measure;
+use crate::eval::ptkb::evaluate_ptkb;
+use crate::eval::rouge::rouge1;
+use crate::eval::trec::{Qrels, Run};
+use crate::formats::ikat::{IkatTopic, RunType};
+use crate::progress::Progress;
+
+/// One turn with what a rewrite may read and the manual rewrite it is scored against.
+#[derive(Debug, Clone)]
+pub struct RewriteExample {
+    pub conversation: String,
+    pub key: String,
+    pub ctx: ConversationContext,
+    /// Texts of the PTKB statements the ranker selected.
+    pub selected_ptkb: Vec<String>,
+    pub reference: String,
+}
+
+/// The turns of `topics` that have a reference, as an automatic run sees them.
+pub fn rewrite_examples(
+    topics: &[IkatTopic],
+    references: &HashMap<String, String>,
+    ranker: &dyn PtkbRanker,
+) -> Result<Vec<RewriteExample>> {
+    let mut out = Vec::new();
+    for topic in topics {
+        for (i, turn) in topic.turns.iter().enumerate() {
+            let key = topic.turn_key(turn);
+            let Some(reference) = references.get(&key) else {
+                continue;
+            };
+            let ctx = ConversationContext::from_ikat(topic, i, RunType::Automatic)
+                .expect("index within the topic's turns");
+            let selected_ptkb = ranker
+                .rank(&ctx)?
+                .selected()
+                .map(|s| s.text.clone())
+                .collect();
+            out.push(RewriteExample {
+                conversation: topic.number.clone(),
+                key,
+                ctx,
+                selected_ptkb,
+                reference: reference.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Mean ROUGE-1 (no stemming) of a set of rewrites.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RougeMeans {
+    pub recall: f64,
+    pub precision: f64,
+    pub f1: f64,
+    /// Mean rewrite length in rouge tokens.
+    pub tokens: f64,
+}
+
+impl RougeMeans {
+    fn of(pairs: &[(&str, String)]) -> Self {
+        let n = pairs.len().max(1) as f64;
+        let mut m = RougeMeans::default();
+        for (reference, rewrite) in pairs {
+            let s = rouge1(reference, rewrite, false);
+            m.recall += s.recall / n;
+            m.precision += s.precision / n;
+            m.f1 += s.fmeasure / n;
+            m.tokens += crate::text::rouge_tokens::tokenize(rewrite, false).len() as f64 / n;
+        }
+        m
+    }
+}
+
+/// What the rewrite tuning optimizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewriteObjective {
+    /// Mean ROUGE-1 recall (what the issue reports; favours longer rewrites).
+    Recall,
+    /// Mean ROUGE-1 F1 (penalizes terms the manual rewrite does not have).
+    F1,
+}
+
+impl RewriteObjective {
+    fn value(self, m: &RougeMeans) -> f64 {
+        match self {
+            RewriteObjective::Recall => m.recall,
+            RewriteObjective::F1 => m.f1,
+        }
+    }
+}
+
+/// The grid searched by cross-validation.
+#[derive(Debug, Clone)]
+pub struct RewriteGrid {
+    pub l2: Vec<f64>,
+    pub thresholds: Vec<f64>,
+    pub max_terms: Vec<usize>,
+}
+
+impl Default for RewriteGrid {
+    fn default() -> Self {
+        RewriteGrid {
+            l2: vec![0.1, 1.0, 10.0],
+            thresholds: vec![0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6],
+            max_terms: vec![1, 2, 3, 4, 5, 6, 8],
+        }
+    }
+}
+
+/// One row of the cross-validation table.
+#[derive(Debug, Clone, Serialize)]
+pub struct GridPoint {
+    pub l2: f64,
+    pub threshold: f64,
+    pub max_terms: usize,
+    pub cv: RougeMeans,
+}
+
+/// The outcome of [`tune_rewrite`].
+#[derive(Debug, Clone, Serialize)]
+pub struct RewriteTuning {
+    pub folds: usize,
+    pub training_turns: usize,
+    pub training_examples: usize,
+    pub positives: usize,
+    pub objective: RewriteObjective,
+    /// Cross-validated figures of the chosen setting (each turn rewritten by a model that never
+    /// saw its topic).
+    pub best: GridPoint,
+    /// The raw utterance and the decayed-weight rewriter on the same training turns.
+    pub raw: RougeMeans,
+    pub decayed: RougeMeans,
+    /// The final selector, fitted on all training turns with the chosen setting.
+    pub selector: TermSelector,
+}
+
+/// Candidate features and labels of one turn.
+fn labelled(rw: &HistoryRewriter, ex: &RewriteExample) -> (Vec<Vec<f64>>, Vec<bool>) {
+    let have: HashSet<String> = super::terms::content_stems(&ex.ctx.utterance)
+        .into_iter()
+        .collect();
+    let reference: HashSet<String> = super::terms::words(&ex.reference).into_iter().collect();
+    let said: HashSet<String> = super::terms::words(&ex.ctx.utterance).into_iter().collect();
+    rw.term_candidates(&ex.ctx, &have)
+        .into_iter()
+        .map(|c| {
+            let positive = reference.contains(&c.surface) && !said.contains(&c.surface);
+            (c.features, positive)
+        })
+        .unzip()
+}
+
+fn rewrite_all(
+    rw: &HistoryRewriter,
+    examples: &[&RewriteExample],
+    selector: Option<&TermSelector>,
+) -> Result<Vec<String>> {
+    examples
+        .iter()
+        .map(|ex| {
+            let ptkb: Vec<&str> = ex.selected_ptkb.iter().map(String::as_str).collect();
+            Ok(rw.rewrite_with(&ex.ctx, &ptkb, selector)?.text)
+        })
+        .collect()
+}
+
+/// Fits the learned term selector on `examples` (training turns only) with `folds`-fold
+/// topic-level cross-validation over `grid`.
+pub fn tune_rewrite(
+    examples: &[RewriteExample],
+    folds: usize,
+    grid: &RewriteGrid,
+    objective: RewriteObjective,
+    progress: &dyn Progress,
+) -> Result<RewriteTuning> {
+    if examples.is_empty() || folds < 2 {
+        return Err(PipelineError::Input(
+            "tuning needs training turns and at least 2 folds".into(),
+        ));
+    }
+    let rw = HistoryRewriter::default();
+    let ids: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
+    let fold_of = topic_folds(&ids, folds);
+    let data: Vec<(Vec<Vec<f64>>, Vec<bool>)> = examples.iter().map(|e| labelled(&rw, e)).collect();
+    let all: Vec<&RewriteExample> = examples.iter().collect();
+    let refs: Vec<&str> = examples.iter().map(|e| e.reference.as_str()).collect();
+    let pair =
+        |texts: Vec<String>| -> Vec<(&str, String)> { refs.iter().copied().zip(texts).collect() };
+    let raw = RougeMeans::of(&pair(
+        examples.iter().map(|e| e.ctx.utterance.clone()).collect(),
+    ));
+    let decayed = RougeMeans::of(&pair(rewrite_all(&rw, &all, None)?));
+
+    progress.set_length((grid.l2.len() * folds) as u64);
+    // rewrites[grid point][turn]
+    let points: Vec<(usize, f64, usize)> = (0..grid.l2.len())
+        .flat_map(|l| {
+            grid.thresholds
+                .iter()
+                .flat_map(move |&t| grid.max_terms.iter().map(move |&k| (l, t, k)))
+        })
+        .collect();
+    let mut rewrites: Vec<Vec<String>> = vec![vec![String::new(); examples.len()]; points.len()];
+    for (li, &l2) in grid.l2.iter().enumerate() {
+        for fold in 0..folds {
+            let (mut xs, mut ys) = (Vec::new(), Vec::new());
+            for (i, (x, y)) in data.iter().enumerate() {
+                if fold_of[i] != fold {
+                    xs.extend(x.iter().cloned());
+                    ys.extend(y.iter().copied());
+                }
+            }
+            let model = LogisticModel::fit(TERM_FEATURES, &xs, &ys, l2)?;
+            let held: Vec<usize> = (0..examples.len())
+                .filter(|&i| fold_of[i] == fold)
+                .collect();
+            for (pi, &(l, threshold, max_terms)) in points.iter().enumerate() {
+                if l != li {
+                    continue;
+                }
+                let sel = TermSelector {
+                    model: model.clone(),
+                    threshold,
+                    max_terms,
+                };
+                let exs: Vec<&RewriteExample> = held.iter().map(|&i| &examples[i]).collect();
+                for (&i, text) in held.iter().zip(rewrite_all(&rw, &exs, Some(&sel))?) {
+                    rewrites[pi][i] = text;
+                }
+            }
+            progress.inc(1);
+        }
+    }
+    progress.finish();
+    let mut best: Option<GridPoint> = None;
+    for (pi, &(l, threshold, max_terms)) in points.iter().enumerate() {
+        let cv = RougeMeans::of(&pair(std::mem::take(&mut rewrites[pi])));
+        let better = best
+            .as_ref()
+            .is_none_or(|b| objective.value(&cv) > objective.value(&b.cv) + 1e-12);
+        if better {
+            best = Some(GridPoint {
+                l2: grid.l2[l],
+                threshold,
+                max_terms,
+                cv,
+            });
+        }
+    }
+    let best = best.expect("a non-empty grid");
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for (x, y) in &data {
+        xs.extend(x.iter().cloned());
+        ys.extend(y.iter().copied());
+    }
+    let positives = ys.iter().filter(|y| **y).count();
+    let selector = TermSelector {
+        model: LogisticModel::fit(TERM_FEATURES, &xs, &ys, best.l2)?,
+        threshold: best.threshold,
+        max_terms: best.max_terms,
+    };
+    Ok(RewriteTuning {
+        folds,
+        training_turns: examples.len(),
+        training_examples: xs.len(),
+        positives,
+        objective,
+        best,
+        raw,
+        decayed,
+        selector,
+    })
+}
+
+/// Raw utterance, decayed-weight and learned rewrites of a held-out set.
+#[derive(Debug, Clone, Serialize)]
+pub struct RewriteHeldOut {
+    pub turns: usize,
+    pub raw: RougeMeans,
+    pub decayed: RougeMeans,
+    pub learned: RougeMeans,
+}
+
+/// Measures `selector` on `examples` (a set it was not fitted on).
+pub fn evaluate_rewrite(
+    examples: &[RewriteExample],
+    selector: &TermSelector,
+) -> Result<RewriteHeldOut> {
+    let rw = HistoryRewriter::default();
+    let all: Vec<&RewriteExample> = examples.iter().collect();
+    let refs: Vec<&str> = examples.iter().map(|e| e.reference.as_str()).collect();
+    let pair =
+        |texts: Vec<String>| -> Vec<(&str, String)> { refs.iter().copied().zip(texts).collect() };
+    Ok(RewriteHeldOut {
+        turns: examples.len(),
+        raw: RougeMeans::of(&pair(
+            examples.iter().map(|e| e.ctx.utterance.clone()).collect(),
+        )),
+        decayed: RougeMeans::of(&pair(rewrite_all(&rw, &all, None)?)),
+        learned: RougeMeans::of(&pair(rewrite_all(&rw, &all, Some(selector))?)),
+    })
+}
+
+/// One turn of PTKB training or evaluation data: its statements' features (automatic run).
+#[derive(Debug, Clone)]
+pub struct PtkbTurn {
+    pub conversation: String,
+    pub key: String,
+    /// Statement ids in PTKB order, rows of `features` likewise.
+    pub ids: Vec<String>,
+    pub features: Vec<Vec<f64>>,
+}
+
+/// Features of every turn of `topics` (computed once: the bi-encoder is the costly part).
+pub fn ptkb_turns(
+    topics: &[IkatTopic],
+    similarity: Option<&dyn TextSimilarity>,
+    progress: &dyn Progress,
+) -> Result<Vec<PtkbTurn>> {
+    progress.set_length(topics.iter().map(|t| t.turns.len() as u64).sum());
+    let mut out = Vec::new();
+    for topic in topics {
+        for (i, turn) in topic.turns.iter().enumerate() {
+            let ctx = ConversationContext::from_ikat(topic, i, RunType::Automatic)
+                .expect("index within the topic's turns");
+            out.push(PtkbTurn {
+                conversation: topic.number.clone(),
+                key: topic.turn_key(turn),
+                ids: ctx.ptkb.iter().map(|s| s.id.clone()).collect(),
+                features: statement_features(&ctx, similarity)?,
+            });
+            progress.inc(1);
+        }
+    }
+    progress.finish();
+    Ok(out)
+}
+
+/// Ranked runs of `turns` under `model`: all statements, and the selected ones only.
+pub fn ptkb_runs(turns: &[&PtkbTurn], model: &StatementModel) -> (Run, Run) {
+    let mut ranked = Vec::new();
+    let mut selected = Vec::new();
+    for t in turns {
+        let mut scored: Vec<(f64, &String)> = t
+            .features
+            .iter()
+            .map(|x| model.model.probability(x))
+            .zip(&t.ids)
+            .collect();
+        // Stable: equal scores keep PTKB order, as ScoringRanker does.
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        ranked.push((
+            t.key.clone(),
+            scored.iter().map(|(_, id)| (*id).clone()).collect(),
+        ));
+        selected.push((
+            t.key.clone(),
+            scored
+                .iter()
+                .filter(|(p, _)| *p >= model.threshold)
+                .map(|(_, id)| (*id).clone())
+                .collect::<Vec<String>>(),
+        ));
+    }
+    (Run::from_rankings(ranked), Run::from_rankings(selected))
+}
+
+/// nDCG@3 of the ranking and set F1 of the selection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PtkbFigures {
+    pub ndcg_cut_3: f64,
+    pub recip_rank: f64,
+    pub set_f: f64,
+    pub judged_turns: usize,
+}
+
+/// Measures `model` on `turns` against `qrels`.
+pub fn ptkb_figures(turns: &[&PtkbTurn], model: &StatementModel, qrels: &Qrels) -> PtkbFigures {
+    let measures =
+        Measure::parse_all(&["ndcg_cut.3", "recip_rank", "set_F"]).expect("valid measures");
+    let (ranked, selected) = ptkb_runs(turns, model);
+    let r = evaluate_ptkb(qrels, &ranked, &measures);
+    let s = evaluate_ptkb(qrels, &selected, &measures);
+    PtkbFigures {
+        ndcg_cut_3: r.evaluation.get("ndcg_cut_3").unwrap_or(0.0),
+        recip_rank: r.evaluation.get("recip_rank").unwrap_or(0.0),
+        set_f: s.evaluation.get("set_F").unwrap_or(0.0),
+        judged_turns: r.judged_turns,
+    }
+}
+
+/// The outcome of [`tune_ptkb`].
+#[derive(Debug, Clone, Serialize)]
+pub struct PtkbTuning {
+    pub folds: usize,
+    pub training_turns: usize,
+    pub examples: usize,
+    pub positives: usize,
+    pub l2: f64,
+    /// Cross-validated figures (each judged turn ranked by a model that never saw its topic).
+    pub cv: PtkbFigures,
+    pub model: StatementModel,
+}
+
+fn ptkb_examples(turns: &[&PtkbTurn], qrels: &Qrels) -> (Vec<Vec<f64>>, Vec<bool>) {
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for t in turns {
+        let Some(judged) = qrels.get(&t.key) else {
+            continue;
+        };
+        for (id, x) in t.ids.iter().zip(&t.features) {
+            xs.push(x.clone());
+            ys.push(judged.get(id).is_some_and(|&r| r >= 1));
+        }
+    }
+    (xs, ys)
+}
+
+/// Fits the statement model on the judged turns of `turns` (training topics only) with
+/// topic-level cross-validation: the L2 weight by cross-validated nDCG@3, then the selection
+/// threshold by cross-validated set F1.
+pub fn tune_ptkb(
+    turns: &[PtkbTurn],
+    qrels: &Qrels,
+    feature_names: &[&str],
+    folds: usize,
+) -> Result<PtkbTuning> {
+    let judged: Vec<&PtkbTurn> = turns
+        .iter()
+        .filter(|t| qrels.get(&t.key).is_some())
+        .collect();
+    if judged.is_empty() || folds < 2 {
+        return Err(PipelineError::Input(
+            "PTKB tuning needs judged training turns and at least 2 folds".into(),
+        ));
+    }
+    let ids: Vec<String> = judged.iter().map(|t| t.conversation.clone()).collect();
+    let fold_of = topic_folds(&ids, folds);
+    let thresholds: Vec<f64> = (1..20).map(|i| i as f64 * 0.05).collect();
+    let mut best: Option<(f64, Vec<LogisticModel>, PtkbFigures)> = None;
+    for l2 in [0.3, 1.0, 3.0, 10.0, 30.0, 100.0] {
+        let mut models = Vec::new();
+        for fold in 0..folds {
+            let train: Vec<&PtkbTurn> = judged
+                .iter()
+                .zip(&fold_of)
+                .filter(|(_, f)| **f != fold)
+                .map(|(t, _)| *t)
+                .collect();
+            let (xs, ys) = ptkb_examples(&train, qrels);
+            models.push(LogisticModel::fit(feature_names, &xs, &ys, l2)?);
+        }
+        let figures = cv_figures(&judged, &fold_of, &models, 0.5, qrels);
+        if best
+            .as_ref()
+            .is_none_or(|b| figures.ndcg_cut_3 > b.2.ndcg_cut_3 + 1e-12)
+        {
+            best = Some((l2, models, figures));
+        }
+    }
+    let (l2, models, _) = best.expect("a non-empty grid");
+    let mut cv = PtkbFigures::default();
+    let mut threshold = 0.5;
+    for &t in &thresholds {
+        let f = cv_figures(&judged, &fold_of, &models, t, qrels);
+        if f.set_f > cv.set_f + 1e-12 || cv.judged_turns == 0 {
+            cv = f;
+            threshold = t;
+        }
+    }
+    let (xs, ys) = ptkb_examples(&judged, qrels);
+    Ok(PtkbTuning {
+        folds,
+        training_turns: judged.len(),
+        examples: xs.len(),
+        positives: ys.iter().filter(|y| **y).count(),
+        l2,
+        cv,
+        model: StatementModel {
+            model: LogisticModel::fit(feature_names, &xs, &ys, l2)?,
+            threshold,
+        },
+    })
+}
+
+/// Figures of the held-out folds, each ranked by the model of its fold.
+fn cv_figures(
+    judged: &[&PtkbTurn],
+    fold_of: &[usize],
+    models: &[LogisticModel],
+    threshold: f64,
+    qrels: &Qrels,
+) -> PtkbFigures {
+    let mut ranked = Vec::new();
+    let mut selected = Vec::new();
+    for (fold, model) in models.iter().enumerate() {
+        let held: Vec<&PtkbTurn> = judged
+            .iter()
+            .zip(fold_of)
+            .filter(|(_, f)| **f == fold)
+            .map(|(t, _)| *t)
+            .collect();
+        let m = StatementModel {
+            model: model.clone(),
+            threshold,
+        };
+        let (r, s) = ptkb_runs(&held, &m);
+        ranked.push(r);
+        selected.push(s);
+    }
+    let merge = |runs: Vec<Run>| {
+        let mut all = Run::default();
+        for run in runs {
+            for (qid, docs) in run.iter() {
+                all.insert(qid.to_string(), docs.to_vec());
+            }
+        }
+        all
+    };
+    let measures =
+        Measure::parse_all(&["ndcg_cut.3", "recip_rank", "set_F"]).expect("valid measures");
+    let r = evaluate_ptkb(qrels, &merge(ranked), &measures);
+    let s = evaluate_ptkb(qrels, &merge(selected), &measures);
+    PtkbFigures {
+        ndcg_cut_3: r.evaluation.get("ndcg_cut_3").unwrap_or(0.0),
+        recip_rank: r.evaluation.get("recip_rank").unwrap_or(0.0),
+        set_f: s.evaluation.get("set_F").unwrap_or(0.0),
+        judged_turns: r.judged_turns,
+    }
+}

@@ -1,0 +1,561 @@
+//! [`CollectionService`]: the collections a user sees (the shared ones and their own private ones),
+//! private collections made from uploaded files, and their background indexing.
+//!
+//! Which collection a name means for a user is decided once, by
+//! [`CollectionRegistry::get_visible`]: their private collection of that name, else the shared
+//! one; another user's private collection is never reached and so is not found, like a name that
+//! does not exist.
+//!
+//! A private collection on disk is `<collections>/.private/<user id>/<name>`, a symlink to its
+//! current version `.v-<uuid>/`, which holds `documents.jsonl` (every document's extracted text,
+//! the source the index is rebuilt from) and the index `<name>/`. An upload builds a complete new
+//! version beside it and swaps the symlink atomically, so searches see either the old documents or
+//! all of the new ones, and a failed build leaves nothing behind but the version it removes.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::collection::documents::{self, Document, DocumentError};
+use crate::collection::Format;
+use crate::config::UploadLimits;
+use crate::index::{
+    index_collection, CollectionInfo, CollectionRegistry, IndexError, IndexOptions,
+};
+use crate::progress::Progress;
+use crate::store::{
+    CollectionLimits, CollectionStatus, PrivateCollection, Store, StoreError, UploadSize,
+};
+
+/// What is wrong with one file of an upload, which decides the HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileProblem {
+    /// Larger than `uploads.max_file_bytes`, or more files than `uploads.max_files` (413).
+    TooLarge,
+    /// Not one of the accepted types (415).
+    WrongType,
+    /// Empty (400).
+    Empty,
+    /// A corrupt PDF, or no text to index (422).
+    Unreadable,
+}
+
+/// Errors of the collections service.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectionServiceError {
+    /// A file of the upload (`field` is `files[i]`) is refused; nothing was stored.
+    #[error("{field}: {reason}")]
+    File {
+        field: String,
+        problem: FileProblem,
+        reason: String,
+    },
+    /// The request has no file at all.
+    #[error("files: at least one file is required")]
+    NoFiles,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("a task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+pub type Result<T, E = CollectionServiceError> = std::result::Result<T, E>;
+
+/// One file of an upload as received.
+#[derive(Debug, Clone)]
+pub struct UploadedFile {
+    pub file_name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// A collection as `GET /v1/collections` and `GET /v1/collections/{name}` show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectionView {
+    pub name: String,
+    /// `shared` (everyone sees it) or `private` (only its owner does).
+    pub visibility: Visibility,
+    pub status: CollectionStatus,
+    pub passages: u64,
+    pub created: String,
+    /// Shared collections: how they were indexed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<crate::index::Language>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_records: Option<u64>,
+    /// Private collections: the documents uploaded, their bytes, the last upload's files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub documents: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_total: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_done: Option<i32>,
+    /// Why the last upload could not be indexed (status `failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// While an upload is indexed: `{"bytes_done", "bytes_total"}` of its extracted text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
+}
+
+/// Who sees a collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    Shared,
+    Private,
+}
+
+impl CollectionView {
+    fn shared(info: CollectionInfo) -> Self {
+        CollectionView {
+            name: info.name,
+            visibility: Visibility::Shared,
+            status: CollectionStatus::Ready,
+            passages: info.passages,
+            created: info.created,
+            format: Some(info.format),
+            language: Some(info.language),
+            bad_records: Some(info.bad_records),
+            documents: None,
+            bytes: None,
+            files_total: None,
+            files_done: None,
+            error: None,
+            progress: None,
+        }
+    }
+
+    fn private(row: PrivateCollection, progress: Option<serde_json::Value>) -> Self {
+        CollectionView {
+            name: row.name,
+            visibility: Visibility::Private,
+            status: row.status,
+            passages: row.passages.max(0) as u64,
+            created: row.created_at.to_rfc3339(),
+            format: None,
+            language: None,
+            bad_records: None,
+            documents: Some(row.documents),
+            bytes: Some(row.bytes),
+            files_total: Some(row.files_total),
+            files_done: Some(row.files_done),
+            error: row.error,
+            progress,
+        }
+    }
+}
+
+/// Bytes read of the total, as the indexer reports them, for `GET /v1/collections/{name}`.
+#[derive(Debug, Default)]
+struct JobProgress {
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl Progress for JobProgress {
+    fn set_length(&self, total: u64) {
+        self.total.store(total, Ordering::Relaxed);
+    }
+    fn set_position(&self, done: u64) {
+        self.done.store(done, Ordering::Relaxed);
+    }
+    fn inc(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+    }
+    fn set_message(&self, _message: String) {}
+    fn finish(&self) {}
+}
+
+/// Shared and private collections, and the uploads into private ones.
+pub struct CollectionService {
+    store: Store,
+    registry: CollectionRegistry,
+    limits: UploadLimits,
+    /// Indexing jobs under way, by collection row id.
+    jobs: Mutex<HashMap<i64, Arc<JobProgress>>>,
+}
+
+const DOCUMENTS_FILE: &str = "documents.jsonl";
+
+impl CollectionService {
+    pub fn new(store: Store, registry: CollectionRegistry, limits: UploadLimits) -> Self {
+        CollectionService {
+            store,
+            registry,
+            limits,
+            jobs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn limits(&self) -> UploadLimits {
+        self.limits
+    }
+
+    /// The shared collections (recorded in the table as found on disk) and `user_id`'s own.
+    pub async fn list(&self, user_id: i64) -> Result<Vec<CollectionView>> {
+        let registry = self.registry.clone();
+        let shared = tokio::task::spawn_blocking(move || registry.list())
+            .await
+            .map_err(CollectionServiceError::Task)??;
+        let found: Vec<(String, i64)> = shared
+            .iter()
+            .map(|c| (c.name.clone(), c.passages as i64))
+            .collect();
+        self.store.sync_shared_collections(&found).await?;
+        let mut out: Vec<CollectionView> = shared.into_iter().map(CollectionView::shared).collect();
+        for row in self.store.private_collections(user_id).await? {
+            out.push(self.private_view(row));
+        }
+        Ok(out)
+    }
+
+    /// The collection `name` as `user_id` sees it (another user's private one is not found).
+    pub async fn get(&self, user_id: i64, name: &str) -> Result<CollectionView> {
+        match self.store.private_collection(user_id, name).await {
+            Ok(row) => return Ok(self.private_view(row)),
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let registry = self.registry.clone();
+        let name = name.to_string();
+        let info = tokio::task::spawn_blocking(move || -> crate::index::Result<_> {
+            registry.get(&name)?;
+            registry
+                .list()?
+                .into_iter()
+                .find(|c| c.name == name)
+                .ok_or(IndexError::NotFound {
+                    name,
+                    root: registry.root().to_path_buf(),
+                })
+        })
+        .await
+        .map_err(CollectionServiceError::Task)??;
+        Ok(CollectionView::shared(info))
+    }
+
+    fn private_view(&self, row: PrivateCollection) -> CollectionView {
+        let progress = self.jobs.lock().expect("jobs lock").get(&row.id).map(|p| {
+            json!({"bytes_done": p.done.load(Ordering::Relaxed),
+                       "bytes_total": p.total.load(Ordering::Relaxed)})
+        });
+        CollectionView::private(row, progress)
+    }
+
+    /// Creates an empty private collection of `user_id` (ready at once: it holds no documents).
+    pub async fn create(&self, user_id: i64, name: &str) -> Result<CollectionView> {
+        crate::index::validate_name(name)?;
+        let registry = self.registry.clone();
+        let shared_name = name.to_string();
+        let shared_exists = tokio::task::spawn_blocking(move || registry.get(&shared_name).is_ok())
+            .await
+            .map_err(CollectionServiceError::Task)?;
+        if shared_exists {
+            return Err(StoreError::Conflict {
+                field: "name",
+                message: format!("a shared collection is named {name:?}; choose another name"),
+            }
+            .into());
+        }
+        let row = self
+            .store
+            .create_private_collection(user_id, name, self.limits.max_collections.into())
+            .await?;
+        let built = self.build(user_id, name, Vec::new(), None).await;
+        match built {
+            Ok(passages) => {
+                self.store
+                    .finish_upload(row.id, 0, 0, passages as i64)
+                    .await?;
+                Ok(self.get(user_id, name).await?)
+            }
+            Err(e) => {
+                self.store.delete_private_collection(row.id).await?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks every file, then marks the collection building and indexes the files in the
+    /// background. A refused file refuses the whole upload before anything is stored.
+    pub async fn upload(
+        self: &Arc<Self>,
+        user_id: i64,
+        name: &str,
+        files: Vec<UploadedFile>,
+    ) -> Result<CollectionView> {
+        // Another user's collection (or none): not found, before looking at the files.
+        self.store.private_collection(user_id, name).await?;
+        let size = UploadSize {
+            files: files.len() as i32,
+            bytes: files.iter().map(|f| f.bytes.len() as i64).sum(),
+        };
+        let documents = tokio::task::spawn_blocking({
+            let limits = self.limits;
+            move || read_uploads(&files, limits)
+        })
+        .await
+        .map_err(CollectionServiceError::Task)??;
+        let limits = CollectionLimits {
+            documents: self.limits.max_documents.min(i32::MAX as u32) as i32,
+            bytes: self.limits.max_collection_bytes.min(i64::MAX as u64) as i64,
+        };
+        let row = self.store.begin_upload(user_id, name, size, limits).await?;
+        let progress = Arc::new(JobProgress::default());
+        self.jobs
+            .lock()
+            .expect("jobs lock")
+            .insert(row.id, progress.clone());
+        let service = Arc::clone(self);
+        let name = name.to_string();
+        let view = self.private_view(row.clone());
+        tokio::spawn(async move {
+            service
+                .finish_job(user_id, &name, &row, documents, size, progress)
+                .await;
+        });
+        Ok(view)
+    }
+
+    /// The background half of an upload: build, swap, record the outcome.
+    async fn finish_job(
+        &self,
+        user_id: i64,
+        name: &str,
+        row: &PrivateCollection,
+        documents: Vec<(String, Document)>,
+        size: UploadSize,
+        progress: Arc<JobProgress>,
+    ) {
+        let added = documents.len() as i32;
+        let outcome = self
+            .build(
+                user_id,
+                name,
+                documents,
+                Some(progress as Arc<dyn Progress>),
+            )
+            .await;
+        let recorded = match outcome {
+            Ok(passages) => {
+                self.store
+                    .finish_upload(
+                        row.id,
+                        row.documents + added,
+                        row.bytes + size.bytes,
+                        passages as i64,
+                    )
+                    .await
+            }
+            Err(e) => {
+                tracing::error!(collection = name, user_id, error = %e, "indexing an upload failed");
+                self.store
+                    .fail_upload(row.id, "the documents could not be indexed")
+                    .await
+            }
+        };
+        if let Err(e) = recorded {
+            tracing::error!(collection = name, user_id, error = %e, "recording an upload failed");
+        }
+        self.jobs.lock().expect("jobs lock").remove(&row.id);
+    }
+
+    /// Builds a new version of the private collection with its current documents plus `added`,
+    /// then makes it the live one. Returns the passages indexed.
+    async fn build(
+        &self,
+        user_id: i64,
+        name: &str,
+        added: Vec<(String, Document)>,
+        progress: Option<Arc<dyn Progress>>,
+    ) -> Result<u64> {
+        let registry = self.registry.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            build_version(&registry, user_id, &name, &added, progress)
+        })
+        .await
+        .map_err(CollectionServiceError::Task)?
+    }
+}
+
+/// Reads every uploaded file, or names the first one refused (`files[i]`).
+fn read_uploads(files: &[UploadedFile], limits: UploadLimits) -> Result<Vec<(String, Document)>> {
+    if files.is_empty() {
+        return Err(CollectionServiceError::NoFiles);
+    }
+    if files.len() > limits.max_files {
+        return Err(CollectionServiceError::File {
+            field: "files".to_string(),
+            problem: FileProblem::TooLarge,
+            reason: format!(
+                "{} files in one upload, more than the {} allowed (uploads.max_files)",
+                files.len(),
+                limits.max_files
+            ),
+        });
+    }
+    let mut out = Vec::with_capacity(files.len());
+    for (i, file) in files.iter().enumerate() {
+        let refuse = |problem, reason: String| CollectionServiceError::File {
+            field: format!("files[{i}]"),
+            problem,
+            reason: format!("{:?} {reason}", file.file_name),
+        };
+        if file.bytes.len() as u64 > limits.max_file_bytes {
+            return Err(refuse(
+                FileProblem::TooLarge,
+                format!(
+                    "is too large: {} bytes, more than the {} allowed (uploads.max_file_bytes)",
+                    file.bytes.len(),
+                    limits.max_file_bytes
+                ),
+            ));
+        }
+        let document = documents::extract(&file.file_name, &file.bytes).map_err(|e| {
+            let problem = match e {
+                DocumentError::Empty => FileProblem::Empty,
+                DocumentError::WrongType(_) => FileProblem::WrongType,
+                DocumentError::CorruptPdf(_) | DocumentError::NoText(_) => FileProblem::Unreadable,
+            };
+            refuse(problem, e.to_string())
+        })?;
+        out.push((file.file_name.clone(), document));
+    }
+    Ok(out)
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> CollectionServiceError + '_ {
+    move |source| CollectionServiceError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes a complete new version (documents + index) beside the live one and swaps it in; on
+/// any failure the new version is removed and the live one is untouched.
+fn build_version(
+    registry: &CollectionRegistry,
+    user_id: i64,
+    name: &str,
+    added: &[(String, Document)],
+    progress: Option<Arc<dyn Progress>>,
+) -> Result<u64> {
+    let root = registry.private_root(user_id);
+    std::fs::create_dir_all(&root).map_err(io_err(&root))?;
+    let version = format!(".v-{}", uuid::Uuid::new_v4().simple());
+    let staging = root.join(&version);
+    let built = write_version(registry, user_id, name, &staging, added, progress);
+    let passages = match built {
+        Ok(passages) => passages,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    let live = registry.private_dir(user_id, name);
+    let previous = std::fs::read_link(&live).ok();
+    // A new symlink renamed over the old one: the swap is atomic.
+    let link = root.join(format!("{version}.link"));
+    let swapped = std::os::unix::fs::symlink(Path::new(&version).join(name), &link)
+        .and_then(|()| std::fs::rename(&link, &live));
+    if let Err(e) = swapped {
+        let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(io_err(&live)(e));
+    }
+    registry.forget_private(user_id, name);
+    // The old version: open searches keep their files (mapped) until they finish.
+    if let Some(old) = previous.and_then(|p| p.parent().map(Path::to_path_buf)) {
+        let old = root.join(old);
+        if old != staging {
+            let _ = std::fs::remove_dir_all(old);
+        }
+    }
+    Ok(passages)
+}
+
+/// The documents file (the live version's documents, then `added`) and its index in `staging`.
+fn write_version(
+    registry: &CollectionRegistry,
+    user_id: i64,
+    name: &str,
+    staging: &Path,
+    added: &[(String, Document)],
+    progress: Option<Arc<dyn Progress>>,
+) -> Result<u64> {
+    std::fs::create_dir_all(staging).map_err(io_err(staging))?;
+    let documents = staging.join(DOCUMENTS_FILE);
+    let live_documents = registry
+        .private_dir(user_id, name)
+        .join("..")
+        .join(DOCUMENTS_FILE);
+    match std::fs::copy(&live_documents, &documents) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::File::create(&documents).map_err(io_err(&documents))?;
+        }
+        Err(e) => return Err(io_err(&live_documents)(e)),
+    }
+    append_documents(&documents, added)?;
+    let mut options = IndexOptions::new(name, Format::MsmarcoV21Doc);
+    options.inputs = vec![documents];
+    options.threads = 1;
+    options.heap_bytes = 32 << 20;
+    if let Some(progress) = progress {
+        options.progress = progress;
+    }
+    let report = index_collection(staging, &options)?;
+    Ok(report.passages_total)
+}
+
+/// Appends documents as MS MARCO v2.1 document records, which the indexer segments into passages.
+fn append_documents(path: &Path, added: &[(String, Document)]) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    let mut out = String::new();
+    for (file_name, doc) in added {
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        let docid = format!("{}-{}", slug(file_name), &unique[..8]);
+        let record = json!({"docid": docid, "url": file_name, "title": doc.title,
+            "headings": doc.headings, "body": doc.text, "kind": doc.kind});
+        out.push_str(&record.to_string());
+        out.push('\n');
+    }
+    file.write_all(out.as_bytes()).map_err(io_err(path))?;
+    file.sync_all().map_err(io_err(path))
+}
+
+/// A file name reduced to letters, digits, '.', '-' and '_' (for passage ids).
+fn slug(file_name: &str) -> String {
+    let s: String = file_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    s
+}

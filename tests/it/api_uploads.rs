@@ -1,0 +1,555 @@
+//! Private collections over HTTP: ownership (another user's private collection is not found
+//! anywhere: listing, search, conversations, turns, the OpenAI endpoint, MCP), uploads of real
+//! PDF and Markdown files indexed in the background, and every refused upload leaving the
+//! collection exactly as it was.
+
+use crate::common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{new_user, Client, Reply, TestDb, ADMIN_TOKEN};
+use convrag::api::{self, AppState};
+use convrag::collection::Format;
+use convrag::config::UploadLimits;
+use convrag::index::{index_collection, IndexOptions};
+use serde_json::{json, Value};
+
+const SHARED: &str = r#"{"id": "s1", "title": "Foxes", "text": "Red foxes live in dens and hunt small rodents at night."}
+"#;
+
+const PDF: &[u8] = include_bytes!("../fixtures/tide-pools.pdf");
+
+const MARKDOWN: &str = "# Otters of Kestrel Bay\n\nThe sea otters of Kestrel Bay *crack clams* on \
+     their bellies with a favourite stone.\n\n## Wardens\n\nWardens ring a brass bell at dusk.\n";
+
+struct Setup {
+    _db: TestDb,
+    server: api::RunningServer,
+    home: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    let db = TestDb::new().await;
+    let home = tempfile::tempdir().unwrap();
+    let mut config = db.config();
+    config.home = home.path().to_path_buf();
+    config.uploads = UploadLimits {
+        max_file_bytes: 4096,
+        max_files: 3,
+        max_documents: 3,
+        max_collection_bytes: 1 << 20,
+        max_collections: 2,
+    };
+    let input = home.path().join("shared.jsonl");
+    std::fs::write(&input, SHARED).unwrap();
+    let mut options = IndexOptions::new("demo", Format::Jsonl);
+    options.inputs = vec![input];
+    options.threads = 1;
+    options.heap_bytes = 16 << 20;
+    index_collection(&config.collections_dir(), &options).unwrap();
+    let state = AppState::new(db.store.clone(), Arc::new(config), ADMIN_TOKEN);
+    let server = api::spawn(state).unwrap();
+    Setup {
+        _db: db,
+        server,
+        home,
+    }
+}
+
+/// A multipart/form-data body with one `files` part per (file name, contents).
+fn multipart(files: &[(&str, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = "convrag-test-boundary-7d1f";
+    let mut body = Vec::new();
+    for (name, bytes) in files {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; \
+                 filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+async fn upload(client: &Client, collection: &str, files: &[(&str, &[u8])]) -> Reply {
+    let (content_type, body) = multipart(files);
+    client
+        .raw(
+            "POST",
+            &format!("/v1/collections/{collection}/documents"),
+            &content_type,
+            body,
+        )
+        .await
+}
+
+/// Polls the collection until its upload is indexed (status no longer `building`).
+async fn wait_indexed(client: &Client, collection: &str) -> Value {
+    for _ in 0..600 {
+        let r = client.get(&format!("/v1/collections/{collection}")).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        if r.body["collection"]["status"] != "building" {
+            return r.body["collection"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{collection} was still building after 600 polls");
+}
+
+fn names(r: &Reply) -> Vec<String> {
+    r.body["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn result_ids(r: &Reply) -> Vec<String> {
+    r.body["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{:?}", r.body))
+        .iter()
+        .map(|h| h["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Version directories of a user's private collections on disk (one per live collection).
+fn versions(home: &Path) -> Vec<String> {
+    let root = home.join("collections/.private");
+    let mut out = Vec::new();
+    for owner in std::fs::read_dir(root).unwrap().flatten() {
+        for entry in std::fs::read_dir(owner.path()).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                out.push(name);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploaded_documents_are_searched_and_cited_by_their_owner_only() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let bob = new_user(&anon, "bob").await;
+
+    let r = alice
+        .post("/v1/collections", json!({"name": "notes"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.body["collection"]["visibility"], "private");
+    assert_eq!(r.body["collection"]["status"], "ready");
+    assert_eq!(r.body["collection"]["documents"], 0);
+
+    let r = upload(
+        &alice,
+        "notes",
+        &[("tide-pools.pdf", PDF), ("otters.md", MARKDOWN.as_bytes())],
+    )
+    .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["collection"]["files_total"], 2);
+    let c = wait_indexed(&alice, "notes").await;
+    assert_eq!(c["status"], "ready", "{c}");
+    assert_eq!(c["documents"], 2);
+    assert!(c["passages"].as_u64().unwrap() >= 2, "{c}");
+
+    // Both files are searchable, each passage naming its file.
+    let r = alice
+        .get("/v1/collections/notes/search?q=violet%20sea%20slug%20Glaucilla")
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(
+        r.body["results"][0]["url"], "tide-pools.pdf",
+        "{:?}",
+        r.body
+    );
+    assert!(r.body["results"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("Glaucilla"));
+    let r = alice
+        .get("/v1/collections/notes/search?q=otters%20crack%20clams")
+        .await;
+    assert_eq!(r.body["results"][0]["url"], "otters.md", "{:?}", r.body);
+    assert_eq!(r.body["results"][0]["title"], "Otters of Kestrel Bay");
+
+    // A turn over the private collection answers from and cites the uploaded passages.
+    let r = alice
+        .post(
+            "/v1/conversations",
+            json!({"title": "bay", "collection": "notes"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let conv = r.body["conversation"]["id"].as_str().unwrap().to_string();
+    let r = alice
+        .post(
+            &format!("/v1/conversations/{conv}/turns"),
+            json!({"utterance": "Which sea slug lives in the tide pools of Kestrel Bay?",
+                   "generator": "extractive"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let turn = &r.body["turn"];
+    let top = &turn["passages"][0];
+    assert!(
+        top["passage_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("tide-pools.pdf-"),
+        "{turn}"
+    );
+    assert!(
+        turn["response_text"]
+            .as_str()
+            .unwrap()
+            .contains("Glaucilla"),
+        "{turn}"
+    );
+    let cited: Vec<u64> = turn["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["citations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap())
+        })
+        .collect();
+    assert!(
+        cited.contains(&1),
+        "the answer cites the PDF's passage: {turn}"
+    );
+
+    // Bob sees neither the collection nor its documents, anywhere.
+    let r = bob.get("/v1/collections").await;
+    assert_eq!(names(&r), vec!["demo"]);
+    for path in [
+        "/v1/collections/notes",
+        "/v1/collections/notes/search?q=Glaucilla",
+    ] {
+        let r = bob.get(path).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (404, "not_found"),
+            "{path}: {:?}",
+            r.body
+        );
+    }
+    let r = bob
+        .post("/v1/conversations", json!({"collection": "notes"}))
+        .await;
+    assert_eq!((r.status, r.field()), (404, "collection"), "{:?}", r.body);
+    let r = upload(&bob, "notes", &[("x.txt", b"bob was here")]).await;
+    assert_eq!((r.status, r.code()), (404, "not_found"), "{:?}", r.body);
+    let r = bob.get("/v1/models").await;
+    let models: Vec<&str> = r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, vec!["demo"]);
+    let r = bob
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "notes", "messages": [{"role": "user", "content": "slugs?"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+    let r = bob
+        .post(
+            "/mcp",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "search",
+                              "arguments": {"collection": "notes", "query": "Glaucilla"}}}),
+        )
+        .await;
+    assert_eq!(r.body["result"]["isError"], true, "{:?}", r.body);
+    // Alice's model list has her collection; the shared one stays shared.
+    let r = alice.get("/v1/models").await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 2, "{:?}", r.body);
+
+    // Private names are per user: Bob's own "notes" is his, empty, and never Alice's.
+    let r = bob.post("/v1/collections", json!({"name": "notes"})).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let r = bob.get("/v1/collections/notes/search?q=Glaucilla").await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(result_ids(&r).is_empty(), "{:?}", r.body);
+    let r = alice.get("/v1/collections/notes/search?q=Glaucilla").await;
+    assert_eq!(result_ids(&r).len(), 1, "{:?}", r.body);
+
+    // Adding documents keeps the earlier ones.
+    let r = upload(
+        &alice,
+        "notes",
+        &[("bell.txt", b"The brass bell was cast in 1911.")],
+    )
+    .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let c = wait_indexed(&alice, "notes").await;
+    assert_eq!(
+        (c["status"].as_str(), c["documents"].as_i64()),
+        (Some("ready"), Some(3))
+    );
+    let r = alice
+        .get("/v1/collections/notes/search?q=brass%20bell%201911")
+        .await;
+    assert_eq!(r.body["results"][0]["url"], "bell.txt", "{:?}", r.body);
+    let r = alice.get("/v1/collections/notes/search?q=Glaucilla").await;
+    assert_eq!(result_ids(&r).len(), 1, "{:?}", r.body);
+    // One version per collection on disk: replaced versions are removed.
+    assert_eq!(
+        versions(s.home.path()).len(),
+        2,
+        "{:?}",
+        versions(s.home.path())
+    );
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collection_names_and_counts_are_checked() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    assert_eq!(
+        anon.post("/v1/collections", json!({"name": "x"}))
+            .await
+            .status,
+        401
+    );
+    for (name, status, field) in [
+        ("../etc", 400, "name"),
+        (".hidden", 400, "name"),
+        ("demo", 409, "name"),
+    ] {
+        let r = alice.post("/v1/collections", json!({"name": name})).await;
+        assert_eq!(
+            (r.status, r.field()),
+            (status, field),
+            "{name}: {:?}",
+            r.body
+        );
+    }
+    let r = alice.post("/v1/collections", json!({"title": "x"})).await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert_eq!(
+        alice
+            .post("/v1/collections", json!({"name": "a"}))
+            .await
+            .status,
+        201
+    );
+    let r = alice.post("/v1/collections", json!({"name": "a"})).await;
+    assert_eq!((r.status, r.field()), (409, "name"), "{:?}", r.body);
+    assert_eq!(
+        alice
+            .post("/v1/collections", json!({"name": "b"}))
+            .await
+            .status,
+        201
+    );
+    // uploads.max_collections = 2.
+    let r = alice.post("/v1/collections", json!({"name": "c"})).await;
+    assert_eq!((r.status, r.field()), (409, "name"), "{:?}", r.body);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("uploads.max_collections"));
+    let r = alice.get("/v1/collections").await;
+    assert_eq!(names(&r), vec!["demo", "a", "b"]);
+    s.server.stop().await;
+}
+
+/// A refused upload: what it is, its files, and the status, code, field and words expected.
+type RefusedCase<'a> = (
+    &'a str,
+    Vec<(&'a str, &'a [u8])>,
+    u16,
+    &'a str,
+    &'a str,
+    &'a str,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_uploads_leave_the_collection_as_it_was() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    assert_eq!(
+        alice
+            .post("/v1/collections", json!({"name": "notes"}))
+            .await
+            .status,
+        201
+    );
+    let r = upload(&alice, "notes", &[("otters.md", MARKDOWN.as_bytes())]).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let before = wait_indexed(&alice, "notes").await;
+    assert_eq!(before["documents"], 1);
+    let search = "/v1/collections/notes/search?q=otters%20clams%20bell";
+    let hits_before = result_ids(&alice.get(search).await);
+    assert!(!hits_before.is_empty());
+    let versions_before = versions(s.home.path());
+
+    let big = vec![b'a'; 5000];
+    let corrupt_pdf: &[u8] = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R";
+    let text_only: &[u8] = b"fine text";
+    let cases: Vec<RefusedCase> = vec![
+        (
+            "too large",
+            vec![("ok.txt", text_only), ("big.txt", &big)],
+            413,
+            "payload_too_large",
+            "files[1]",
+            "too large",
+        ),
+        (
+            "wrong type",
+            vec![("tool.exe", b"MZ\x90\x00")],
+            415,
+            "unsupported_media_type",
+            "files[0]",
+            "not an accepted type",
+        ),
+        (
+            "a PDF named .txt",
+            vec![("paper.txt", PDF)],
+            415,
+            "unsupported_media_type",
+            "files[0]",
+            "PDF",
+        ),
+        (
+            "binary named .md",
+            vec![("x.md", b"\x00\x01\x02\x03")],
+            415,
+            "unsupported_media_type",
+            "files[0]",
+            "binary",
+        ),
+        (
+            "empty",
+            vec![("ok.txt", text_only), ("empty.txt", b"")],
+            400,
+            "invalid_field",
+            "files[1]",
+            "empty",
+        ),
+        (
+            "corrupt PDF",
+            vec![("broken.pdf", corrupt_pdf)],
+            422,
+            "unreadable_file",
+            "files[0]",
+            "not a readable PDF",
+        ),
+        (
+            "not a PDF at all",
+            vec![("fake.pdf", text_only)],
+            422,
+            "unreadable_file",
+            "files[0]",
+            "PDF header",
+        ),
+        (
+            "no text",
+            vec![("blank.md", b"   \n\n  ")],
+            422,
+            "unreadable_file",
+            "files[0]",
+            "no text",
+        ),
+        (
+            "too many files",
+            vec![
+                ("1.txt", text_only),
+                ("2.txt", text_only),
+                ("3.txt", text_only),
+                ("4.txt", text_only),
+            ],
+            413,
+            "payload_too_large",
+            "files",
+            "uploads.max_files",
+        ),
+        (
+            "too many documents in the collection",
+            vec![
+                ("1.txt", text_only),
+                ("2.txt", text_only),
+                ("3.txt", text_only),
+            ],
+            400,
+            "invalid_field",
+            "files",
+            "uploads.max_documents",
+        ),
+        (
+            "no files",
+            vec![],
+            400,
+            "invalid_field",
+            "files",
+            "at least one",
+        ),
+    ];
+    for (what, files, status, code, field, reason) in cases {
+        let r = upload(&alice, "notes", &files).await;
+        assert_eq!(
+            (r.status, r.code(), r.field()),
+            (status, code, field),
+            "{what}: {:?}",
+            r.body
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(reason), "{what}: {message}");
+        // Nothing half-indexed: same status and counts, no staging directory, same results.
+        let after = alice.get("/v1/collections/notes").await.body["collection"].clone();
+        assert_eq!(after["status"], "ready", "{what}");
+        assert_eq!(after["documents"], before["documents"], "{what}");
+        assert_eq!(after["passages"], before["passages"], "{what}");
+        assert_eq!(versions(s.home.path()), versions_before, "{what}");
+        assert_eq!(result_ids(&alice.get(search).await), hits_before, "{what}");
+    }
+
+    // A part not named "files" is refused by name.
+    let (content_type, body) = multipart(&[("a.txt", b"x")]);
+    let body = String::from_utf8(body)
+        .unwrap()
+        .replace("name=\"files\"", "name=\"document\"");
+    let r = alice
+        .raw(
+            "POST",
+            "/v1/collections/notes/documents",
+            &content_type,
+            body.into_bytes(),
+        )
+        .await;
+    assert_eq!((r.status, r.field()), (400, "document"), "{:?}", r.body);
+    // Not multipart at all.
+    let r = alice
+        .raw(
+            "POST",
+            "/v1/collections/notes/documents",
+            "text/plain",
+            b"hello".to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    s.server.stop().await;
+}
