@@ -324,6 +324,8 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "database.idempotency_hours",
         default: "24",
         meaning: "how long Idempotency-Key results are kept",
+    },
+    Setting {
         env: "CONVRAG_UPLOAD_MAX_FILE_BYTES",
         toml_key: "uploads.max_file_bytes",
         default: "10485760",

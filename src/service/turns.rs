@@ -346,7 +346,9 @@ impl TurnService {
                     .collection
                     .clone()
                     .ok_or(ServiceError::NoCollection)?;
-                let retriever = self.visible_retriever(Some(user_id), &collection).await?;
+                let retriever = self
+                    .visible_retriever(Some(pending.user_id()), &collection)
+                    .await?;
                 Some(PassageSource::Collection(RetrievalTarget {
                     collection,
                     retriever,

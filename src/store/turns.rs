@@ -314,6 +314,11 @@ impl Committed {
 }
 
 impl PendingTurn {
+    /// The user whose conversation this turn is in.
+    pub fn user_id(&self) -> i64 {
+        self.user_id
+    }
+
     /// Writes the turn and releases the conversation. On error nothing is stored.
     pub async fn commit(self, store: &Store, turn: NewTurn) -> Result<Turn> {
         Ok(self.commit_keyed(store, turn, None).await?.into_turn())
