@@ -2,7 +2,6 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
