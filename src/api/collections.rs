@@ -125,7 +125,7 @@ pub async fn get(
 #[serde(deny_unknown_fields)]
 pub struct CreateCollection {
     /// Unique among the collections you see.
-    #[schema(min_length = 1, max_length = 128, pattern = "INDEX_NAME")]
+    #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub name: String,
 }
 
