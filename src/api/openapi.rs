@@ -49,7 +49,12 @@ impl Capabilities {
         document,
         super::users::create,
         super::users::me,
+        super::users::delete_me,
         super::users::create_token,
+        super::users::list_tokens,
+        super::users::revoke_token,
+        super::users::disable,
+        super::users::enable,
         super::conversations::create,
         super::conversations::list,
         super::conversations::get,
@@ -111,11 +116,30 @@ impl PartialSchema for ErrorCode {
 }
 
 use ErrorCode::{
-    Conflict, DatabaseUnavailable, IdempotencyKeyReused, InvalidField, InvalidToken, MalformedJson,
-    MissingToken, ModelUnavailable, NotFound, PayloadTooLarge, UnsupportedMediaType,
+    AdminRequired, Conflict, DatabaseUnavailable, IdempotencyKeyReused, InvalidField, InvalidToken,
+    MalformedJson, MissingToken, ModelUnavailable, NotFound, PayloadTooLarge, QuotaExceeded,
+    RateLimited, TokenExpired, TokenRevoked, UnsupportedMediaType, UserDisabled,
 };
 
-const AUTH: &[ErrorCode] = &[MissingToken, InvalidToken, DatabaseUnavailable];
+/// A user's bearer token (`extract::AuthUser`).
+const AUTH: &[ErrorCode] = &[
+    MissingToken,
+    InvalidToken,
+    TokenExpired,
+    TokenRevoked,
+    UserDisabled,
+    DatabaseUnavailable,
+];
+/// An administrator's token (`extract::AdminAuth`).
+const ADMIN: &[ErrorCode] = &[
+    MissingToken,
+    InvalidToken,
+    TokenExpired,
+    TokenRevoked,
+    UserDisabled,
+    AdminRequired,
+    DatabaseUnavailable,
+];
 const BODY: &[ErrorCode] = &[
     MalformedJson,
     InvalidField,
@@ -130,19 +154,21 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ("healthz", &[]),
     ("readyz", &[&[DatabaseUnavailable]]),
     ("openapi_document", &[]),
-    (
-        "create_user",
-        &[
-            BODY,
-            &[MissingToken, InvalidToken, ErrorCode::AdminRequired],
-            &[Conflict, DatabaseUnavailable],
-        ],
-    ),
+    ("create_user", &[ADMIN, BODY, &[Conflict]]),
     ("get_me", &[AUTH]),
-    ("create_token", &[AUTH]),
+    ("delete_me", &[AUTH]),
+    ("create_token", &[AUTH, BODY]),
+    ("list_tokens", &[AUTH]),
+    ("revoke_token", &[AUTH, &[InvalidField, NotFound]]),
+    ("disable_user", &[ADMIN, &[InvalidField, NotFound]]),
+    ("enable_user", &[ADMIN, &[InvalidField, NotFound]]),
     (
         "create_conversation",
-        &[AUTH, BODY, &[NotFound, Conflict, IdempotencyKeyReused]],
+        &[
+            AUTH,
+            BODY,
+            &[NotFound, Conflict, IdempotencyKeyReused, QuotaExceeded],
+        ],
     ),
     ("list_conversations", &[AUTH]),
     ("get_conversation", &[AUTH, &[InvalidField, NotFound]]),
@@ -150,7 +176,10 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ("sign_in", &[BODY, &[InvalidToken, DatabaseUnavailable]]),
     ("delete_conversation", &[AUTH, &[InvalidField, NotFound]]),
     ("list_ptkb", &[AUTH, &[InvalidField, NotFound]]),
-    ("add_ptkb_statement", &[AUTH, BODY, &[NotFound, Conflict]]),
+    (
+        "add_ptkb_statement",
+        &[AUTH, BODY, &[NotFound, Conflict, QuotaExceeded]],
+    ),
     ("edit_ptkb_statement", &[AUTH, BODY, &[NotFound]]),
     ("remove_ptkb_statement", &[AUTH, &[InvalidField, NotFound]]),
     ("list_turns", &[AUTH, &[InvalidField, NotFound]]),
@@ -159,7 +188,13 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
         &[
             AUTH,
             BODY,
-            &[NotFound, Conflict, IdempotencyKeyReused, ModelUnavailable],
+            &[
+                NotFound,
+                Conflict,
+                IdempotencyKeyReused,
+                ModelUnavailable,
+                RateLimited,
+            ],
         ],
     ),
     ("get_turn", &[AUTH, &[InvalidField, NotFound]]),
@@ -181,15 +216,21 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ),
     (
         "search_collection",
-        &[AUTH, &[InvalidField, NotFound, ModelUnavailable]],
+        &[
+            AUTH,
+            &[InvalidField, NotFound, ModelUnavailable, RateLimited],
+        ],
     ),
     ("list_models", &[AUTH]),
     (
         "chat_completions",
-        &[AUTH, BODY, &[NotFound, ModelUnavailable]],
+        &[AUTH, BODY, &[NotFound, ModelUnavailable, RateLimited]],
     ),
     ("list_profile_statements", &[AUTH]),
-    ("add_profile_statement", &[AUTH, BODY, &[Conflict]]),
+    (
+        "add_profile_statement",
+        &[AUTH, BODY, &[Conflict, QuotaExceeded]],
+    ),
     (
         "remove_profile_statement",
         &[AUTH, &[InvalidField, NotFound]],

@@ -1,13 +1,14 @@
-//! Users: created by the administrator, each with bearer tokens.
+//! Users: created by an administrator, each with bearer tokens they can list, add and revoke;
+//! a user can delete their account with all their data.
 
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use super::extract::{AdminAuth, ApiJson, AuthUser};
+use super::extract::{AdminAuth, ApiJson, AuthUser, OptionalJson};
 use super::AppState;
-use crate::store::User;
+use crate::store::{NewToken, TokenInfo, User};
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -15,13 +16,25 @@ pub struct CreateUser {
     /// Unique; surrounding whitespace is trimmed.
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub name: String,
+    /// May use the administrator's routes.
+    #[serde(default)]
+    pub is_admin: bool,
+    /// Lifetime of the first token in seconds, at most ten years (default: it does not
+    /// expire; not with `expires_at`).
+    #[schema(minimum = 1, maximum = 316224000)]
+    pub expires_in_seconds: Option<i64>,
+    /// When the first token expires: in the future, at most ten years from now.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A user with a token shown only now.
 #[derive(Serialize, ToSchema)]
 pub struct CreatedUser {
     pub user: User,
+    /// `cvr_` and 64 hex digits, shown once.
+    #[schema(pattern = "^cvr_[0-9a-f]{64}$")]
     pub token: String,
+    pub token_info: TokenInfo,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -34,9 +47,25 @@ pub struct TokenEnvelope {
     /// `cvr_` and 64 hex digits, shown once.
     #[schema(pattern = "^cvr_[0-9a-f]{64}$")]
     pub token: String,
+    pub token_info: TokenInfo,
 }
 
-/// `POST /v1/users` (administrator token): creates a user and returns its first token.
+#[derive(Serialize, ToSchema)]
+pub struct TokenList {
+    pub tokens: Vec<TokenInfo>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(names("token_id"))]
+#[allow(dead_code)] // documents the path; `parse_id` reads it (to name the field on a bad id)
+pub struct TokenPath(#[param(minimum = 1, format = Int64)] i64);
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(names("user_id"))]
+#[allow(dead_code)] // documents the path; `parse_id` reads it (to name the field on a bad id)
+pub struct UserPath(#[param(minimum = 1, format = Int64)] i64);
+
+/// `POST /v1/users` (administrator): creates a user and returns its first token.
 #[utoipa::path(post, path = "/v1/users", operation_id = "create_user", tag = "users",
     request_body = CreateUser,
     responses((status = 201, description = "The user and its first token", body = CreatedUser,
@@ -47,8 +76,21 @@ pub async fn create(
     state: web::Data<AppState>,
     body: ApiJson<CreateUser>,
 ) -> Result<HttpResponse, ApiError> {
-    let (user, token) = state.store.create_user(&body.0.name).await?;
-    Ok(HttpResponse::Created().json(CreatedUser { user, token }))
+    let body = body.0;
+    let first_token = NewToken {
+        name: None,
+        expires_in_seconds: body.expires_in_seconds,
+        expires_at: body.expires_at,
+    };
+    let (user, token_info, token) = state
+        .store
+        .create_user_with(&body.name, body.is_admin, &first_token)
+        .await?;
+    Ok(HttpResponse::Created().json(CreatedUser {
+        user,
+        token,
+        token_info,
+    }))
 }
 
 /// `GET /v1/users/me`: the token's user.
@@ -58,13 +100,95 @@ pub async fn me(AuthUser(user): AuthUser) -> HttpResponse {
     HttpResponse::Ok().json(UserEnvelope { user })
 }
 
-/// `POST /v1/users/me/tokens`: an additional token for the same user.
+/// `DELETE /v1/users/me`: deletes the account and everything it owns, at once.
+#[utoipa::path(delete, path = "/v1/users/me", operation_id = "delete_me", tag = "users",
+    responses((status = 204, description = "The account and all its data are deleted")))]
+pub async fn delete_me(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    state.store.delete_user(user.id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// `POST /v1/users/me/tokens`: an additional token for the same user (body optional:
+/// `name`, `expires_in_seconds` or `expires_at`).
 #[utoipa::path(post, path = "/v1/users/me/tokens", operation_id = "create_token", tag = "users",
+    request_body(content = Option<NewToken>, description = "Optional: the token's name and expiry"),
     responses((status = 201, description = "A new token", body = TokenEnvelope)))]
 pub async fn create_token(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
+    body: OptionalJson<NewToken>,
 ) -> Result<HttpResponse, ApiError> {
-    let token = state.store.create_token(user.id).await?;
-    Ok(HttpResponse::Created().json(TokenEnvelope { token }))
+    let (info, token) = state.store.create_token_with(user.id, &body.0).await?;
+    Ok(HttpResponse::Created().json(TokenEnvelope {
+        token,
+        token_info: info,
+    }))
+}
+
+/// `GET /v1/users/me/tokens`: the user's tokens that are not revoked (never the secrets).
+#[utoipa::path(get, path = "/v1/users/me/tokens", operation_id = "list_tokens", tag = "users",
+    responses((status = 200, description = "The tokens", body = TokenList)))]
+pub async fn list_tokens(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let tokens = state.store.list_tokens(user.id).await?;
+    Ok(HttpResponse::Ok().json(TokenList { tokens }))
+}
+
+/// `DELETE /v1/users/me/tokens/{token_id}`: revokes one of the user's tokens (another user's: 404).
+#[utoipa::path(delete, path = "/v1/users/me/tokens/{token_id}", operation_id = "revoke_token",
+    tag = "users", params(TokenPath),
+    responses((status = 204, description = "The token is revoked")))]
+pub async fn revoke_token(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let token_id = parse_id("token_id", &path)?;
+    state.store.revoke_token(user.id, token_id).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// `POST /v1/users/{user_id}/disable` (administrator): the user's tokens are refused from now on.
+#[utoipa::path(post, path = "/v1/users/{user_id}/disable", operation_id = "disable_user",
+    tag = "users", params(UserPath),
+    responses((status = 200, description = "The user, disabled", body = UserEnvelope)))]
+pub async fn disable(
+    _admin: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let user = state
+        .store
+        .set_user_disabled(parse_id("user_id", &path)?, true)
+        .await?;
+    Ok(HttpResponse::Ok().json(UserEnvelope { user }))
+}
+
+/// `POST /v1/users/{user_id}/enable` (administrator): the user's tokens work again.
+#[utoipa::path(post, path = "/v1/users/{user_id}/enable", operation_id = "enable_user",
+    tag = "users", params(UserPath),
+    responses((status = 200, description = "The user, enabled", body = UserEnvelope)))]
+pub async fn enable(
+    _admin: AdminAuth,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let user = state
+        .store
+        .set_user_disabled(parse_id("user_id", &path)?, false)
+        .await?;
+    Ok(HttpResponse::Ok().json(UserEnvelope { user }))
+}
+
+fn parse_id(name: &str, value: &str) -> Result<i64, ApiError> {
+    value
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::invalid(name, format!("{value:?} is not a valid id")))
 }

@@ -12,4 +12,5 @@ pub mod rerank;
 pub mod run;
 pub mod serve;
 pub mod tune;
+pub mod user;
 pub mod validate;

@@ -47,6 +47,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Arc::new(config.clone()),
         &admin_token,
     );
+    let interrupted = state
+        .collections
+        .recover()
+        .await
+        .context("recovering interrupted uploads")?;
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "uploads cut off by the last stop were marked failed"
+        );
+    }
     if let Some(model) = convrag::rerank::load_default(&config) {
         state = state.with_reranker(model);
     }
@@ -62,7 +73,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let result = match api::http_server(web::Data::new(state), &config.bind, workers, true) {
         Ok((addr, server)) => {
             tracing::info!(%addr, "convrag is listening");
-            println!("convrag listening on http://{addr}");
+            say(format_args!("convrag listening on http://{addr}"));
             // Not fatal: an early return here would leave the embedded cluster running.
             if let Err(e) = print_first_sign_in(&database.store, addr).await {
                 tracing::error!(error = %format!("{e:#}"), "no sign-in link for the first user");
@@ -124,13 +135,22 @@ async fn print_first_sign_in(
     if first.created {
         tracing::info!(user = %first.user.name, "created the first user");
     }
-    println!(
+    say(format_args!(
         "Sign in as \"{}\" by opening this link (it works once, until {}):\n  http://{host}/#sign-in={}",
         first.user.name,
         first.expires_at.format("%Y-%m-%d %H:%M UTC"),
         first.code
-    );
+    ));
     Ok(())
+}
+
+/// Prints a line for whoever started the server. A closed stdout (the parent stopped reading)
+/// must not take the server down, so write errors are ignored rather than panicking like
+/// `println!`.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// `convrag migrate`: applies pending migrations and exits.

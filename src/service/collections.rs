@@ -258,6 +258,18 @@ impl CollectionService {
         CollectionView::private(row, progress)
     }
 
+    /// At start-up: uploads cut off by a stop are marked failed (their collections keep the
+    /// documents they had), and the versions they were building are removed. Returns how many
+    /// uploads were interrupted.
+    pub async fn recover(&self) -> Result<u64> {
+        let interrupted = self.store.fail_interrupted_uploads().await?;
+        let root = self.registry.root().join(crate::index::search::PRIVATE_DIR);
+        tokio::task::spawn_blocking(move || remove_unused_versions(&root))
+            .await
+            .map_err(CollectionServiceError::Task)??;
+        Ok(interrupted)
+    }
+
     /// Creates an empty private collection of `user_id` (ready at once: it holds no documents).
     pub async fn create(&self, user_id: i64, name: &str) -> Result<CollectionView> {
         crate::index::validate_name(name)?;
@@ -393,6 +405,44 @@ impl CollectionService {
         .await
         .map_err(CollectionServiceError::Task)?
     }
+}
+
+/// Removes, in every owner's folder under `private_root`, the versions (`.v-*`) no collection's
+/// symlink points to and leftover new symlinks (`.v-*.link`).
+fn remove_unused_versions(private_root: &Path) -> Result<()> {
+    let owners = match std::fs::read_dir(private_root) {
+        Ok(owners) => owners,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(private_root)(e)),
+    };
+    for owner in owners {
+        let owner = owner.map_err(io_err(private_root))?.path();
+        let entries: Vec<PathBuf> = std::fs::read_dir(&owner)
+            .map_err(io_err(&owner))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()
+            .map_err(io_err(&owner))?;
+        let hidden = |p: &Path| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        };
+        let live: Vec<PathBuf> = entries
+            .iter()
+            .filter(|p| !hidden(p))
+            .filter_map(|p| std::fs::read_link(p).ok())
+            .filter_map(|target| target.parent().map(|v| owner.join(v)))
+            .collect();
+        for entry in entries.iter().filter(|p| hidden(p) && !live.contains(p)) {
+            let removed = if entry.is_symlink() || entry.is_file() {
+                std::fs::remove_file(entry)
+            } else {
+                std::fs::remove_dir_all(entry)
+            };
+            removed.map_err(io_err(entry))?;
+            tracing::info!(path = %entry.display(), "removed an unfinished collection version");
+        }
+    }
+    Ok(())
 }
 
 /// Reads every uploaded file, or names the first one refused (`files[i]`).

@@ -8,12 +8,14 @@
 //!   private ones) and uploads into private collections, indexed in the background.
 
 pub mod collections;
+pub mod rate;
 pub mod turns;
 
 pub use collections::{
     CollectionService, CollectionServiceError, CollectionView, FileProblem, UploadedFile,
     Visibility,
 };
+pub use rate::{RateKind, RateLimiter};
 pub use turns::{
     Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
     StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,

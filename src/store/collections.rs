@@ -277,6 +277,19 @@ impl Store {
         Ok(())
     }
 
+    /// Marks every upload still `building` as failed (at start-up: no job of this process runs
+    /// yet, so those were cut off by a stop). Returns how many there were.
+    pub async fn fail_interrupted_uploads(&self) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE collections SET status = 'failed', error = 'the server stopped while \
+             indexing this upload; upload the files again', updated_at = now() \
+             WHERE status = 'building'",
+        )
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Forgets a private collection whose creation could not be completed.
     pub async fn delete_private_collection(&self, id: i64) -> Result<()> {
         sqlx::query("DELETE FROM collections WHERE id = $1 AND owner_id IS NOT NULL")

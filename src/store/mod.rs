@@ -21,6 +21,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
+use crate::config::Limits;
+
 pub use batch_runs::RunLock;
 pub use collections::{CollectionLimits, CollectionStatus, PrivateCollection, UploadSize};
 pub use conversations::{Conversation, ConversationPatch, CreatedConversation, NewConversation};
@@ -29,7 +31,7 @@ pub use idempotency::{IdempotencyKey, KeyLookup};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
 pub use turns::{Committed, HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
-pub use users::User;
+pub use users::{AuthFailure, NewToken, TokenInfo, User};
 
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,21 @@ pub enum StoreError {
         field: &'static str,
         message: String,
     },
+    /// Text or a list longer than the configured limit allows (HTTP 413).
+    #[error("{field}: {message}")]
+    TooLarge {
+        field: &'static str,
+        message: String,
+    },
+    /// The user already keeps as much of something as the configured limit allows (HTTP 429).
+    #[error("{field}: {message}")]
+    QuotaExceeded {
+        field: &'static str,
+        message: String,
+    },
+    /// A bearer token that does not (or no longer) authenticates.
+    #[error("{0}")]
+    Unauthorized(users::AuthFailure),
     /// Another turn of the conversation holds its lease for longer than a turn waits.
     #[error("another turn of this conversation is still running")]
     Busy,
@@ -150,6 +167,9 @@ pub struct Store {
     pool: PgPool,
     auth_pool: PgPool,
     options: std::sync::Arc<StoreOptions>,
+    /// What one user may store; the server sets its configured limits, tools keep only the
+    /// database's bounds.
+    limits: std::sync::Arc<Limits>,
 }
 
 impl Store {
@@ -195,6 +215,7 @@ impl Store {
             pool,
             auth_pool,
             options: std::sync::Arc::new(options),
+            limits: std::sync::Arc::new(Limits::unlimited()),
         };
         store.migrate().await?;
         Ok(store)
@@ -206,7 +227,18 @@ impl Store {
             auth_pool: pool.clone(),
             pool,
             options: std::sync::Arc::new(StoreOptions::default()),
+            limits: std::sync::Arc::new(Limits::unlimited()),
         }
+    }
+
+    /// The same database, enforcing `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = std::sync::Arc::new(limits);
+        self
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     pub fn options(&self) -> &StoreOptions {
@@ -253,6 +285,19 @@ pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Resu
     let chars = value.chars().count();
     if chars > max {
         return Err(StoreError::Invalid {
+            field,
+            message: format!("must be at most {max} characters (got {chars})"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a text that must not be blank and whose length a configured limit bounds (413 beyond).
+pub(crate) fn require_text_within(field: &'static str, value: &str, max: usize) -> Result<()> {
+    require_text(field, value, usize::MAX)?;
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(StoreError::TooLarge {
             field,
             message: format!("must be at most {max} characters (got {chars})"),
         });

@@ -200,6 +200,13 @@ pub struct PendingTurn {
     pub replaced_utterance: Option<String>,
 }
 
+impl PendingTurn {
+    /// The user whose conversation this is (whose private collections the turn may read).
+    pub fn user_id(&self) -> i64 {
+        self.user_id
+    }
+}
+
 impl Store {
     /// Takes the conversation's lease and reads, in one short transaction, what a new turn at
     /// `slot` sees (see [`PendingTurn`]).
@@ -314,11 +321,6 @@ impl Committed {
 }
 
 impl PendingTurn {
-    /// The user whose conversation this turn is in.
-    pub fn user_id(&self) -> i64 {
-        self.user_id
-    }
-
     /// Writes the turn and releases the conversation. On error nothing is stored.
     pub async fn commit(self, store: &Store, turn: NewTurn) -> Result<Turn> {
         Ok(self.commit_keyed(store, turn, None).await?.into_turn())

@@ -13,7 +13,8 @@ use common::{new_user, Client, Reply, TestDb, ADMIN_TOKEN};
 use convrag::api::{self, AppState};
 use convrag::collection::Format;
 use convrag::config::UploadLimits;
-use convrag::index::{index_collection, IndexOptions};
+use convrag::index::{index_collection, CollectionRegistry, IndexOptions};
+use convrag::service::CollectionService;
 use serde_json::{json, Value};
 
 const SHARED: &str = r#"{"id": "s1", "title": "Foxes", "text": "Red foxes live in dens and hunt small rodents at night."}
@@ -551,5 +552,81 @@ async fn refused_uploads_leave_the_collection_as_it_was() {
         )
         .await;
     assert_eq!(r.status, 400, "{:?}", r.body);
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_cut_off_by_a_stop_is_failed_and_its_leftovers_removed() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let user_id = alice.get("/v1/users/me").await.body["user"]["id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        alice
+            .post("/v1/collections", json!({"name": "notes"}))
+            .await
+            .status,
+        201
+    );
+    let r = upload(&alice, "notes", &[("otters.md", MARKDOWN.as_bytes())]).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    wait_indexed(&alice, "notes").await;
+    let versions_before = versions(s.home.path());
+    // What a stop in the middle of the next upload leaves: the row building, a half-written
+    // version and the new symlink not yet renamed over the live one.
+    sqlx::query("UPDATE collections SET status = 'building' WHERE name = 'notes'")
+        .execute(s._db.store.pool())
+        .await
+        .unwrap();
+    let owner = s
+        .home
+        .path()
+        .join(format!("collections/.private/{user_id}"));
+    std::fs::create_dir_all(owner.join(".v-0123456789abcdef/notes/tantivy")).unwrap();
+    std::fs::write(owner.join(".v-0123456789abcdef/documents.jsonl"), "{}").unwrap();
+    std::os::unix::fs::symlink(
+        ".v-0123456789abcdef/notes",
+        owner.join(".v-0123456789abcdef.link"),
+    )
+    .unwrap();
+
+    // The start-up recovery of a new process over the same database and directory.
+    let mut config = s._db.config();
+    config.home = s.home.path().to_path_buf();
+    let restarted = CollectionService::new(
+        s._db.store.clone(),
+        CollectionRegistry::new(config.collections_dir()),
+        config.uploads,
+    );
+    assert_eq!(restarted.recover().await.unwrap(), 1);
+    assert_eq!(versions(s.home.path()), versions_before);
+    let c = alice.get("/v1/collections/notes").await.body["collection"].clone();
+    assert_eq!(c["status"], "failed", "{c}");
+    assert!(
+        c["error"]
+            .as_str()
+            .unwrap()
+            .contains("upload the files again"),
+        "{c}"
+    );
+    assert_eq!(c["documents"], 1);
+    // The documents it had are still searched, and the files can be uploaded again.
+    let r = alice.get("/v1/collections/notes/search?q=otters").await;
+    assert_eq!(result_ids(&r).len(), 1, "{:?}", r.body);
+    let r = upload(
+        &alice,
+        "notes",
+        &[("bell.txt", b"The brass bell was cast in 1911.")],
+    )
+    .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let c = wait_indexed(&alice, "notes").await;
+    assert_eq!(
+        (c["status"].as_str(), c["documents"].as_i64()),
+        (Some("ready"), Some(2))
+    );
+    assert_eq!(restarted.recover().await.unwrap(), 0);
     s.server.stop().await;
 }

@@ -1,4 +1,4 @@
-//! Readers of single uploaded documents (plain text, Markdown, PDF): the file's type is decided
+//! Readers of single uploaded documents (plain text, Markdown, HTML, PDF): the file's type is decided
 //! by its extension and confirmed by its contents, then its text is extracted for indexing.
 //! `html` reads whole HTML pages for `convrag index` (and the default collection).
 //! Adding a type is one [`DocumentKind`] variant, its extensions and one match arm in [`extract`].
@@ -16,14 +16,16 @@ use std::fmt;
 pub enum DocumentKind {
     Text,
     Markdown,
+    Html,
     Pdf,
 }
 
 impl DocumentKind {
     /// Every kind, in the order the error message lists them.
-    pub const ALL: [DocumentKind; 3] = [
+    pub const ALL: [DocumentKind; 4] = [
         DocumentKind::Text,
         DocumentKind::Markdown,
+        DocumentKind::Html,
         DocumentKind::Pdf,
     ];
 
@@ -32,6 +34,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Text => &["txt", "text"],
             DocumentKind::Markdown => &["md", "markdown"],
+            DocumentKind::Html => &["html", "htm"],
             DocumentKind::Pdf => &["pdf"],
         }
     }
@@ -60,6 +63,7 @@ impl fmt::Display for DocumentKind {
         f.write_str(match self {
             DocumentKind::Text => "text",
             DocumentKind::Markdown => "Markdown",
+            DocumentKind::Html => "HTML",
             DocumentKind::Pdf => "PDF",
         })
     }
@@ -129,6 +133,7 @@ pub fn extract(file_name: &str, bytes: &[u8]) -> Result<Document> {
     let doc = match kind {
         DocumentKind::Text => text::read(bytes, &stem)?,
         DocumentKind::Markdown => markdown::read(bytes, &stem)?,
+        DocumentKind::Html => read_html(bytes, &stem)?,
         DocumentKind::Pdf => pdf::read(bytes, &stem)?,
     };
     if doc.text.trim().is_empty() {
@@ -140,9 +145,64 @@ pub fn extract(file_name: &str, bytes: &[u8]) -> Result<Document> {
     Ok(doc)
 }
 
+/// An HTML page as one document: its sections (read by [`html::parse`], which drops scripts,
+/// styles and navigation), each heading kept before its text and listed among the headings.
+fn read_html(bytes: &[u8], stem: &str) -> Result<Document> {
+    let page = html::parse(text::utf8(bytes)?);
+    let mut body = String::new();
+    let mut headings: Vec<String> = Vec::new();
+    for section in &page.sections {
+        if let Some(heading) = section.headings.last() {
+            body.push_str(heading);
+            body.push_str("\n\n");
+            if !headings.contains(heading) {
+                headings.push(heading.clone());
+            }
+        }
+        body.push_str(section.text.trim());
+        body.push_str("\n\n");
+    }
+    let title = if page.title.is_empty() {
+        stem.to_string()
+    } else {
+        page.title
+    };
+    Ok(Document {
+        kind: DocumentKind::Html,
+        title,
+        headings: headings.join("\n"),
+        text: body.trim().to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn html_pages_are_read_without_their_markup() {
+        let page = "<html><head><title>Bay guide</title><script>var x = 1;</script></head>\
+            <body><nav>Home | About</nav><h1>Seals</h1><p>Grey seals rest on the <b>north</b> \
+            rocks.</p></body></html>";
+        assert_eq!(
+            sniff("guide.HTML", page.as_bytes()).unwrap(),
+            DocumentKind::Html
+        );
+        let d = extract("guide.html", page.as_bytes()).unwrap();
+        assert_eq!(d.title, "Bay guide");
+        assert!(d.text.contains("Seals"), "{:?}", d.text);
+        assert!(
+            d.text.contains("Grey seals rest on the north rocks."),
+            "{:?}",
+            d.text
+        );
+        assert!(
+            !d.text.contains("var x") && !d.text.contains("Home | About"),
+            "{:?}",
+            d.text
+        );
+        assert!(d.headings.contains("Seals"), "{:?}", d.headings);
+    }
 
     #[test]
     fn kinds_come_from_the_extension_and_the_contents_must_agree() {
@@ -176,7 +236,7 @@ mod tests {
     fn accepted_types_are_listed() {
         assert_eq!(
             DocumentKind::accepted(),
-            ".txt, .text, .md, .markdown, .pdf"
+            ".txt, .text, .md, .markdown, .html, .htm, .pdf"
         );
     }
 }
