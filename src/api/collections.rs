@@ -230,8 +230,9 @@ async fn read_files(
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the multipart body `read_files` reads
 pub struct UploadForm {
-    /// Text, Markdown or PDF files.
-    #[schema(value_type = Vec<String>, format = Binary)]
+    /// Text, Markdown or PDF files: at least one, at most `uploads.max_files` (configuration)
+    /// in one request, each at most `uploads.max_file_bytes`.
+    #[schema(value_type = Vec<String>, format = Binary, min_items = 1)]
     files: Vec<Vec<u8>>,
 }
 

@@ -182,7 +182,7 @@ impl Store {
         };
         if let Some(key) = key {
             if let Some(earlier) =
-                idempotency::record(&mut tx, self, user_id, key, &created).await?
+                idempotency::record(&mut tx, self, user_id, key, id, &created).await?
             {
                 return Ok((earlier, true)); // dropping `tx` rolls this one back
             }

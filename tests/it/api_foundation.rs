@@ -679,7 +679,7 @@ async fn health_openapi_and_every_documented_route_is_served() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_profile_is_a_conflict_not_a_bad_request() {
+async fn a_full_profile_is_a_quota_not_a_bad_request() {
     let db = TestDb::new().await;
     let server = db.serve();
     let anon = Client::new(&server, None);
@@ -698,7 +698,7 @@ async fn a_full_profile_is_a_conflict_not_a_bad_request() {
         .await;
     assert_eq!(
         (r.status, r.code(), r.field()),
-        (409, "conflict", "text"),
+        (429, "quota_exceeded", "text"),
         "{:?}",
         r.body
     );
