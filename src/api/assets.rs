@@ -178,11 +178,27 @@ fn serve(req: &HttpRequest, asset: &Asset) -> HttpResponse {
 }
 
 /// `GET /`: the chat page.
+#[utoipa::path(get, path = "/", operation_id = "index", tag = "page", security(()),
+    params(("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier answer")),
+    responses(
+        (status = 200, description = "The chat page", content_type = "text/html; charset=utf-8", body = String),
+        (status = 304, description = "Unchanged since the ETag given"),
+    ))]
 pub async fn index(req: HttpRequest) -> HttpResponse {
     serve(&req, &INDEX)
 }
 
-/// `GET /static/{file}`
+/// `GET /static/{file}` (the document lists the file names: [`ASSETS`])
+#[utoipa::path(get, path = "/static/{file}", operation_id = "static_file", tag = "page", security(()),
+    params(
+        ("file" = String, Path, description = "A file of the page"),
+        ("If-None-Match" = Option<String>, Header, description = "An ETag from an earlier answer"),
+    ),
+    responses(
+        (status = 200, description = "The file",
+            content((String = "text/javascript; charset=utf-8"), (String = "text/css; charset=utf-8"))),
+        (status = 304, description = "Unchanged since the ETag given"),
+    ))]
 pub async fn file(req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let name = path.into_inner();
     let asset = ASSETS.iter().find(|a| a.name == name).ok_or_else(|| {

@@ -5,8 +5,9 @@
 use actix_multipart::Multipart;
 use actix_web::{web, HttpResponse};
 use futures_util::TryStreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorCode};
 use super::extract::{ApiJson, ApiQuery, AuthUser};
@@ -17,19 +18,70 @@ use crate::service::{SearchRequest, ServiceError, UploadedFile};
 const MAX_K: usize = 1000;
 const MAX_DEPTH: usize = 1000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct SearchQuery {
+    /// The query.
+    #[param(min_length = 1, pattern = "NONBLANK")]
     pub q: String,
+    /// Passages returned (default 10).
+    #[param(minimum = 1, maximum = 1000)]
     pub k: Option<usize>,
+    /// Rescore with the neural model and fuse with BM25 (needs a loaded model).
     #[serde(default)]
     pub rerank: bool,
     /// How many BM25 candidates the model rescores (default 100, at least `k`).
+    #[param(minimum = 0, maximum = 1000)]
     pub depth: Option<usize>,
+}
+
+/// The `{name}` of a collection route.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documents the path
+pub struct CollectionPath {
+    /// A collection name (`GET /v1/collections`).
+    #[param(min_length = 1, max_length = 128, pattern = "INDEX_NAME")]
+    pub name: String,
+}
+
+/// One passage found.
+#[derive(Serialize, ToSchema)]
+pub struct SearchHit {
+    /// 1-based.
+    pub rank: usize,
+    pub id: String,
+    /// The score the ranking is ordered by (fused when reranked).
+    pub score: f32,
+    pub bm25_score: f32,
+    /// Only when reranked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank_score: Option<f32>,
+    pub title: String,
+    pub url: String,
+    pub text: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SearchTimings {
+    pub retrieve: f64,
+    /// `null` when not reranked.
+    pub rerank: Option<f64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SearchResults {
+    pub collection: String,
+    pub query: String,
+    pub results: Vec<SearchHit>,
+    pub timings_ms: SearchTimings,
 }
 
 /// `GET /v1/collections`: the shared collections and the user's private ones; the default
 /// collection is marked, and listed with its progress while `serve` is still preparing it.
+#[utoipa::path(get, path = "/v1/collections", operation_id = "list_collections", tag = "collections",
+    responses((status = 200, description = "`{\"collections\": [...]}`: the collections you see", body = Object)))]
 pub async fn list(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -57,6 +109,9 @@ pub async fn list(
 }
 
 /// `GET /v1/collections/{name}`: one collection, with the progress of an upload being indexed.
+#[utoipa::path(get, path = "/v1/collections/{name}", operation_id = "get_collection", tag = "collections",
+    params(CollectionPath),
+    responses((status = 200, description = "`{\"collection\": {...}}`", body = Object)))]
 pub async fn get(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -66,13 +121,21 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(json!({"collection": collection})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCollection {
+    /// Unique among the collections you see.
+    #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub name: String,
 }
 
 /// `POST /v1/collections`: a new, empty private collection of the user.
+#[utoipa::path(post, path = "/v1/collections", operation_id = "create_collection", tag = "collections",
+    request_body = CreateCollection,
+    responses((status = 201, description = "`{\"collection\": {...}}`: the new, empty collection", body = Object, links(
+        ("GetCollection" = (operation_id = "get_collection",
+            parameters(("name" = "$response.body#/collection/name")))),
+    ))))]
 pub async fn create(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -84,6 +147,10 @@ pub async fn create(
 
 /// `POST /v1/collections/{name}/documents` (multipart/form-data, parts named `files`): checks
 /// every file, then indexes them in the background; 202 with the collection's status.
+#[utoipa::path(post, path = "/v1/collections/{name}/documents", operation_id = "upload_documents",
+    tag = "collections", params(CollectionPath),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 202, description = "`{\"collection\": {...}}`: indexing in the background", body = Object)))]
 pub async fn upload(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -159,7 +226,20 @@ async fn read_files(
     Ok(files)
 }
 
+/// The body of an upload.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents the multipart body `read_files` reads
+pub struct UploadForm {
+    /// Text, Markdown or PDF files: at least one, at most `uploads.max_files` (configuration)
+    /// in one request, each at most `uploads.max_file_bytes`.
+    #[schema(value_type = Vec<String>, format = Binary, min_items = 1)]
+    files: Vec<Vec<u8>>,
+}
+
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`
+#[utoipa::path(get, path = "/v1/collections/{name}/search", operation_id = "search_collection",
+    tag = "collections", params(CollectionPath, SearchQuery),
+    responses((status = 200, description = "The passages found", body = SearchResults)))]
 pub async fn search(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -175,6 +255,9 @@ pub async fn search(
     } = query.0;
     if q.trim().is_empty() {
         return Err(ApiError::invalid("q", "must not be empty"));
+    }
+    if q.contains('\0') {
+        return Err(ApiError::invalid("q", "must not contain NUL characters"));
     }
     let k = k.unwrap_or(10);
     if k == 0 || k > MAX_K {
@@ -209,23 +292,28 @@ pub async fn search(
             }
             other => other.into(),
         })?;
-    let results: Vec<serde_json::Value> = found
+    let results = found
         .passages
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, p)| {
-            let mut hit = json!({"rank": i + 1, "id": p.id, "score": p.score,
-                "bm25_score": p.retrieval_score, "title": p.title, "url": p.url, "text": p.text});
-            if let Some(score) = p.rerank_score {
-                hit["rerank_score"] = json!(score);
-            }
-            hit
+        .map(|(i, p)| SearchHit {
+            rank: i + 1,
+            id: p.id,
+            score: p.score,
+            bm25_score: p.retrieval_score,
+            rerank_score: p.rerank_score,
+            title: p.title,
+            url: p.url,
+            text: p.text,
         })
         .collect();
-    Ok(HttpResponse::Ok().json(json!({
-        "collection": request.collection,
-        "query": request.query,
-        "results": results,
-        "timings_ms": {"retrieve": found.retrieve_ms, "rerank": found.rerank_ms},
-    })))
+    Ok(HttpResponse::Ok().json(SearchResults {
+        collection: request.collection,
+        query: request.query,
+        results,
+        timings_ms: SearchTimings {
+            retrieve: found.retrieve_ms,
+            rerank: found.rerank_ms,
+        },
+    }))
 }

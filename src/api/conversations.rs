@@ -2,32 +2,69 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::json;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::error::{ApiError, ErrorCode};
 use super::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser, REPLAYED_HEADER};
 use super::ptkb::StatementInput;
 use super::AppState;
-use crate::store::{ConversationPatch, NewConversation, NewStatement};
+use crate::store::ptkb::Statement;
+use crate::store::{Conversation, ConversationPatch, NewConversation, NewStatement};
 
-#[derive(Deserialize, Serialize)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversation {
     #[serde(default)]
+    #[schema(max_length = 500, pattern = "NOTNUL")]
     pub title: String,
+    /// Your own id for the conversation (unique among yours).
+    #[schema(min_length = 1, max_length = 200, pattern = "NONBLANK")]
     pub external_id: Option<String>,
+    /// The collection turns retrieve from.
+    #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub collection: Option<String>,
+    /// The initial PTKB (the profile statements join it).
     #[serde(default)]
     pub ptkb: Vec<StatementInput>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateConversation {
+    /// Absent or `null` leaves it unchanged.
+    #[schema(max_length = 500, pattern = "NOTNUL")]
     pub title: Option<String>,
-    /// `null` clears the collection (server default); absent leaves it unchanged.
+    /// `null` clears the collection; absent leaves it unchanged.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub collection: Option<Option<String>>,
+}
+
+/// A conversation with the PTKB its next turn sees.
+#[derive(Serialize, ToSchema)]
+pub struct ConversationWithPtkb {
+    pub conversation: Conversation,
+    pub ptkb: Vec<Statement>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ConversationEnvelope {
+    pub conversation: Conversation,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ConversationList {
+    /// Newest first.
+    pub conversations: Vec<Conversation>,
+}
+
+/// The `{conversation_id}` of a route.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documents the path; handlers parse it with `parse_uuid` to name it in errors
+pub struct ConversationPath {
+    pub conversation_id: Uuid,
 }
 
 /// Distinguishes an absent field (None) from an explicit null (Some(None)).
@@ -37,6 +74,26 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
 
 /// `POST /v1/conversations`; with an `Idempotency-Key`, a retry answers with what the first
 /// request created.
+#[utoipa::path(post, path = "/v1/conversations", operation_id = "create_conversation",
+    tag = "conversations", request_body = CreateConversation,
+    params(("Idempotency-Key" = Option<String>, Header, max_length = 255, pattern = "^[!-~]+$",
+        description = "A retry with the same key and body answers with what the first request created")),
+    responses((status = 201, description = "The conversation", body = ConversationWithPtkb, links(
+        ("GetConversation" = (operation_id = "get_conversation",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+        ("UpdateConversation" = (operation_id = "update_conversation",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+        ("DeleteConversation" = (operation_id = "delete_conversation",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+        ("ListPtkb" = (operation_id = "list_ptkb",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+        ("AddPtkbStatement" = (operation_id = "add_ptkb_statement",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+        ("CreateTurn" = (operation_id = "create_turn",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+        ("ListTurns" = (operation_id = "list_turns",
+            parameters(("conversation_id" = "$response.body#/conversation/id")))),
+    ))))]
 pub async fn create(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -97,15 +154,20 @@ async fn check_collection(state: &AppState, user_id: i64, name: &str) -> Result<
 }
 
 /// `GET /v1/conversations`
+#[utoipa::path(get, path = "/v1/conversations", operation_id = "list_conversations",
+    tag = "conversations", responses((status = 200, description = "Your conversations", body = ConversationList)))]
 pub async fn list(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let conversations = state.store.list_conversations(user.id).await?;
-    Ok(HttpResponse::Ok().json(json!({"conversations": conversations})))
+    Ok(HttpResponse::Ok().json(ConversationList { conversations }))
 }
 
 /// `GET /v1/conversations/{conversation_id}`: the conversation with its current PTKB.
+#[utoipa::path(get, path = "/v1/conversations/{conversation_id}", operation_id = "get_conversation",
+    tag = "conversations", params(ConversationPath),
+    responses((status = 200, description = "The conversation", body = ConversationWithPtkb)))]
 pub async fn get(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -114,10 +176,13 @@ pub async fn get(
     let id = parse_uuid("conversation_id", &path)?;
     let conversation = state.store.conversation(user.id, id).await?;
     let ptkb = state.store.ptkb(user.id, id, None).await?;
-    Ok(HttpResponse::Ok().json(json!({"conversation": conversation, "ptkb": ptkb})))
+    Ok(HttpResponse::Ok().json(ConversationWithPtkb { conversation, ptkb }))
 }
 
 /// `PATCH /v1/conversations/{conversation_id}`
+#[utoipa::path(patch, path = "/v1/conversations/{conversation_id}", operation_id = "update_conversation",
+    tag = "conversations", params(ConversationPath), request_body = UpdateConversation,
+    responses((status = 200, description = "The updated conversation", body = ConversationEnvelope)))]
 pub async fn update(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -133,10 +198,13 @@ pub async fn update(
         collection: body.0.collection,
     };
     let conversation = state.store.update_conversation(user.id, id, patch).await?;
-    Ok(HttpResponse::Ok().json(json!({"conversation": conversation})))
+    Ok(HttpResponse::Ok().json(ConversationEnvelope { conversation }))
 }
 
 /// `DELETE /v1/conversations/{conversation_id}`
+#[utoipa::path(delete, path = "/v1/conversations/{conversation_id}", operation_id = "delete_conversation",
+    tag = "conversations", params(ConversationPath),
+    responses((status = 204, description = "Deleted with its turns and PTKB")))]
 pub async fn delete(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,

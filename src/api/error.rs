@@ -412,7 +412,9 @@ impl From<ServiceError> for ApiError {
         match e {
             ServiceError::Setting(e) => e.into(),
             ServiceError::MissingUtterance => ApiError::invalid("utterance", "is required"),
-            ServiceError::NoCollection => ApiError::invalid(
+            // The request is fine; the conversation is not ready for it.
+            ServiceError::NoCollection => ApiError::field(
+                ErrorCode::Conflict,
                 "collection",
                 "the conversation has no collection to retrieve from (PATCH it with one)",
             ),

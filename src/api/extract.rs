@@ -19,10 +19,13 @@ use crate::store::User;
 
 type LocalFuture<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
 
-/// A JSON body. Errors name the offending field (`ptkb[2].text`, `title`, ...).
-pub struct ApiJson<T>(pub T);
+/// A JSON body. Errors name the offending field (`ptkb[2].text`, `title`, ...). `NUL_ALLOWED`:
+/// NUL characters are not refused (the handler checks the parts it reads).
+pub struct ApiJson<T, const NUL_ALLOWED: bool = false>(pub T);
 
-impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
+impl<T: DeserializeOwned + 'static, const NUL_ALLOWED: bool> FromRequest
+    for ApiJson<T, NUL_ALLOWED>
+{
     type Error = ApiError;
     type Future = LocalFuture<Self>;
 
@@ -75,7 +78,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
                 }
                 body.extend_from_slice(&chunk);
             }
-            parse_json(&body).map(ApiJson)
+            parse_object(&body, NUL_ALLOWED).map(ApiJson)
         })
     }
 }
@@ -102,34 +105,85 @@ impl<T: DeserializeOwned + Default + 'static> FromRequest for OptionalJson<T> {
     }
 }
 
-/// Deserializes `body`, naming the field of any error.
+/// Deserializes a JSON object from `body`, naming the field of any error. Strings holding NUL
+/// are refused (PostgreSQL text cannot hold it: better a 400 naming the field than a failure
+/// storing it).
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    parse_object(body, false)
+}
+
+/// What [`parse_json`] does, with `nul_allowed` for bodies whose unread parts may hold anything.
+fn parse_object<T: DeserializeOwned>(body: &[u8], nul_allowed: bool) -> Result<T, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ApiError::new(
             ErrorCode::MalformedJson,
             "request body is empty; expected a JSON object",
         ));
     }
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+    let mut value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::new(ErrorCode::MalformedJson, format!("malformed JSON: {e}")))?;
+    // serde would read a struct from an array of its fields in order too.
+    if !value.is_object() {
+        return Err(ApiError::invalid("body", "expected a JSON object"));
+    }
+    if !nul_allowed {
+        if let Some(field) = nul_field(&value, String::new()) {
+            return Err(ApiError::invalid(field, "must not contain NUL characters"));
+        }
+    }
+    integral_floats(&mut value);
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        match inner.classify() {
-            serde_json::error::Category::Syntax
-            | serde_json::error::Category::Eof
-            | serde_json::error::Category::Io => {
-                ApiError::new(ErrorCode::MalformedJson, format!("malformed JSON: {inner}"))
-            }
-            serde_json::error::Category::Data => {
-                let message = strip_position(&inner.to_string());
-                ApiError::invalid(field_of(&path, &message), message)
+        let message = e.into_inner().to_string();
+        ApiError::invalid(field_of(&path, &message), message)
+    })
+}
+
+/// `3.0` is an integer to JSON Schema (and to the OpenAPI document): read it as `3`.
+fn integral_floats(value: &mut serde_json::Value) {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer up to it is an exact f64
+    match value {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() <= EXACT) {
+                *value = if f < 0.0 {
+                    serde_json::Value::from(f as i64)
+                } else {
+                    serde_json::Value::from(f as u64)
+                };
             }
         }
-    })?;
-    deserializer
-        .end()
-        .map_err(|e| ApiError::new(ErrorCode::MalformedJson, format!("malformed JSON: {e}")))?;
-    Ok(value)
+        serde_json::Value::Array(items) => items.iter_mut().for_each(integral_floats),
+        serde_json::Value::Object(map) => map.values_mut().for_each(integral_floats),
+        _ => {}
+    }
+}
+
+/// The path of the first string (or key) holding a NUL character.
+fn nul_field(value: &serde_json::Value, path: String) -> Option<String> {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        serde_json::Value::String(s) if s.contains('\0') => {
+            Some(if path.is_empty() { "body".into() } else { path })
+        }
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| nul_field(item, format!("{path}[{i}]"))),
+        serde_json::Value::Object(map) => map.iter().find_map(|(key, item)| {
+            if key.contains('\0') {
+                Some(join(key))
+            } else {
+                nul_field(item, join(key))
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// serde reports unknown and missing fields at the parent's path; name the field itself.
@@ -148,13 +202,6 @@ fn field_of(path: &str, message: &str) -> String {
         (parent, Some(name)) => format!("{parent}.{name}"),
         (".", None) => "body".to_string(),
         (p, None) => p.to_string(),
-    }
-}
-
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message.to_string(),
     }
 }
 
@@ -331,6 +378,28 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("title"));
         let e = parse_json::<Body>(br#"{"title": "t", "items": [], "extra": 1}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("extra"));
+        let e = parse_json::<Body>(br#"["t", []]"#).unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            (ErrorCode::InvalidField, Some("body"))
+        );
+        let e =
+            parse_json::<Body>(br#"{"title": "t", "items": [{"text": "a\u0000b"}]}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("items[0].text"), "{e}");
+        assert_eq!(e.code, ErrorCode::InvalidField);
+    }
+
+    #[test]
+    fn integral_floats_are_integers() {
+        #[derive(serde::Deserialize, Debug)]
+        struct Limits {
+            max_words: usize,
+            weight: f64,
+        }
+        let limits = parse_json::<Limits>(br#"{"max_words": 439.0, "weight": 2.0}"#).unwrap();
+        assert_eq!((limits.max_words, limits.weight), (439, 2.0));
+        let e = parse_json::<Limits>(br#"{"max_words": 439.5, "weight": 2}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("max_words"));
     }
 
     #[test]

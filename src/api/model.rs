@@ -68,7 +68,7 @@ fn shown(score: f32) -> f64 {
 }
 
 /// A turn as the API returns it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct TurnResponse {
     pub id: Uuid,
     pub conversation_id: Uuid,
@@ -83,8 +83,11 @@ pub struct TurnResponse {
     pub rewritten_utterance: Option<String>,
     pub response_text: Option<String>,
     pub generator: Option<String>,
+    #[schema(value_type = Object)]
     pub settings: serde_json::Value,
+    #[schema(value_type = Object)]
     pub timings_ms: serde_json::Value,
+    #[schema(value_type = Object)]
     pub diagnostics: serde_json::Value,
     pub created_at: DateTime<Utc>,
     pub ptkb_ranking: Vec<PtkbRankResponse>,
@@ -93,7 +96,7 @@ pub struct TurnResponse {
 }
 
 /// A PTKB statement as ranked for a turn.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct PtkbRankResponse {
     pub id: String,
     pub text: String,
@@ -103,7 +106,7 @@ pub struct PtkbRankResponse {
 }
 
 /// A passage of a turn's ranking.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct PassageResponse {
     pub rank: usize,
     pub passage_id: String,
@@ -118,18 +121,18 @@ pub struct PassageResponse {
 }
 
 /// A response sentence with the 1-based ranks of the passages it cites.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct SentenceResponse {
     pub text: String,
     pub citations: Vec<usize>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct TurnEnvelope {
     pub turn: TurnResponse,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct TurnsEnvelope {
     pub turns: Vec<TurnResponse>,
 }

@@ -13,8 +13,9 @@
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::error::{ApiError, ErrorCode};
@@ -32,38 +33,71 @@ const MAX_MESSAGE_CHARS: usize = 10_000;
 
 /// Body of `POST /v1/chat/completions`. Other OpenAI parameters (temperature, ...) are accepted
 /// and ignored: the pipeline's settings decide.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct ChatRequest {
+    /// A collection of this server (`GET /v1/models`).
+    #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub model: String,
+    /// The whole history; the last message is the user's.
+    #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
+    /// Answer as server-sent `chat.completion.chunk` events.
     #[serde(default)]
     pub stream: bool,
     /// `conversation_id`: the conversation to continue.
     #[serde(default)]
+    #[schema(value_type = Option<ChatMetadata>)]
     pub metadata: Option<serde_json::Map<String, Value>>,
 }
 
-#[derive(Deserialize)]
+/// What `metadata` may say (other keys are ignored).
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents `ChatRequest::metadata`, which is read as a map
+pub struct ChatMetadata {
+    /// One of your conversations to continue.
+    conversation_id: Option<Uuid>,
+}
+
+#[derive(Deserialize, ToSchema)]
 pub struct ChatMessage {
+    /// `user`, `assistant`, `system`, ...; only user messages are read.
     pub role: String,
     #[serde(default)]
     pub content: Option<MessageContent>,
 }
 
 /// A message's content: a string, or content parts of which the text parts are read.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum MessageContent {
     Text(String),
     Parts(Vec<ContentPart>),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 pub struct ContentPart {
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
     pub text: Option<String>,
+}
+
+/// A collection as an OpenAI model.
+#[derive(Serialize, ToSchema)]
+pub struct ModelCard {
+    pub id: String,
+    #[schema(value_type = String, pattern = "^model$")]
+    pub object: &'static str,
+    pub created: i64,
+    #[schema(value_type = String)]
+    pub owned_by: &'static str,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ModelList {
+    #[schema(value_type = String, pattern = "^list$")]
+    pub object: &'static str,
+    pub data: Vec<ModelCard>,
 }
 
 impl MessageContent {
@@ -81,27 +115,41 @@ impl MessageContent {
 }
 
 /// `GET /v1/models`: the collections, each usable as a chat model.
+#[utoipa::path(get, path = "/v1/models", operation_id = "list_models", tag = "openai",
+    responses((status = 200, description = "The collections as models", body = ModelList)))]
 pub async fn models(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let result: Result<HttpResponse, ApiError> = async {
         let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
         // The shared collections and the user's private ones (another user's are not models).
         let collections = state.collections.list(user.id).await?;
-        let data: Vec<Value> = collections
-            .iter()
-            .map(|c| {
-                let created = chrono::DateTime::parse_from_rfc3339(&c.created)
+        let data = collections
+            .into_iter()
+            .map(|c| ModelCard {
+                created: chrono::DateTime::parse_from_rfc3339(&c.created)
                     .map(|t| t.timestamp())
-                    .unwrap_or(0);
-                json!({"id": c.name, "object": "model", "created": created, "owned_by": "convrag"})
+                    .unwrap_or(0),
+                id: c.name,
+                object: "model",
+                owned_by: "convrag",
             })
             .collect();
-        Ok(HttpResponse::Ok().json(json!({"object": "list", "data": data})))
+        Ok(HttpResponse::Ok().json(ModelList {
+            object: "list",
+            data,
+        }))
     }
     .await;
     result.unwrap_or_else(|e| e.to_openai_response())
 }
 
 /// `POST /v1/chat/completions`
+#[utoipa::path(post, path = "/v1/chat/completions", operation_id = "chat_completions", tag = "openai",
+    params(("X-Convrag-Conversation-Id" = Option<Uuid>, Header, description = "One of your conversations to continue")),
+    request_body = ChatRequest,
+    responses((status = 200, description = "A `chat.completion` (or, with `stream`, `chat.completion.chunk` events); \
+        the `X-Convrag-Conversation-Id` header names the conversation",
+        content((Object = "application/json"), (String = "text/event-stream")),
+        headers(("X-Convrag-Conversation-Id" = Uuid, description = "The conversation the answer belongs to")))))]
 pub async fn chat_completions(
     req: HttpRequest,
     payload: web::Payload,
@@ -118,7 +166,8 @@ async fn chat(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
-    let body = ApiJson::<ChatRequest>::from_request(&req, &mut payload)
+    // Unread parts (other OpenAI parameters, other roles' messages) may hold anything.
+    let body = ApiJson::<ChatRequest, true>::from_request(&req, &mut payload)
         .await?
         .0;
     check_model(&state, user.id, &body.model).await?;
@@ -264,6 +313,12 @@ pub fn user_messages(messages: &[ChatMessage]) -> Result<Vec<String>, ApiError> 
             return Err(ApiError::invalid(
                 format!("messages[{i}].content"),
                 "a user message needs text",
+            ));
+        }
+        if text.contains('\0') {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].content"),
+                "must not contain NUL characters",
             ));
         }
         if text.chars().count() > MAX_MESSAGE_CHARS {

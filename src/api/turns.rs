@@ -4,6 +4,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorCode};
 use super::extract::{idempotency_key, parse_uuid, ApiJson, ApiQuery, AuthUser, REPLAYED_HEADER};
@@ -13,8 +14,9 @@ use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent, TurnSett
 use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
 use crate::store::{Turn, TurnSlot};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Include earlier versions of regenerated turns.
     #[serde(default)]
@@ -22,24 +24,42 @@ pub struct ListQuery {
 }
 
 /// Body of `POST .../turns`.
-#[derive(Deserialize, Serialize)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTurn {
     /// What the user said (optional when regenerating: the earlier version's utterance).
+    #[schema(min_length = 1, max_length = 10000, pattern = "NONBLANK")]
     pub utterance: Option<String>,
     /// Id of a turn to regenerate: a new version at its position.
+    #[schema(value_type = Option<uuid::Uuid>)]
     pub regenerate: Option<String>,
+    /// Default: `llm` when the server has an LLM, else `extractive`.
     pub generator: Option<GeneratorChoice>,
+    /// Rerank with the neural model (default: when a model is loaded).
     pub rerank: Option<bool>,
     /// BM25 candidates retrieved (and reranked).
+    #[schema(minimum = 1, maximum = 1000)]
     pub rerank_depth: Option<usize>,
     /// Passages kept with the turn and shown to the generator.
+    #[schema(minimum = 1, maximum = 100)]
     pub passages: Option<usize>,
+    /// Longest answer, in words.
+    #[schema(minimum = 1, maximum = 2000)]
     pub max_words: Option<usize>,
     /// A manual rewrite used instead of the automatic one.
+    #[schema(min_length = 1, max_length = 10000, pattern = "NONBLANK")]
     pub rewrite: Option<String>,
     /// Who rewrites the utterance: `history` (default) or `llm`.
     pub rewriter: Option<RewriterChoice>,
+}
+
+/// The `{conversation_id}` and `{turn_id}` of a route.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documents the path; handlers parse it to name it in errors
+pub struct TurnPath {
+    pub conversation_id: uuid::Uuid,
+    pub turn_id: uuid::Uuid,
 }
 
 const MAX_UTTERANCE_CHARS: usize = 10_000;
@@ -108,6 +128,21 @@ fn replay(req: &HttpRequest, turn: Turn) -> HttpResponse {
 /// stores the whole turn atomically. The turn holds the conversation's lease while it runs, so
 /// concurrent turns of one conversation are serialized and each sees the one before. With an
 /// `Idempotency-Key`, a retry answers with the turn the first request stored.
+#[utoipa::path(post, path = "/v1/conversations/{conversation_id}/turns", operation_id = "create_turn",
+    tag = "turns", request_body = CreateTurn,
+    params(super::conversations::ConversationPath,
+        ("Idempotency-Key" = Option<String>, Header, max_length = 255, pattern = "^[!-~]+$",
+            description = "A retry with the same key and body answers with the turn the first request stored")),
+    responses(
+        (status = 201, description = "The stored turn", body = TurnEnvelope, links(
+            ("GetTurn" = (operation_id = "get_turn", parameters(
+                ("conversation_id" = "$request.path.conversation_id"),
+                ("turn_id" = "$response.body#/turn/id")))),
+        )),
+        (status = 200, description = "With `Accept: text/event-stream`: the turn's events \
+            (`ptkb`, `rewrite`, `passages`, `sentence`, `restart`, then `turn` or `error`)",
+            content_type = "text/event-stream", body = String),
+    ))]
 pub async fn create(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -144,8 +179,9 @@ pub async fn create(
                 .turn(user.id, conversation_id, turn_id)
                 .await
                 .map_err(|e| match e {
-                    crate::store::StoreError::NotFound { .. } => ApiError::field(
-                        ErrorCode::NotFound,
+                    // The conversation is there (the target); the turn named in the body is not.
+                    crate::store::StoreError::NotFound { entity: "turn" } => ApiError::field(
+                        ErrorCode::Conflict,
                         "regenerate",
                         "no such turn in this conversation",
                     ),
@@ -212,6 +248,9 @@ pub async fn create(
 }
 
 /// `GET /v1/conversations/{conversation_id}/turns`
+#[utoipa::path(get, path = "/v1/conversations/{conversation_id}/turns", operation_id = "list_turns",
+    tag = "turns", params(super::conversations::ConversationPath, ListQuery),
+    responses((status = 200, description = "The turns in order", body = TurnsEnvelope)))]
 pub async fn list(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
@@ -229,6 +268,9 @@ pub async fn list(
 }
 
 /// `GET /v1/conversations/{conversation_id}/turns/{turn_id}`
+#[utoipa::path(get, path = "/v1/conversations/{conversation_id}/turns/{turn_id}", operation_id = "get_turn",
+    tag = "turns", params(TurnPath),
+    responses((status = 200, description = "The turn", body = TurnEnvelope)))]
 pub async fn get(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,

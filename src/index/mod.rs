@@ -92,7 +92,7 @@ pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> IndexError + '_ 
 }
 
 /// BM25 parameters (Anserini's MS MARCO defaults).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Bm25Params {
     pub k1: f32,
     pub b: f32,

@@ -586,7 +586,7 @@ impl Retriever for TantivyRetriever {
 }
 
 /// A collection as listed by `GET /v1/collections`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct CollectionInfo {
     pub name: String,
     pub format: String,

@@ -80,6 +80,13 @@ pub fn classify(message: &Value) -> Message<'_> {
         };
     };
     let id = object.get("id").cloned();
+    // MCP: an id is a string or a number, never null.
+    if let Some(id) = id.as_ref().filter(|id| !(id.is_string() || id.is_number())) {
+        return Message::Invalid {
+            id: id.clone(),
+            reason: "id must be a string or a number",
+        };
+    }
     match (object.get("method"), id) {
         (Some(Value::String(method)), Some(id)) if id.is_string() || id.is_number() => {
             Message::Request {

@@ -26,7 +26,9 @@ use crate::rerank::{Fusion, OwnedPassage, PassageRef, Reranker};
 use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage};
 
 /// Which generator answers a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum GeneratorChoice {
     Extractive,
@@ -34,7 +36,18 @@ pub enum GeneratorChoice {
 }
 
 /// Which rewriter writes a turn's query (a supplied manual rewrite always wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RewriterChoice {
     /// The history-aware rewriter ([`HistoryRewriter`]).

@@ -9,7 +9,7 @@ use super::ptkb::{insert_statements, NewStatement};
 use super::{sqlstate, Result, Store, StoreError};
 use crate::config::Limits;
 
-#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct Conversation {
     pub id: Uuid,
     pub title: String,
@@ -182,7 +182,7 @@ impl Store {
         };
         if let Some(key) = key {
             if let Some(earlier) =
-                idempotency::record(&mut tx, self, user_id, key, &created).await?
+                idempotency::record(&mut tx, self, user_id, key, id, &created).await?
             {
                 return Ok((earlier, true)); // dropping `tx` rolls this one back
             }

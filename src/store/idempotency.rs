@@ -86,14 +86,16 @@ pub(crate) async fn find<T: DeserializeOwned>(
     }
 }
 
-/// Records `result` under the key inside the transaction that stores it. `Ok(Some(_))`: an
-/// earlier request with this key and body stored its result first (the caller rolls back and
-/// answers with that one).
+/// Records `result` under the key inside the transaction that stores it; the record is deleted
+/// with `conversation_id` (what the result created or is part of), so a retry after that runs
+/// anew. `Ok(Some(_))`: an earlier request with this key and body stored its result first (the
+/// caller rolls back and answers with that one).
 pub(crate) async fn record<T: Serialize + DeserializeOwned>(
     tx: &mut sqlx::PgConnection,
     store: &Store,
     user_id: i64,
     key: &IdempotencyKey,
+    conversation_id: uuid::Uuid,
     result: &T,
 ) -> Result<Option<T>> {
     // The user's expired records go first, so an expired key can be used again.
@@ -109,13 +111,14 @@ pub(crate) async fn record<T: Serialize + DeserializeOwned>(
         .map_err(|e| StoreError::Database(sqlx::Error::Encode(Box::new(e))))?;
     // A concurrent request with the same key waits here for the other transaction's outcome.
     let inserted = sqlx::query(
-        "INSERT INTO idempotency_keys (user_id, key, fingerprint, result) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (user_id, key) DO NOTHING",
+        "INSERT INTO idempotency_keys (user_id, key, fingerprint, result, conversation_id) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, key) DO NOTHING",
     )
     .bind(user_id)
     .bind(&key.key)
     .bind(&key.fingerprint[..])
     .bind(value)
+    .bind(conversation_id)
     .execute(&mut *tx)
     .await?
     .rows_affected();

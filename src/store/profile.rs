@@ -8,7 +8,7 @@ use super::ptkb::NewStatement;
 use super::{require_text_within, Result, Store, StoreError};
 
 /// One statement of a user's profile.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct ProfileStatement {
     pub id: i64,
     pub text: String,

@@ -9,7 +9,7 @@ use super::{require_text_within, sqlstate, Result, Store, StoreError};
 use crate::config::Limits;
 
 /// One version of a PTKB statement.
-#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct Statement {
     /// Stable id within the conversation ("1", "2", ... as in iKAT topics).
     #[sqlx(rename = "statement_id")]

@@ -354,7 +354,7 @@ impl PendingTurn {
         let stored = turn_in(&mut tx, conversation_id, id).await?;
         if let Some(key) = key {
             if let Some(earlier) =
-                idempotency::record(&mut tx, store, user_id, key, &stored).await?
+                idempotency::record(&mut tx, store, user_id, key, conversation_id, &stored).await?
             {
                 return Ok(Committed::Replayed(earlier)); // dropping `tx` rolls this turn back
             }

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::{require_text, sqlstate, Result, Store, StoreError};
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct User {
     pub id: i64,
     pub name: String,
@@ -36,7 +36,7 @@ pub enum AuthFailure {
 }
 
 /// A token as its owner may see it (never the secret).
-#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
 pub struct TokenInfo {
     pub id: i64,
     pub name: Option<String>,
@@ -48,11 +48,17 @@ pub struct TokenInfo {
 const TOKEN_COLUMNS: &str = "id, name, created_at, expires_at, last_used_at";
 
 /// What a new token is given: a label and at most one way of saying when it expires.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
+    /// A label; surrounding whitespace is trimmed.
+    #[schema(min_length = 1, max_length = 100, pattern = "NONBLANK")]
     pub name: Option<String>,
+    /// Lifetime in seconds, at most ten years (default: it does not expire; not with
+    /// `expires_at`).
+    #[schema(minimum = 1, maximum = 316224000)]
     pub expires_in_seconds: Option<i64>,
+    /// When the token expires: in the future, at most ten years from now.
     pub expires_at: Option<DateTime<Utc>>,
 }
 

@@ -82,6 +82,43 @@ async fn bad_bodies_get_the_envelope_naming_the_field() {
         )
         .await;
     assert_eq!((r.status, r.field()), (400, "ptkb[1].txt"));
+    // PostgreSQL text cannot hold NUL: refused up front, naming the field, nothing stored.
+    let r = alice
+        .post(
+            "/v1/conversations",
+            json!({"title": "t", "ptkb": [{"text": "tea\u{0}"}]}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "ptkb[0].text")
+    );
+    assert_eq!(
+        alice.get("/v1/conversations").await.body["conversations"],
+        json!([])
+    );
+    let r = alice
+        .post("/v1/profile/statements", json!({"text": "\u{0}"}))
+        .await;
+    assert_eq!((r.status, r.field()), (400, "text"));
+    // A statement id that cannot exist names the path parameter.
+    let conversation = alice.post("/v1/conversations", json!({})).await;
+    let id = conversation.body["conversation"]["id"].as_str().unwrap();
+    let r = alice
+        .send(
+            "PUT",
+            &format!("/v1/conversations/{id}/ptkb/a%00b"),
+            Some(json!({"text": "x"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "statement_id")
+    );
+    let r = alice
+        .send("DELETE", &format!("/v1/conversations/{id}/ptkb/..x"), None)
+        .await;
+    assert_eq!((r.status, r.field()), (400, "statement_id"));
     let r = alice
         .post("/v1/conversations", json!({"ptkb": [{"text": "  "}]}))
         .await;
@@ -621,7 +658,7 @@ async fn health_openapi_and_every_documented_route_is_served() {
     assert!(page.text().await.unwrap().contains("/v1/openapi.json"));
     let doc = anon.get("/v1/openapi.json").await;
     assert_eq!(doc.status, 200);
-    assert_eq!(doc.body["openapi"], "3.0.3");
+    assert_eq!(doc.body["openapi"], "3.1.0");
 
     let fake = uuid::Uuid::new_v4();
     for (method, pattern) in convrag::api::ROUTES.iter().filter(|(_, p)| *p != "/") {
@@ -638,5 +675,32 @@ async fn health_openapi_and_every_documented_route_is_served() {
         );
         assert_ne!(r.code(), "method_not_allowed", "{method} {pattern}");
     }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_profile_is_a_quota_not_a_bad_request() {
+    let db = TestDb::new().await;
+    let server = db.serve();
+    let anon = Client::new(&server, None);
+    let alice = new_user(&anon, "alice").await;
+    for i in 0..200 {
+        let r = alice
+            .post(
+                "/v1/profile/statements",
+                json!({"text": format!("fact {i}")}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    let r = alice
+        .post("/v1/profile/statements", json!({"text": "one more"}))
+        .await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (429, "quota_exceeded", "text"),
+        "{:?}",
+        r.body
+    );
     server.stop().await;
 }

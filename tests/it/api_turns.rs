@@ -478,7 +478,7 @@ async fn bad_turn_requests_get_clear_errors_and_store_nothing() {
         (json!({"regenerate": "not-a-uuid"}), 400, "regenerate"),
         (
             json!({"regenerate": "00000000-0000-0000-0000-000000000000"}),
-            404,
+            409,
             "regenerate",
         ),
     ];
@@ -499,7 +499,12 @@ async fn bad_turn_requests_get_clear_errors_and_store_nothing() {
     let r = alice
         .post(&format!("/v1/conversations/{none}/turns"), ok.clone())
         .await;
-    assert_eq!((r.status, r.field()), (400, "collection"), "{:?}", r.body);
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (409, "conflict", "collection"),
+        "{:?}",
+        r.body
+    );
     // A collection that does not exist cannot be named (like another user's private one).
     let r = alice
         .post(

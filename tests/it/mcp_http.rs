@@ -280,8 +280,23 @@ async fn protocol_errors() {
     )
     .await;
     assert_eq!(body["error"]["code"], -32602);
-    let (_, body) = rpc(&alice, json!({"jsonrpc": "2.0", "id": 4, "method": 7})).await;
-    assert_eq!(body["error"]["code"], -32600);
+    // Not a JSON-RPC message (alone, in a batch, or no message at all): refused with 400.
+    let (status, body) = rpc(&alice, json!({"jsonrpc": "2.0", "id": 4, "method": 7})).await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!(-32600)));
+    let (status, body) = rpc(
+        &alice,
+        json!({"jsonrpc": "2.0", "id": null, "method": "ping"}),
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!(-32600)));
+    let (status, body) = rpc(
+        &alice,
+        json!([{"jsonrpc": "2.0", "id": 5, "method": "ping"}, 17]),
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!(-32600)));
+    let (status, _) = rpc(&alice, json!([])).await;
+    assert_eq!(status, 400);
 
     // Bad tool arguments are tool errors naming the argument.
     let result = call(&alice, 5, "search", json!({"collection": "diet"})).await;

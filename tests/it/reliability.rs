@@ -406,6 +406,47 @@ async fn a_retry_while_the_first_attempt_runs_waits_and_replays() {
     s.server.stop().await;
 }
 
+/// A key's record goes with its conversation: retrying a creation after the conversation was
+/// deleted creates a new one (found right afterwards) instead of replaying the deleted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_records_go_with_their_conversation() {
+    let db = TestDb::new().await;
+    let store = db.store.clone();
+    let s = serve(db, store, None).await;
+    let alice = new_user(&Client::new(&s.server, None), "alice").await;
+    let body = json!({"title": "keyed"});
+    let (status, _, first) = post_keyed(&alice, "/v1/conversations", "c-del", &body, false).await;
+    assert_eq!(status, 201, "{first}");
+    let first_id = json_of(&first)["conversation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deleted = alice
+        .http
+        .delete(format!("{}/v1/conversations/{first_id}", alice.base))
+        .bearer_auth(alice.token.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    let (status, replayed, again) =
+        post_keyed(&alice, "/v1/conversations", "c-del", &body, false).await;
+    assert_eq!((status, replayed), (201, None), "{again}");
+    let again_id = json_of(&again)["conversation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(again_id, first_id);
+    let found = alice.get(&format!("/v1/conversations/{again_id}")).await;
+    assert_eq!(found.status, 200, "{:?}", found.body);
+    // And the retry of that one replays it, as before.
+    let (status, replayed, third) =
+        post_keyed(&alice, "/v1/conversations", "c-del", &body, false).await;
+    assert_eq!((status, replayed.as_deref()), (201, Some("true")));
+    assert_eq!(json_of(&third), json_of(&again));
+    s.server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_records_expire_and_are_purged() {
     let db = TestDb::new().await;

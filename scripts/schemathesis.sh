@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The API against its own contract: schemathesis (an OpenAPI fuzzer nobody here wrote, pinned in
+# a venv this script creates under ~/.cache/convrag/venv-schemathesis) reads GET /v1/openapi.json
+# from a real convrag (the diet fixture collection, the real model, a fresh database; no LLM, so
+# turns answer extractively and the document offers only what this server can do) and runs
+# every check in every phase, the stateful one included (create -> get -> update -> delete
+# through the document's links). Bounded by examples per operation and a time budget; exits
+# non-zero on any failure. The report (JUnit, NDJSON) goes to target/schemathesis/.
+#
+#   scripts/schemathesis.sh [schemathesis run options]
+#   SCHEMATHESIS_SEED=N   another seed (default: a fixed one, so a run is reproducible)
+#
+# Fails (never skips) when something it needs is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+SCHEMATHESIS_VERSION=4.32.5
+MAX_EXAMPLES="${SCHEMATHESIS_MAX_EXAMPLES:-25}"
+MAX_TIME="${SCHEMATHESIS_MAX_TIME:-150}"
+SEED="${SCHEMATHESIS_SEED:-20261123}"
+
+die() { echo "schemathesis: error: $*" >&2; exit 1; }
+
+for dir in onnxruntime models; do
+  [ -d ".convrag/$dir" ] || die ".convrag/$dir is missing: run scripts/fetch-models.sh"
+done
+command -v python3 >/dev/null || die "python3 is not installed (scripts/setup.sh installs it)"
+
+venv="${CONVRAG_SCHEMATHESIS_VENV:-$HOME/.cache/convrag/venv-schemathesis}"
+pins="schemathesis==$SCHEMATHESIS_VERSION"
+if [ ! -f "$venv/.pins" ] || [ "$(cat "$venv/.pins")" != "$pins" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$pins" || die "installing $pins failed"
+  echo "$pins" >"$venv/.pins"
+fi
+
+# shellcheck source=scripts/test-server.sh
+. scripts/test-server.sh
+start_test_server schemathesis
+
+token="$(curl -fsS -X POST "$url/v1/users" -H "Authorization: Bearer $admin_token" \
+  -H 'Content-Type: application/json' -d '{"name": "schemathesis"}' |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')" ||
+  die "creating a user failed"
+
+report="$root/target/schemathesis"
+rm -rf "$report"
+mkdir -p "$report"
+echo "schemathesis: $pins against $url (max $MAX_EXAMPLES examples per operation, ${MAX_TIME}s, seed $SEED)"
+status=0
+# No proxy: the server is on loopback.
+env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
+  CONVRAG_SCHEMATHESIS_TOKEN="$token" CONVRAG_SCHEMATHESIS_ADMIN_TOKEN="$admin_token" \
+  "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/v1/openapi.json" \
+  --checks all \
+  --phases examples,coverage,fuzzing,stateful \
+  --max-examples "$MAX_EXAMPLES" \
+  --max-time "$MAX_TIME" \
+  --seed "$SEED" \
+  --workers 2 \
+  --request-timeout 60 \
+  --report junit,ndjson --report-dir "$report" \
+  "$@" || status=$?
+if [ "$status" -ne 0 ]; then
+  cp "$work/server.log" "$report/server.log"
+  echo "schemathesis: failed; the report and the server log are in target/schemathesis/" >&2
+fi
+exit "$status"
