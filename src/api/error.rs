@@ -33,6 +33,7 @@ pub enum ErrorCode {
     Conflict,
     DatabaseUnavailable,
     ModelUnavailable,
+    CollectionUnavailable,
     Internal,
 }
 
@@ -57,11 +58,14 @@ impl ErrorCode {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }
             ErrorCode::ModelUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
+            ErrorCode::CollectionUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "collection_unavailable")
+            }
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -75,6 +79,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
+        ErrorCode::CollectionUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -252,6 +257,11 @@ impl From<IndexError> for ApiError {
                 format!("no collection named {name:?}"),
             ),
             IndexError::InvalidName(_) => ApiError::invalid("name", e.to_string()),
+            IndexError::Refused { .. } => ApiError::field(
+                ErrorCode::CollectionUnavailable,
+                "collection",
+                e.to_string(),
+            ),
             IndexError::Invalid(message) => ApiError::invalid("q", message),
             IndexError::Collection(e) => e.into(),
             IndexError::Tantivy { .. } | IndexError::Io { .. } | IndexError::Manifest { .. } => {

@@ -6,6 +6,7 @@
 //! quantization are Lucene's (and so Anserini's): see `search.rs`.
 
 pub mod analysis;
+pub mod checksum;
 mod porter;
 pub mod search;
 pub mod topics;
@@ -51,6 +52,9 @@ pub enum IndexError {
     InvalidName(String),
     #[error("{0}")]
     Invalid(String),
+    /// Not served by this node: its files are not the ones recorded for the name.
+    #[error("collection {name:?} is unavailable on this server: {reason}")]
+    Refused { name: String, reason: String },
 }
 
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;

@@ -4,7 +4,10 @@
 //!   configuration, resolves and validates requested settings, runs a stored turn's lifecycle
 //!   (begin → context → run → commit) and searches a collection with the turn's retrieval and
 //!   reranking.
+//! * [`collections`]: servers sharing a database serve only collections whose checksum
+//!   manifest matches the one recorded for the name.
 
+pub mod collections;
 pub mod turns;
 
 pub use turns::{

@@ -509,7 +509,7 @@ impl Store {
         ))
         .bind(conversation_id)
         .bind(all_versions)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         self.assemble(rows).await
     }
@@ -522,7 +522,7 @@ impl Store {
         ))
         .bind(conversation_id)
         .bind(turn_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .ok_or(StoreError::NotFound { entity: "turn" })?;
         Ok(self.assemble(vec![row]).await?.remove(0))
@@ -536,7 +536,7 @@ impl Store {
              WHERE r.turn_id = ANY($1) ORDER BY r.turn_id, r.rank",
         )
         .bind(&ids)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         #[derive(sqlx::FromRow)]
         struct PassageRow {
@@ -549,20 +549,20 @@ impl Store {
              FROM turn_passages WHERE turn_id = ANY($1) ORDER BY turn_id, rank",
         )
         .bind(&ids)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         let sentences: Vec<(Uuid, i32, String)> = sqlx::query_as(
             "SELECT turn_id, position, text FROM response_sentences WHERE turn_id = ANY($1) ORDER BY turn_id, position",
         )
         .bind(&ids)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         let citations: Vec<(Uuid, i32, i32)> = sqlx::query_as(
             "SELECT turn_id, sentence_position, passage_rank FROM sentence_citations \
              WHERE turn_id = ANY($1) ORDER BY turn_id, sentence_position, citation_order",
         )
         .bind(&ids)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
 
         let mut by_turn_rank: HashMap<Uuid, Vec<RankedStatement>> = HashMap::new();

@@ -4,6 +4,7 @@ mod batch_support;
 mod common;
 mod eval_common;
 mod generate_support;
+mod multinode_support;
 
 mod api_collections;
 mod api_errors;
@@ -13,6 +14,9 @@ mod api_turns;
 mod batch_golden;
 mod batch_real_data;
 mod batch_resume;
+mod batch_workers;
+mod collection_manifests;
+mod db_pgbouncer;
 mod embedded_cluster;
 mod eval_answers;
 mod eval_ptkb;
