@@ -33,7 +33,11 @@ def call(method, url, token, body=None, timeout=30):
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+        text = e.read()
+        try:
+            return e.code, json.loads(text or b"null")
+        except ValueError:  # HAProxy's own error pages are HTML
+            return e.code, text.decode(errors="replace")[:80]
 
 
 def retrying(fn, deadline):

@@ -40,13 +40,14 @@ work="$(mktemp -d /tmp/convrag-multinode.XXXXXX)"
 chmod 755 "$work"
 pids=()
 database=""
+batch_databases=()
 admin_url=""
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [ -n "$database" ]; then
-    psql "$admin_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
+  for d in "$database" "${batch_databases[@]}"; do
+    [ -n "$d" ] && psql "$admin_url" -qc "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -77,7 +78,7 @@ bouncer_port="$(free_port)"
 printf '"%s" ""\n' "$pg_user" >"$work/users.txt"
 cat >"$work/pgbouncer.ini" <<INI
 [databases]
-$database = host=$pg_host port=$pg_port dbname=$database user=$pg_user
+* = host=$pg_host port=$pg_port user=$pg_user
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = $bouncer_port
@@ -181,41 +182,52 @@ import json, sys
 topics = [t for t in json.load(open(sys.argv[1])) if t["number"] in ("9-1", "10-1", "13-1", "11-1")]
 json.dump(topics, open(sys.argv[2], "w"))
 PY
-for n in 1 2; do
-  "$convrag" --home "$work/batch$n" index --collection ikat --format ikat-passages \
-    "$shared/ikat/official/2023_test_topics_psg_text.jsonl" >/dev/null 2>&1
+# Indexed once, copied to the second worker's node (workers refuse a run whose collection differs).
+"$convrag" --home "$work/batch1" index --collection ikat --format ikat-passages \
+  "$shared/ikat/official/2023_test_topics_psg_text.jsonl" >/dev/null 2>&1
+mkdir -p "$work/batch2/collections" && cp -r "$work/batch1/collections/ikat" "$work/batch2/collections/"
+# Each batch run in a database of its own, all under one run name (the name is in the file).
+for n in 1 2 3; do
+  batch_databases+=("${database}_b$n")
+  psql "$admin_url" -qc "CREATE DATABASE ${database}_b$n" >/dev/null
+  DATABASE_URL="${admin_url%/*}/${database}_b$n" "$convrag" --home "$work/migrate" migrate >/dev/null
 done
-run_batch() {  # HOME RUN_NAME OUTPUT [extra ...]
-  local home="$1" name="$2" output="$3"
+run_batch() {  # N HOME OUTPUT [extra ...]: run `auto` in batch database N (call it in a subshell:
+  # it becomes the convrag process, so `$!` is convrag's pid and SIGKILL reaches it)
+  local db="${database}_b$1" home="$2" output="$3"
   shift 3
-  DATABASE_URL="$pooled_url" "$convrag" --home "$home" run ikat --topics "$work/topics.json" \
-    --collection ikat --output "$output" --run-name "$name" --depth 100 --passages 10 --jobs 1 --quiet "$@"
+  DATABASE_URL="postgres://$pg_user@127.0.0.1:$bouncer_port/$db?pgbouncer=true" exec "$convrag" --home "$home" \
+    run ikat --topics "$work/topics.json" --collection ikat --output "$output" --run-name auto \
+    --depth 100 --passages 10 --jobs 1 --quiet "$@"
 }
-stored_turns() {  # RUN_NAME
-  psql "$direct_url" -Atc "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id WHERE t.is_current AND c.external_id LIKE '$1/%'"
+killed_url="${admin_url%/*}/${database}_b3"
+stored_turns() {
+  psql "$killed_url" -Atc "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id WHERE t.is_current AND c.external_id LIKE 'auto/%'"
 }
 echo "== batch: 1 worker"
 t0=$(date +%s.%N)
-run_batch "$work/batch1" alone "$work/alone.json" --worker --worker-id solo 2>"$work/alone.log"
+(run_batch 1 "$work/batch1" "$work/alone.json" --worker --worker-id solo 2>"$work/alone.log") ||
+  { cat "$work/alone.log" >&2; die "the one-worker run failed"; }
 t1=$(date +%s.%N)
 echo "== batch: 2 workers"
-run_batch "$work/batch1" pair "$work/pair.json" --worker --worker-id w1 2>"$work/pair1.log" &
+run_batch 2 "$work/batch1" "$work/pair.json" --worker --worker-id w1 2>"$work/pair1.log" &
 w1=$!; pids+=($w1)
-run_batch "$work/batch2" pair "$work/pair.json" --worker --worker-id w2 2>"$work/pair2.log" &
+run_batch 2 "$work/batch2" "$work/pair.json" --worker --worker-id w2 2>"$work/pair2.log" &
 w2=$!; pids+=($w2)
-wait "$w1" "$w2"
+wait "$w1" || { cat "$work/pair1.log" >&2; die "worker w1 failed"; }
+wait "$w2" || { cat "$work/pair2.log" >&2; die "worker w2 failed"; }
 t2=$(date +%s.%N)
 cmp "$work/alone.json" "$work/pair.json" || die "2 workers wrote another file than 1"
 echo "== batch: 2 workers, one SIGKILLed midway"
-run_batch "$work/batch1" killed "$work/killed.json" --worker --worker-id k1 --lease 3 2>"$work/killed1.log" &
+run_batch 3 "$work/batch1" "$work/killed.json" --worker --worker-id k1 --lease 3 2>"$work/killed1.log" &
 k1=$!; pids+=($k1)
-run_batch "$work/batch2" killed "$work/killed.json" --worker --worker-id k2 --lease 3 2>"$work/killed2.log" &
+run_batch 3 "$work/batch2" "$work/killed.json" --worker --worker-id k2 --lease 3 2>"$work/killed2.log" &
 k2=$!; pids+=($k2)
 # Kill k1 while it holds a topic of which some turns are stored and some are not.
 k1_mid_topic() {
-  psql "$direct_url" -Atc "SELECT count(*) FROM batch_topic_leases l JOIN batch_runs r ON r.id = l.run_id \
-    WHERE r.name = 'killed' AND l.worker = 'k1' AND l.done_at IS NULL AND EXISTS (SELECT 1 FROM turns t \
-    JOIN conversations c ON c.id = t.conversation_id WHERE c.external_id = 'killed/' || l.topic_id)"
+  psql "$killed_url" -Atc "SELECT count(*) FROM batch_topic_leases l JOIN batch_runs r ON r.id = l.run_id \
+    WHERE r.name = 'auto' AND l.worker = 'k1' AND l.done_at IS NULL AND EXISTS (SELECT 1 FROM turns t \
+    JOIN conversations c ON c.id = t.conversation_id WHERE c.external_id = 'auto/' || l.topic_id)"
 }
 for _ in $(seq 1 600); do
   [ "$(k1_mid_topic)" = 1 ] && break
@@ -223,11 +235,11 @@ for _ in $(seq 1 600); do
 done
 kill -9 "$k1"
 wait "$k1" 2>/dev/null || true
-stored_at_kill="$(stored_turns killed)"
+stored_at_kill="$(stored_turns)"
 wait "$k2" || { cat "$work/killed2.log" >&2; die "the surviving worker failed"; }
 grep -q "took over" "$work/killed2.log" || { cat "$work/killed2.log" >&2; die "worker k2 took nothing over"; }
 cmp "$work/alone.json" "$work/killed.json" || die "the run finished after a SIGKILL differs from a one-process run"
-total_turns="$(stored_turns alone)"
+total_turns="$(stored_turns)"
 echo "batch: killed worker k1 with $stored_at_kill of $total_turns turns stored; k2 finished, file byte-identical"
 
 python3 - "$t0" "$t1" "$t2" "$one" "$three" <<'PY'

@@ -134,10 +134,11 @@ impl Store {
     }
 
     /// True while a process computes the run alone (it holds the run's lock, see
-    /// [`Store::lock_run`]); the check takes the lock only for its own statement.
+    /// [`Store::lock_run`]); the check takes the lock in shared mode (so workers checking at the
+    /// same time do not see each other) and only for its own statement.
     pub async fn run_locked_elsewhere(&self, run: &str) -> Result<bool> {
         let free: bool = sqlx::query_scalar(
-            "SELECT pg_try_advisory_xact_lock(hashtext('convrag batch run ' || $1))",
+            "SELECT pg_try_advisory_xact_lock_shared(hashtext('convrag batch run ' || $1))",
         )
         .bind(run)
         .fetch_one(self.db())
