@@ -224,7 +224,18 @@ impl Engine {
             if let Some(from) = &claim.taken_from {
                 tracing::warn!(run = %self.run_name, topic = %topic.id, from = %from, "took over a topic whose lease ran out");
             }
-            computed += self.run_topic(topic).await?;
+            computed += match self.run_topic(topic).await {
+                Ok(n) => n,
+                Err(e @ BatchError::TurnTaken { .. }) => {
+                    // Given back: whoever claims it next continues after the stored turns.
+                    tracing::warn!(run = %self.run_name, error = %e, "another worker computed this topic too");
+                    self.store
+                        .release_batch_topic(self.user_id, &self.run_name, &worker.id, &topic.id)
+                        .await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let finished = self
                 .store
                 .finish_batch_topic(self.user_id, &self.run_name, &worker.id, &topic.id)
@@ -311,7 +322,7 @@ impl Engine {
             _ => None,
         };
         let mut computed = 0;
-        for turn in &topic.turns[stored.len()..] {
+        for (seq, turn) in (stored.len() as i32 + 1..).zip(&topic.turns[stored.len()..]) {
             let request = TurnRequest {
                 utterance: Some(turn.utterance.clone()),
                 context: turn.context.clone(),
@@ -335,11 +346,19 @@ impl Engine {
                     request,
                 )
                 .await;
-            let stored = match started {
-                Ok(started) => started.run(&mut |_| {}).await,
-                Err(e) => Err(e),
-            };
-            stored.map_err(|e| turn_error(&turn.external_id, e))?;
+            let started = started.map_err(|e| turn_error(&turn.external_id, e))?;
+            // The conversation is locked now: a turn stored since we read the count is visible,
+            // and this one is dropped (rolled back) instead of duplicating it.
+            if started.seq() != seq {
+                return Err(BatchError::TurnTaken {
+                    topic: topic.id.clone(),
+                    seq,
+                });
+            }
+            started
+                .run(&mut |_| {})
+                .await
+                .map_err(|e| turn_error(&turn.external_id, e))?;
             computed += 1;
             self.progress.inc(1);
         }

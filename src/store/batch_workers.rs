@@ -122,6 +122,27 @@ impl Store {
             == 1)
     }
 
+    /// Gives a topic back (claimable at once) if `worker` holds it.
+    pub async fn release_batch_topic(
+        &self,
+        user_id: i64,
+        run: &str,
+        worker: &str,
+        topic_id: &str,
+    ) -> Result<()> {
+        sqlx::query(&format!(
+            "UPDATE batch_topic_leases SET worker = NULL, lease_until = NULL \
+             WHERE run_id = {RUN_ID} AND worker = $3 AND topic_id = $4 AND done_at IS NULL"
+        ))
+        .bind(user_id)
+        .bind(run)
+        .bind(worker)
+        .bind(topic_id)
+        .execute(self.db())
+        .await?;
+        Ok(())
+    }
+
     /// Topics of the run that are not done yet.
     pub async fn open_batch_topics(&self, user_id: i64, run: &str) -> Result<i64> {
         Ok(sqlx::query_scalar(&format!(

@@ -12,6 +12,7 @@ mod api_foundation;
 mod api_openai;
 mod api_turns;
 mod batch_golden;
+mod batch_leases;
 mod batch_real_data;
 mod batch_resume;
 mod batch_workers;
