@@ -50,7 +50,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     // Servers sharing the database serve the same collection files, or refuse the differing.
     let node = format!("{} ({})", super::host_name(), config.bind);
-    let checked = convrag::service::collections::check_collection_manifests(
+    let checked = convrag::service::manifests::check_collection_manifests(
         &database.store,
         state.turns.collections(),
         &node,

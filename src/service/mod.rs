@@ -4,10 +4,10 @@
 //!   configuration, resolves and validates requested settings, runs a stored turn's lifecycle
 //!   (begin → context → run → commit) and searches a collection with the turn's retrieval and
 //!   reranking.
-//! * [`collections`]: servers sharing a database serve only collections whose checksum
+//! * [`manifests`]: servers sharing a database serve only collections whose checksum
 //!   manifest matches the one recorded for the name.
 
-pub mod collections;
+pub mod manifests;
 pub mod turns;
 
 pub use turns::{

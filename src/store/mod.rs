@@ -6,7 +6,7 @@
 pub mod batch_runs;
 pub mod batch_workers;
 pub mod chat;
-pub mod collections;
+pub mod collection_manifests;
 pub mod conversations;
 pub mod embedded;
 pub mod executor;
