@@ -36,6 +36,7 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     DatabaseUnavailable,
     ModelUnavailable,
+    CollectionUnavailable,
     Internal,
 }
 
@@ -63,11 +64,14 @@ impl ErrorCode {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }
             ErrorCode::ModelUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
+            ErrorCode::CollectionUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "collection_unavailable")
+            }
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -84,6 +88,7 @@ impl ErrorCode {
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
+        ErrorCode::CollectionUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -297,6 +302,11 @@ impl From<IndexError> for ApiError {
                 format!("no collection named {name:?}"),
             ),
             IndexError::InvalidName(_) => ApiError::invalid("name", e.to_string()),
+            IndexError::Refused { .. } => ApiError::field(
+                ErrorCode::CollectionUnavailable,
+                "collection",
+                e.to_string(),
+            ),
             IndexError::Invalid(message) => ApiError::invalid("q", message),
             IndexError::Collection(e) => e.into(),
             IndexError::Tantivy { .. } | IndexError::Io { .. } | IndexError::Manifest { .. } => {

@@ -59,7 +59,7 @@ impl Store {
         sqlx::query("INSERT INTO api_tokens (user_id, token_sha256) VALUES ($1, $2)")
             .bind(user_id)
             .bind(token_digest(&token))
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(token)
     }
@@ -79,7 +79,7 @@ impl Store {
     pub async fn user_by_name(&self, name: &str) -> Result<Option<User>> {
         let user = sqlx::query_as("SELECT id, name, created_at FROM users WHERE name = $1")
             .bind(name)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?;
         Ok(user)
     }
