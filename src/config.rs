@@ -138,6 +138,78 @@ impl Default for UploadLimits {
     }
 }
 
+/// What one user may store and ask for. Lengths are in characters; a rate of 0 is unlimited.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// PTKB statements visible at once in a conversation (and statements in a user's profile,
+    /// which every new conversation's PTKB takes).
+    pub statements_per_conversation: usize,
+    /// Conversations one user may keep.
+    pub conversations_per_user: usize,
+    /// Longest utterance of a turn (at most 10000, the database's bound).
+    pub utterance_chars: usize,
+    /// Longest PTKB or profile statement (at most 2000, the database's bound).
+    pub statement_chars: usize,
+    /// Turns (HTTP, OpenAI chat, MCP `ask`) one user may start per minute.
+    pub turns_per_minute: u32,
+    /// Collection searches (HTTP, MCP `search`) one user may run per minute.
+    pub searches_per_minute: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            statements_per_conversation: 200,
+            conversations_per_user: 10_000,
+            utterance_chars: 10_000,
+            statement_chars: 2000,
+            turns_per_minute: 60,
+            searches_per_minute: 300,
+        }
+    }
+}
+
+impl Limits {
+    /// Only the database's own bounds (batch runs and tools, where the operator is the user).
+    pub fn unlimited() -> Self {
+        Self {
+            statements_per_conversation: usize::MAX,
+            conversations_per_user: usize::MAX,
+            utterance_chars: 10_000,
+            statement_chars: 2000,
+            turns_per_minute: 0,
+            searches_per_minute: 0,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bounded = [
+            ("limits.utterance_chars", self.utterance_chars, 10_000),
+            ("limits.statement_chars", self.statement_chars, 2000),
+            (
+                "limits.statements_per_conversation",
+                self.statements_per_conversation,
+                usize::MAX,
+            ),
+            (
+                "limits.conversations_per_user",
+                self.conversations_per_user,
+                usize::MAX,
+            ),
+        ];
+        for (name, value, max) in bounded {
+            if value == 0 || value > max {
+                return Err(ConfigError::Invalid {
+                    name,
+                    message: format!("must be between 1 and {max}, got {value}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The whole effective configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -164,6 +236,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub database: DatabaseConfig,
     pub uploads: UploadLimits,
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -181,6 +254,7 @@ impl Default for Config {
             llm: LlmConfig::default(),
             database: DatabaseConfig::default(),
             uploads: UploadLimits::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -240,6 +314,42 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "max_body_bytes",
         default: "1048576",
         meaning: "largest accepted request body",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_STATEMENTS_PER_CONVERSATION",
+        toml_key: "limits.statements_per_conversation",
+        default: "200",
+        meaning: "PTKB statements in a conversation, and profile statements (429 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_CONVERSATIONS_PER_USER",
+        toml_key: "limits.conversations_per_user",
+        default: "10000",
+        meaning: "conversations one user may keep (429 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_UTTERANCE_CHARS",
+        toml_key: "limits.utterance_chars",
+        default: "10000",
+        meaning: "longest utterance, at most 10000 (413 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_STATEMENT_CHARS",
+        toml_key: "limits.statement_chars",
+        default: "2000",
+        meaning: "longest PTKB/profile statement, at most 2000 (413 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_TURNS_PER_MINUTE",
+        toml_key: "limits.turns_per_minute",
+        default: "60",
+        meaning: "turns per user per minute, 0 = unlimited (429 with Retry-After)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_SEARCHES_PER_MINUTE",
+        toml_key: "limits.searches_per_minute",
+        default: "300",
+        meaning: "searches per user per minute, 0 = unlimited (429 with Retry-After)",
     },
     Setting {
         env: "ORT_DYLIB_PATH",
@@ -407,6 +517,7 @@ impl Config {
                 message: format!("expected a whole number of bytes, got {v:?}"),
             })?;
         }
+        apply_limit_env(&mut config.limits, &non_empty)?;
         if let Some(v) = non_empty("ORT_DYLIB_PATH") {
             config.ort_dylib_path = Some(PathBuf::from(v));
         }
@@ -498,6 +609,7 @@ impl Config {
                 ),
             });
         }
+        self.limits.validate()?;
         if let Some(url) = &self.llm.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::Invalid {
@@ -582,6 +694,49 @@ fn load_database_env(
     }
     if let Some(v) = env("CONVRAG_IDEMPOTENCY_HOURS") {
         database.idempotency_hours = number("CONVRAG_IDEMPOTENCY_HOURS", &v)?;
+    }
+    Ok(())
+}
+
+/// The `CONVRAG_LIMIT_*` variables on top of `limits`.
+fn apply_limit_env(limits: &mut Limits, env: &impl Fn(&str) -> Option<String>) -> Result<()> {
+    fn number<T: std::str::FromStr>(name: &'static str, value: &str) -> Result<T> {
+        value.trim().parse().map_err(|_| ConfigError::Invalid {
+            name,
+            message: format!("expected a whole number, got {value:?}"),
+        })
+    }
+    let sizes: [(&'static str, &mut usize); 4] = [
+        (
+            "CONVRAG_LIMIT_STATEMENTS_PER_CONVERSATION",
+            &mut limits.statements_per_conversation,
+        ),
+        (
+            "CONVRAG_LIMIT_CONVERSATIONS_PER_USER",
+            &mut limits.conversations_per_user,
+        ),
+        ("CONVRAG_LIMIT_UTTERANCE_CHARS", &mut limits.utterance_chars),
+        ("CONVRAG_LIMIT_STATEMENT_CHARS", &mut limits.statement_chars),
+    ];
+    for (name, slot) in sizes {
+        if let Some(v) = env(name) {
+            *slot = number(name, &v)?;
+        }
+    }
+    let rates: [(&'static str, &mut u32); 2] = [
+        (
+            "CONVRAG_LIMIT_TURNS_PER_MINUTE",
+            &mut limits.turns_per_minute,
+        ),
+        (
+            "CONVRAG_LIMIT_SEARCHES_PER_MINUTE",
+            &mut limits.searches_per_minute,
+        ),
+    ];
+    for (name, slot) in rates {
+        if let Some(v) = env(name) {
+            *slot = number(name, &v)?;
+        }
     }
     Ok(())
 }
@@ -741,6 +896,45 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("CONVRAG_TURN_WAIT_SECS"), "{err}");
+    }
+
+    #[test]
+    fn limits_come_from_file_and_environment_and_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("convrag.toml");
+        std::fs::write(
+            &file,
+            "[limits]\nstatements_per_conversation = 7\nturns_per_minute = 5\n",
+        )
+        .unwrap();
+        let overrides = Overrides {
+            config_file: Some(file),
+            ..Default::default()
+        };
+        let config = Config::load_from(
+            &overrides,
+            env_of(&[("CONVRAG_LIMIT_TURNS_PER_MINUTE", "9")]),
+        )
+        .unwrap();
+        assert_eq!(config.limits.statements_per_conversation, 7);
+        assert_eq!(config.limits.turns_per_minute, 9);
+        assert_eq!(config.limits.utterance_chars, 10_000);
+        let err = Config::load_from(
+            &Overrides::default(),
+            env_of(&[("CONVRAG_LIMIT_UTTERANCE_CHARS", "20000")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("limits.utterance_chars"), "{err}");
+        let err = Config::load_from(
+            &Overrides::default(),
+            env_of(&[("CONVRAG_LIMIT_SEARCHES_PER_MINUTE", "many")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("CONVRAG_LIMIT_SEARCHES_PER_MINUTE"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -11,9 +11,12 @@ export class ApiError extends Error {
   }
 }
 
+/** Codes that mean the token no longer signs anyone in. */
+const AUTH_CODES = ["invalid_token", "missing_token", "token_expired", "token_revoked", "user_disabled"];
+
 /** The server refused the token: the page signs out instead of showing the error. */
 export function isAuthError(error) {
-  return error instanceof ApiError && (error.code === "invalid_token" || error.code === "missing_token");
+  return error instanceof ApiError && AUTH_CODES.includes(error.code);
 }
 
 /** A failure to reach the server (or to read its answer), as an ApiError with status 0. */
@@ -60,6 +63,16 @@ export function describeError(error) {
     case "missing_token":
     case "invalid_token":
       return "The server did not accept your token. Sign in again with a valid token.";
+    case "token_expired":
+      return "Your token has expired. Sign in again with a new token.";
+    case "token_revoked":
+      return "Your token has been revoked. Sign in again with another token.";
+    case "user_disabled":
+      return "Your account is disabled. Ask the administrator to enable it.";
+    case "quota_exceeded":
+      return `You have reached a limit of the server${detail}. Remove something first.`;
+    case "rate_limited":
+      return `You are sending too many requests; wait a moment and try again${detail}.`;
     case "invalid_field":
       return `Please check ${fieldName(error.field)}: ${error.message}.`;
     case "malformed_json":

@@ -198,13 +198,17 @@ pub async fn search(
         depth,
         rerank,
     };
-    let found = state.turns.search(&request).await.map_err(|e| match e {
-        // A server without a model: nothing about this request's fields is wrong.
-        ServiceError::Setting(e) if e.unavailable => {
-            ApiError::new(ErrorCode::ModelUnavailable, e.reason)
-        }
-        other => other.into(),
-    })?;
+    let found = state
+        .turns
+        .search_as(user.id, &request)
+        .await
+        .map_err(|e| match e {
+            // A server without a model: nothing about this request's fields is wrong.
+            ServiceError::Setting(e) if e.unavailable => {
+                ApiError::new(ErrorCode::ModelUnavailable, e.reason)
+            }
+            other => other.into(),
+        })?;
     let results: Vec<serde_json::Value> = found
         .passages
         .iter()

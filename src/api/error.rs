@@ -15,7 +15,7 @@ use crate::pipeline::turn::{SettingError, SettingField};
 use crate::pipeline::PipelineError;
 use crate::rerank::RerankError;
 use crate::service::{CollectionServiceError, FileProblem, ServiceError};
-use crate::store::{EmbeddedError, StoreError};
+use crate::store::{AuthFailure, EmbeddedError, StoreError};
 
 /// Stable error codes of the HTTP API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,11 @@ pub enum ErrorCode {
     MissingToken,
     InvalidToken,
     AdminRequired,
+    TokenExpired,
+    TokenRevoked,
+    UserDisabled,
+    QuotaExceeded,
+    RateLimited,
     NotFound,
     RouteNotFound,
     MethodNotAllowed,
@@ -54,6 +59,11 @@ impl ErrorCode {
             ErrorCode::MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
             ErrorCode::InvalidToken => (StatusCode::UNAUTHORIZED, "invalid_token"),
             ErrorCode::AdminRequired => (StatusCode::FORBIDDEN, "admin_required"),
+            ErrorCode::TokenExpired => (StatusCode::UNAUTHORIZED, "token_expired"),
+            ErrorCode::TokenRevoked => (StatusCode::UNAUTHORIZED, "token_revoked"),
+            ErrorCode::UserDisabled => (StatusCode::FORBIDDEN, "user_disabled"),
+            ErrorCode::QuotaExceeded => (StatusCode::TOO_MANY_REQUESTS, "quota_exceeded"),
+            ErrorCode::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ErrorCode::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ErrorCode::RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
             ErrorCode::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -71,7 +81,7 @@ impl ErrorCode {
         }
     }
 
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -80,6 +90,11 @@ impl ErrorCode {
         ErrorCode::MissingToken,
         ErrorCode::InvalidToken,
         ErrorCode::AdminRequired,
+        ErrorCode::TokenExpired,
+        ErrorCode::TokenRevoked,
+        ErrorCode::UserDisabled,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::RateLimited,
         ErrorCode::NotFound,
         ErrorCode::RouteNotFound,
         ErrorCode::MethodNotAllowed,
@@ -107,6 +122,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub field: Option<String>,
+    /// Seconds after which a rate-limited request may be retried (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -127,6 +144,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -135,6 +153,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: Some(field.into()),
+            retry_after: None,
         }
     }
 
@@ -160,7 +179,16 @@ impl ApiError {
     }
 
     pub fn to_response(&self) -> HttpResponse {
-        HttpResponse::build(self.code.status()).json(self.envelope())
+        self.response_builder().json(self.envelope())
+    }
+
+    /// The status, with `Retry-After` when the error says when to retry.
+    fn response_builder(&self) -> actix_web::HttpResponseBuilder {
+        let mut builder = HttpResponse::build(self.code.status());
+        if let Some(seconds) = self.retry_after {
+            builder.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
+        }
+        builder
     }
 
     /// The error envelope as JSON (also sent as the `error` event of a stream).
@@ -198,7 +226,7 @@ impl ApiError {
         if self.code == ErrorCode::Internal {
             tracing::error!(message = %self.message, "internal error");
         }
-        HttpResponse::build(self.code.status()).json(self.openai_envelope())
+        self.response_builder().json(self.openai_envelope())
     }
 }
 
@@ -233,6 +261,21 @@ impl From<StoreError> for ApiError {
                 ApiError::field(ErrorCode::Conflict, field, message)
             }
             StoreError::Invalid { field, message } => ApiError::invalid(field, message),
+            StoreError::TooLarge { field, message } => {
+                ApiError::field(ErrorCode::PayloadTooLarge, field, message)
+            }
+            StoreError::QuotaExceeded { field, message } => {
+                ApiError::field(ErrorCode::QuotaExceeded, field, message)
+            }
+            StoreError::Unauthorized(failure) => {
+                let code = match failure {
+                    AuthFailure::Unknown => ErrorCode::InvalidToken,
+                    AuthFailure::Expired => ErrorCode::TokenExpired,
+                    AuthFailure::Revoked => ErrorCode::TokenRevoked,
+                    AuthFailure::UserDisabled => ErrorCode::UserDisabled,
+                };
+                ApiError::new(code, failure.to_string())
+            }
             StoreError::Busy | StoreError::LeaseLost => {
                 ApiError::new(ErrorCode::ConversationBusy, e.to_string())
             }
@@ -384,6 +427,21 @@ impl From<ServiceError> for ApiError {
                 "the conversation has no collection to retrieve from (PATCH it with one)",
             ),
             ServiceError::Store(e) => e.into(),
+            ServiceError::RateLimited {
+                kind,
+                per_minute,
+                retry_after_secs,
+            } => ApiError {
+                retry_after: Some(retry_after_secs),
+                ..ApiError::field(
+                    ErrorCode::RateLimited,
+                    kind.as_str(),
+                    format!(
+                        "at most {per_minute} {} per minute; retry in {retry_after_secs} s",
+                        kind.as_str()
+                    ),
+                )
+            },
             ServiceError::Index(e) => e.into(),
             ServiceError::Pipeline(e) => e.into(),
             ServiceError::LlmConfig(_) | ServiceError::Task(_) => {

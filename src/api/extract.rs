@@ -80,6 +80,28 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
     }
 }
 
+/// A JSON body that may be left out (no body at all): then `T::default()`.
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default + 'static> FromRequest for OptionalJson<T> {
+    type Error = ApiError;
+    type Future = LocalFuture<Self>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+        if length == Some(0) || (length.is_none() && !chunked) {
+            return Box::pin(async { Ok(OptionalJson(T::default())) });
+        }
+        let body = ApiJson::<T>::from_request(req, payload);
+        Box::pin(async move { body.await.map(|ApiJson(value)| OptionalJson(value)) })
+    }
+}
+
 /// Deserializes `body`, naming the field of any error.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
@@ -235,29 +257,25 @@ impl FromRequest for AuthUser {
             let token = token?;
             let state = state
                 .ok_or_else(|| ApiError::new(ErrorCode::Internal, "application state missing"))?;
-            match state.store.user_by_token(&token).await? {
-                Some(user) => Ok(AuthUser(user)),
-                None => Err(ApiError::new(
-                    ErrorCode::InvalidToken,
-                    "unknown or revoked token",
-                )),
-            }
+            // Unknown, expired, revoked, or a disabled user's: each with its own code.
+            Ok(AuthUser(state.store.authenticate(&token).await?))
         })
     }
 }
 
-/// A request made with the administrator token.
+/// A request made with the administrator token or the token of a user who is an administrator.
 pub struct AdminAuth;
 
 impl FromRequest for AdminAuth {
     type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
+    type Future = LocalFuture<Self>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let result = (|| {
-            let token = bearer(req)?;
-            let state = req
-                .app_data::<web::Data<AppState>>()
+        let token = bearer(req);
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        Box::pin(async move {
+            let token = token?;
+            let state = state
                 .ok_or_else(|| ApiError::new(ErrorCode::Internal, "application state missing"))?;
             // Compare digests so the comparison time does not depend on how much of the token matches.
             let given: [u8; 32] = Sha256::digest(token.as_bytes()).into();
@@ -266,15 +284,20 @@ impl FromRequest for AdminAuth {
                 diff |= a ^ b;
             }
             if diff == 0 {
-                Ok(AdminAuth)
-            } else {
-                Err(ApiError::new(
-                    ErrorCode::AdminRequired,
-                    "this operation needs the administrator token",
-                ))
+                return Ok(AdminAuth);
             }
-        })();
-        std::future::ready(result)
+            let refused = || {
+                ApiError::new(
+                    ErrorCode::AdminRequired,
+                    "this operation needs the administrator token or an administrator's token",
+                )
+            };
+            match state.store.authenticate(&token).await {
+                Ok(user) if user.is_admin => Ok(AdminAuth),
+                Ok(_) | Err(crate::store::StoreError::Unauthorized(_)) => Err(refused()),
+                Err(e) => Err(e.into()),
+            }
+        })
     }
 }
 

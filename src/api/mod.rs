@@ -55,7 +55,7 @@ impl AppState {
         let turns = Arc::new(turn_service(&config, None));
         Self {
             collections: collection_service(&store, &turns, &config),
-            store,
+            store: store.with_limits(config.limits.clone()),
             turns,
             config,
             admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
@@ -90,13 +90,16 @@ fn collection_service(
     ))
 }
 
+/// The server's turn service: the configured stages, and every user's rates limited.
 fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnService {
-    TurnService::from_config(config, reranker.clone()).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "extractive answers only");
-        let mut config = config.clone();
-        config.llm.base_url = None;
-        TurnService::from_config(&config, reranker).expect("no LLM endpoint, nothing to refuse")
-    })
+    TurnService::from_config(config, reranker.clone())
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "extractive answers only");
+            let mut config = config.clone();
+            config.llm.base_url = None;
+            TurnService::from_config(&config, reranker).expect("no LLM endpoint, nothing to refuse")
+        })
+        .with_rate_limits(&config.limits)
 }
 
 /// Declares the routes once: the table (for the OpenAPI check and 405 answers) and their
@@ -120,7 +123,12 @@ routes! {
     GET "/v1/openapi.json" => openapi::document,
     POST "/v1/users" => users::create,
     GET "/v1/users/me" => users::me,
+    DELETE "/v1/users/me" => users::delete_me,
     POST "/v1/users/me/tokens" => users::create_token,
+    GET "/v1/users/me/tokens" => users::list_tokens,
+    DELETE "/v1/users/me/tokens/{token_id}" => users::revoke_token,
+    POST "/v1/users/{user_id}/disable" => users::disable,
+    POST "/v1/users/{user_id}/enable" => users::enable,
     POST "/v1/sign-in" => sign_in::sign_in,
     POST "/v1/conversations" => conversations::create,
     GET "/v1/conversations" => conversations::list,

@@ -22,7 +22,7 @@ use super::extract::{parse_uuid, ApiJson, AuthUser};
 use super::AppState;
 use crate::pipeline::generate::GenerationEvent;
 use crate::pipeline::turn::{TurnEvent, TurnSettings};
-use crate::service::{RequestedSettings, SettingLimits, TurnRequest};
+use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService};
 use crate::store::{Turn, TurnSlot};
 
 /// Header naming the conversation a chat request continues (also sent back on every answer).
@@ -123,6 +123,10 @@ async fn chat(
         .0;
     check_model(&state, user.id, &body.model).await?;
     let utterances = user_messages(&body.messages)?;
+    // Refused before a conversation is looked up or created for it.
+    if let Some(last) = utterances.last() {
+        TurnService::check_utterance(&state.store, last)?;
+    }
     let explicit = requested_conversation(&req, body.metadata.as_ref())?;
     let (conversation_id, stored) =
         resolve_conversation(&state, user.id, &body.model, &utterances, explicit).await?;

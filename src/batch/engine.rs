@@ -439,6 +439,7 @@ fn turn_error(turn: &str, e: ServiceError) -> BatchError {
         e @ (ServiceError::MissingUtterance
         | ServiceError::NoCollection
         | ServiceError::LlmConfig(_)
+        | ServiceError::RateLimited { .. }
         | ServiceError::Task(_)) => BatchError::Resume(format!("turn {turn}: {e}")),
     }
 }

@@ -13,6 +13,7 @@ pub mod rerank;
 pub mod run;
 pub mod serve;
 pub mod tune;
+pub mod user;
 pub mod validate;
 
 /// This machine's host name (`localhost` when unknown): names a server or a batch worker in

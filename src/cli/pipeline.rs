@@ -80,12 +80,19 @@ pub struct PtkbOptions {
     /// Earlier utterances put before the current one in the neural model's query.
     #[arg(long, default_value_t = 1)]
     pub neural_history: usize,
+    /// The server's learned ranker (weights of `convrag tune ptkb`), with the bi-encoder when
+    /// `--neural` > 0; the other ranker options are then ignored.
+    #[arg(long)]
+    pub learned: bool,
 }
 
 impl PtkbOptions {
     /// The ranker these options describe.
     /// `model`: the neural model, needed when `neural` > 0.
     pub fn ranker(&self, model: Option<Arc<dyn Reranker>>) -> anyhow::Result<Box<dyn PtkbRanker>> {
+        if self.learned {
+            return Ok(Box::new(convrag::pipeline::ptkb::learned_ranker(model)?));
+        }
         let selection = Selection::parse(&self.select)?;
         let lexical = LexicalScorer {
             k1: self.k1,

@@ -213,13 +213,17 @@ async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
         depth: SEARCH_DEPTH.max(k),
         rerank: state.turns.reranker().is_some(),
     };
-    let hits = state.turns.search(&request).await.map_err(|e| {
-        let mut e = ApiError::from(e);
-        if e.code == ErrorCode::NotFound {
-            e.field = Some("collection".to_string());
-        }
-        e
-    })?;
+    let hits = state
+        .turns
+        .search_as(user.id, &request)
+        .await
+        .map_err(|e| {
+            let mut e = ApiError::from(e);
+            if e.code == ErrorCode::NotFound {
+                e.field = Some("collection".to_string());
+            }
+            e
+        })?;
     let hits = hits.passages;
     let mut text = String::new();
     let results: Vec<Value> = hits

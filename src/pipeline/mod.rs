@@ -6,6 +6,8 @@
 //! Command line (`convrag pipeline ...`, the binary's `cli::pipeline`; loops in [`topics`]):
 //! - `ptkb --topics F --run-type automatic|manual --output RUN.json [--ranking RUN.trec]`
 //! - `rewrite --topics F [--run-type automatic|manual] --output REWRITES.tsv`
+//!
+//! `convrag tune rewrite|ptkb` ([`tuning`]) fits the learned parts ([`learned`]) on training topics.
 
 pub mod bench;
 pub mod context;

@@ -14,7 +14,12 @@
 //! 2. Earlier canonical responses (default `response` 0.3) add `response` × the decayed weight to candidates that already
 //!    come from utterances (a response confirms a term, it never introduces one: responses are
 //!    long and would drown the query).
-//! 3. The budget is `base_terms`, plus `anaphora_terms` when the utterance refers back (a pronoun
+//! 3. By default ([`TermSelection::Learned`]) a logistic model over each candidate's features
+//!    ([`TERM_FEATURES`]; candidates then include terms of earlier responses) keeps the
+//!    candidates whose probability of appearing in a manual rewrite is at least the tuned
+//!    threshold, at most `max_terms` of them ([`TermSelector`], fitted by `convrag tune rewrite`
+//!    on training topics only). With [`TermSelection::Decayed`]:
+//!    the budget is `base_terms`, plus `anaphora_terms` when the utterance refers back (a pronoun
 //!    such as *it*, *they*, *those*) or has fewer than three content terms (ellipsis: "What about
 //!    the DASH diet?"). The best candidates within the budget are appended in conversation order,
 //!    in the surface form last used.

@@ -11,12 +11,14 @@
 
 pub mod collections;
 pub mod manifests;
+pub mod rate;
 pub mod turns;
 
 pub use collections::{
     CollectionService, CollectionServiceError, CollectionView, FileProblem, UploadedFile,
     Visibility,
 };
+pub use rate::{RateKind, RateLimiter};
 pub use turns::{
     Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
     StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,

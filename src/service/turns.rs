@@ -12,8 +12,9 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use super::rate::{RateKind, RateLimiter};
 use super::Result;
-use crate::config::Config;
+use crate::config::{Config, Limits};
 use crate::index::{CollectionRegistry, IndexError, Retriever, TantivyRetriever, WeightedQuery};
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
@@ -47,6 +48,13 @@ pub enum ServiceError {
     /// The LLM configuration cannot be used.
     #[error("the LLM configuration (llm.* / CONVRAG_LLM_*) is unusable: {0}")]
     LlmConfig(#[source] PipelineError),
+    /// The user started more turns or searches this minute than the limit allows.
+    #[error("{}: rate limit of {per_minute} per minute; retry in {retry_after_secs} s", kind.as_str())]
+    RateLimited {
+        kind: RateKind,
+        per_minute: u32,
+        retry_after_secs: u64,
+    },
     /// A blocking task panicked or was cancelled.
     #[error("a task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
@@ -170,6 +178,8 @@ pub struct SearchOutput {
 pub struct TurnService {
     pipeline: Arc<TurnPipeline>,
     collections: CollectionRegistry,
+    /// Per-user rates (the server's; batch runs and benchmarks have none).
+    rates: Option<RateLimiter>,
 }
 
 impl TurnService {
@@ -191,7 +201,28 @@ impl TurnService {
         Ok(TurnService {
             pipeline: Arc::new(pipeline),
             collections: CollectionRegistry::new(config.collections_dir()),
+            rates: None,
         })
+    }
+
+    /// Limits every user's turns and searches per minute as `limits` says.
+    pub fn with_rate_limits(mut self, limits: &Limits) -> Self {
+        self.rates = Some(RateLimiter::new(limits));
+        self
+    }
+
+    /// Counts a turn or search of `user_id` against the rate limits.
+    fn admit(&self, user_id: i64, kind: RateKind) -> Result<()> {
+        match &self.rates {
+            Some(rates) => rates
+                .admit(user_id, kind, Instant::now())
+                .map_err(|refusal| ServiceError::RateLimited {
+                    kind,
+                    per_minute: refusal.per_minute,
+                    retry_after_secs: refusal.retry_after_secs,
+                }),
+            None => Ok(()),
+        }
     }
 
     /// The stages (read-only: what is configured).
@@ -291,6 +322,20 @@ impl TurnService {
         Ok(settings)
     }
 
+    /// Refuses an utterance longer than the store's limit (413 naming `utterance`).
+    pub fn check_utterance(store: &Store, utterance: &str) -> Result<()> {
+        let max = store.limits().utterance_chars;
+        let chars = utterance.chars().count();
+        if chars > max {
+            return Err(StoreError::TooLarge {
+                field: "utterance",
+                message: format!("must be at most {max} characters (got {chars})"),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Takes the conversation's lease and prepares the turn: its utterance (the replaced
     /// version's when regenerating), its passage source (the collection opened) and its context.
     /// Nothing is stored until [`StartedTurn::run`] succeeds; dropping the result releases the
@@ -303,6 +348,10 @@ impl TurnService {
         slot: TurnSlot,
         request: TurnRequest,
     ) -> Result<StartedTurn> {
+        self.admit(user_id, RateKind::Turns)?;
+        if let Some(utterance) = &request.utterance {
+            Self::check_utterance(store, utterance)?;
+        }
         let pending = store.begin_turn(user_id, conversation_id, slot).await?;
         self.start(store, pending, request, None).await
     }
@@ -389,6 +438,12 @@ impl TurnService {
         on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
     ) -> Result<TurnOutput> {
         Ok(self.pipeline.run(ctx, source, settings, on_event).await?)
+    }
+
+    /// [`TurnService::search`] on behalf of `user_id`, within the user's rate of searches.
+    pub async fn search_as(&self, user_id: i64, request: &SearchRequest) -> Result<SearchOutput> {
+        self.admit(user_id, RateKind::Searches)?;
+        self.search(request).await
     }
 
     /// BM25 for the query, reranked (when asked) exactly as a turn whose rewrite is the query

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::idempotency::{self, IdempotencyKey, KeyLookup};
 use super::ptkb::{insert_statements, NewStatement};
 use super::{sqlstate, Result, Store, StoreError};
+use crate::config::Limits;
 
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
 pub struct Conversation {
@@ -79,6 +80,36 @@ fn validate_title(title: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a new conversation when the user keeps the most allowed (429). Locks the user's row so
+/// concurrent creations of one user count one after the other.
+async fn check_conversation_count(
+    tx: &mut sqlx::PgConnection,
+    limits: &Limits,
+    user_id: i64,
+) -> Result<()> {
+    let max = limits.conversations_per_user;
+    if max == usize::MAX {
+        return Ok(());
+    }
+    sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+        .bind(user_id)
+        .execute(&mut *tx)
+        .await?;
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM conversations WHERE user_id = $1")
+        .bind(user_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if usize::try_from(count).unwrap_or(usize::MAX) >= max {
+        return Err(StoreError::QuotaExceeded {
+            field: "conversations",
+            message: format!(
+                "you keep {count} conversations; at most {max} are allowed (delete some first)"
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl Store {
     /// Creates a conversation with its initial PTKB, atomically.
     pub async fn create_conversation(
@@ -115,6 +146,7 @@ impl Store {
                 return Ok((earlier, true));
             }
         }
+        check_conversation_count(&mut tx, self.limits(), user_id).await?;
         sqlx::query(
             "INSERT INTO conversations (id, user_id, title, external_id, collection) VALUES ($1, $2, $3, $4, $5)",
         )
@@ -135,14 +167,14 @@ impl Store {
             },
             _ => e.into(),
         })?;
-        insert_statements(&mut tx, id, 1, &new.ptkb).await?;
+        insert_statements(&mut tx, self.limits(), id, 1, &new.ptkb).await?;
         // The user's profile joins every new conversation's PTKB (texts already given are skipped).
         let profile: Vec<_> = super::profile::profile_as_ptkb(&mut tx, user_id)
             .await?
             .into_iter()
             .filter(|p| !new.ptkb.iter().any(|s| s.text.trim() == p.text))
             .collect();
-        insert_statements(&mut tx, id, 1, &profile).await?;
+        insert_statements(&mut tx, self.limits(), id, 1, &profile).await?;
         // Read before committing: once the commit lands, the answer needs no more database work.
         let created = CreatedConversation {
             conversation: conversation_in(&mut tx, user_id, id).await?,

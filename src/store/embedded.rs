@@ -419,11 +419,12 @@ pub enum DatabaseError {
 /// The database convrag talks to, and the embedded cluster when it runs one.
 pub struct Database {
     pub store: Store,
-    pub cluster: Option<EmbeddedCluster>,
+    pub cluster: Option<ClusterLease>,
 }
 
 impl Database {
-    /// Connects to `DATABASE_URL`, or creates/starts the embedded cluster; the store migrates.
+    /// Connects to `DATABASE_URL`, or joins (starting it when needed) the embedded cluster that
+    /// every convrag process on this home shares; the store migrates.
     pub async fn open(config: &Config) -> Result<Self, DatabaseError> {
         if let Some(url) = &config.database_url {
             let options = StoreOptions::from(&config.database);
@@ -439,28 +440,238 @@ impl Database {
             });
         }
         let cluster = EmbeddedCluster::new(&config.pgdata_dir()).map_err(DatabaseError::Cluster)?;
-        tracing::info!(dir = %cluster.data_dir().display(), bin = %cluster.bin_dir().display(), "starting the embedded PostgreSQL cluster");
-        cluster.start().await.map_err(DatabaseError::Start)?;
-        match Store::connect_with(&cluster.target(), StoreOptions::from(&config.database)).await {
+        tracing::info!(dir = %cluster.data_dir().display(), bin = %cluster.bin_dir().display(), "using the embedded PostgreSQL cluster");
+        let lease = ClusterLease::acquire(cluster)
+            .await
+            .map_err(DatabaseError::Start)?;
+        match Store::connect_with(
+            &lease.cluster().target(),
+            StoreOptions::from(&config.database),
+        )
+        .await
+        {
             Ok(store) => Ok(Self {
                 store,
-                cluster: Some(cluster),
+                cluster: Some(lease),
             }),
             Err(e) => {
-                let _ = cluster.stop();
+                let _ = lease.release();
                 Err(DatabaseError::Embedded(e))
             }
         }
     }
 
-    /// Closes connections and stops the embedded cluster, if any.
+    /// Closes connections and leaves the embedded cluster, stopping it when this was the last
+    /// convrag process using it.
     pub async fn close(self) -> Result<(), DatabaseError> {
         self.store.close().await;
-        if let Some(cluster) = self.cluster {
-            tracing::info!("stopping the embedded PostgreSQL cluster");
-            cluster.stop().map_err(DatabaseError::Stop)?;
+        if let Some(lease) = self.cluster {
+            lease.release().map_err(DatabaseError::Stop)?;
         }
         Ok(())
+    }
+}
+
+/// This process's registration as a user of a home's embedded cluster.
+///
+/// Every convrag process on a home (server, batch run, `convrag user ...`) shares one cluster.
+/// Beside the data directory, `pgdata.users` lists the processes using it (pid and start time, so
+/// a reused pid is not mistaken for a live user) and whether a convrag process started the
+/// cluster; `pgdata.lock` is flock'd around every read-modify-write of that list and around the
+/// start and the stop. The last live process to leave stops the cluster, and only when convrag
+/// started it (a cluster someone started by hand is left running). Entries of dead processes are
+/// ignored, so a crash never keeps the cluster from stopping later nor blocks anyone.
+pub struct ClusterLease {
+    cluster: EmbeddedCluster,
+    me: ProcessId,
+    released: bool,
+}
+
+/// A process, told apart from a later one with the same pid by its start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ProcessId {
+    pid: u32,
+    start_ticks: u64,
+}
+
+impl ProcessId {
+    fn current() -> Option<Self> {
+        Self::of(std::process::id())
+    }
+
+    fn of(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Field 22 (starttime) counts after the parenthesized command name, which may hold spaces.
+        let after_name = &stat[stat.rfind(')')? + 1..];
+        let start_ticks = after_name.split_whitespace().nth(19)?.parse().ok()?;
+        Some(Self { pid, start_ticks })
+    }
+
+    fn is_alive(&self) -> bool {
+        Self::of(self.pid) == Some(*self)
+    }
+}
+
+/// The content of `pgdata.users`.
+#[derive(Debug, Default, PartialEq)]
+struct ClusterUsers {
+    /// A convrag process started the running cluster (so the last one out stops it).
+    started_by_convrag: bool,
+    users: Vec<ProcessId>,
+}
+
+impl ClusterUsers {
+    fn parse(text: &str) -> Self {
+        let mut parsed = ClusterUsers::default();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some("started_by_convrag"), Some(v), None) => parsed.started_by_convrag = v == "1",
+                (Some("pid"), Some(pid), Some(start)) => {
+                    if let (Ok(pid), Ok(start_ticks)) = (pid.parse(), start.parse()) {
+                        parsed.users.push(ProcessId { pid, start_ticks });
+                    }
+                }
+                _ => {}
+            }
+        }
+        parsed
+    }
+
+    fn render(&self) -> String {
+        let mut out = format!("started_by_convrag {}\n", u8::from(self.started_by_convrag));
+        for p in &self.users {
+            out.push_str(&format!("pid {} {}\n", p.pid, p.start_ticks));
+        }
+        out
+    }
+}
+
+/// An exclusive flock on a file, released when dropped (or when the process dies).
+struct FileLock {
+    /// Held open: closing it releases the lock.
+    _file: std::fs::File,
+}
+
+impl FileLock {
+    fn acquire(path: &Path) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        loop {
+            // SAFETY: flock on a file descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Self { _file: file });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+}
+
+impl ClusterLease {
+    /// Registers this process as a user of the cluster, starting it when it is not running.
+    pub async fn acquire(cluster: EmbeddedCluster) -> Result<Self> {
+        let me = ProcessId::current().ok_or_else(|| {
+            cluster.dir_error("cannot read this process's /proc entry".to_string())
+        })?;
+        if let Some(parent) = cluster.data_dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| cluster.dir_error(e.to_string()))?;
+        }
+        let lock = cluster.lock_users()?;
+        let mut users = cluster.read_users();
+        users.users.retain(|p| p.is_alive() && *p != me);
+        if !cluster.is_running() {
+            users.started_by_convrag = true;
+        } else if users.users.is_empty() && !cluster.users_path().exists() {
+            // Running, and no convrag process ever registered: someone else's server.
+            users.started_by_convrag = false;
+        }
+        // Start (or adopt, and make sure the database exists) while holding the lock, so a
+        // process that is leaving cannot stop the cluster under us.
+        cluster.start().await?;
+        users.users.push(me);
+        cluster.write_users(&users)?;
+        drop(lock);
+        Ok(Self {
+            cluster,
+            me,
+            released: false,
+        })
+    }
+
+    pub fn cluster(&self) -> &EmbeddedCluster {
+        &self.cluster
+    }
+
+    /// Leaves the cluster; stops it when no other live convrag process uses it and convrag
+    /// started it.
+    pub fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.leave()
+    }
+
+    fn leave(&self) -> Result<()> {
+        let _lock = self.cluster.lock_users()?;
+        let mut users = self.cluster.read_users();
+        users.users.retain(|p| p.is_alive() && *p != self.me);
+        if users.users.is_empty() && users.started_by_convrag {
+            tracing::info!("stopping the embedded PostgreSQL cluster (last convrag process)");
+            self.cluster.stop()?;
+            users.started_by_convrag = false;
+        } else {
+            tracing::info!(
+                others = users.users.len(),
+                "leaving the embedded PostgreSQL cluster running"
+            );
+        }
+        self.cluster.write_users(&users)
+    }
+}
+
+impl Drop for ClusterLease {
+    /// A lease dropped without `release` (an early error, a panic) still leaves the cluster.
+    fn drop(&mut self) {
+        if !self.released {
+            if let Err(e) = self.leave() {
+                tracing::error!(error = %e, "cannot leave the embedded PostgreSQL cluster");
+            }
+        }
+    }
+}
+
+impl EmbeddedCluster {
+    fn users_path(&self) -> PathBuf {
+        self.data_dir.with_extension("users")
+    }
+
+    fn lock_users(&self) -> Result<FileLock> {
+        let path = self.data_dir.with_extension("lock");
+        FileLock::acquire(&path).map_err(|e| EmbeddedError::Directory {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    fn read_users(&self) -> ClusterUsers {
+        std::fs::read_to_string(self.users_path())
+            .map(|t| ClusterUsers::parse(&t))
+            .unwrap_or_default()
+    }
+
+    fn write_users(&self, users: &ClusterUsers) -> Result<()> {
+        let path = self.users_path();
+        crate::formats::atomic::write_atomic(&path, users.render().as_bytes()).map_err(|e| {
+            EmbeddedError::Directory {
+                path,
+                message: e.to_string(),
+            }
+        })
     }
 }
 
@@ -480,6 +691,44 @@ mod tests {
         let long = PathBuf::from(format!("/tmp/{}", "x".repeat(120)));
         let err = EmbeddedCluster::new(&long).unwrap_err();
         assert!(err.to_string().contains("too long"), "{err}");
+    }
+
+    #[test]
+    fn cluster_users_round_trip_and_tolerate_garbage() {
+        let users = ClusterUsers {
+            started_by_convrag: true,
+            users: vec![
+                ProcessId {
+                    pid: 42,
+                    start_ticks: 7,
+                },
+                ProcessId {
+                    pid: 43,
+                    start_ticks: 9,
+                },
+            ],
+        };
+        assert_eq!(ClusterUsers::parse(&users.render()), users);
+        let parsed = ClusterUsers::parse("pid x 1\nnonsense\npid 5 6\n");
+        assert!(!parsed.started_by_convrag);
+        assert_eq!(
+            parsed.users,
+            [ProcessId {
+                pid: 5,
+                start_ticks: 6
+            }]
+        );
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_reused_pid_is_not() {
+        let me = ProcessId::current().unwrap();
+        assert!(me.is_alive());
+        let reused = ProcessId {
+            start_ticks: me.start_ticks + 1,
+            ..me
+        };
+        assert!(!reused.is_alive());
     }
 
     #[test]

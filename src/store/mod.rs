@@ -24,6 +24,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
+use crate::config::Limits;
+
 pub use batch_runs::RunLock;
 pub use batch_workers::{ClaimedTopic, RenderClaim};
 pub use collections::{CollectionLimits, CollectionStatus, PrivateCollection, UploadSize};
@@ -34,7 +36,7 @@ pub use idempotency::{IdempotencyKey, KeyLookup};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
 pub use turns::{Committed, HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
-pub use users::User;
+pub use users::{AuthFailure, NewToken, TokenInfo, User};
 
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +56,21 @@ pub enum StoreError {
         field: &'static str,
         message: String,
     },
+    /// Text or a list longer than the configured limit allows (HTTP 413).
+    #[error("{field}: {message}")]
+    TooLarge {
+        field: &'static str,
+        message: String,
+    },
+    /// The user already keeps as much of something as the configured limit allows (HTTP 429).
+    #[error("{field}: {message}")]
+    QuotaExceeded {
+        field: &'static str,
+        message: String,
+    },
+    /// A bearer token that does not (or no longer) authenticates.
+    #[error("{0}")]
+    Unauthorized(users::AuthFailure),
     /// Another turn of the conversation holds its lease for longer than a turn waits.
     #[error("another turn of this conversation is still running")]
     Busy,
@@ -155,6 +172,9 @@ pub struct Store {
     db: Db,
     auth_db: Db,
     options: std::sync::Arc<StoreOptions>,
+    /// What one user may store; the server sets its configured limits, tools keep only the
+    /// database's bounds.
+    limits: std::sync::Arc<Limits>,
 }
 
 /// Splits the `pgbouncer=true|false` parameter (a convention of other PostgreSQL clients too)
@@ -243,6 +263,7 @@ impl Store {
             db: Db::new(pool, pgbouncer),
             auth_db: Db::new(auth_pool, pgbouncer),
             options: std::sync::Arc::new(options),
+            limits: std::sync::Arc::new(Limits::unlimited()),
         };
         if pgbouncer {
             store.check_migrated().await?;
@@ -258,7 +279,18 @@ impl Store {
             auth_db: Db::new(pool.clone(), false),
             db: Db::new(pool, false),
             options: std::sync::Arc::new(StoreOptions::default()),
+            limits: std::sync::Arc::new(Limits::unlimited()),
         }
+    }
+
+    /// The same database, enforcing `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = std::sync::Arc::new(limits);
+        self
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     pub fn options(&self) -> &StoreOptions {
@@ -349,6 +381,19 @@ pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Resu
     let chars = value.chars().count();
     if chars > max {
         return Err(StoreError::Invalid {
+            field,
+            message: format!("must be at most {max} characters (got {chars})"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a text that must not be blank and whose length a configured limit bounds (413 beyond).
+pub(crate) fn require_text_within(field: &'static str, value: &str, max: usize) -> Result<()> {
+    require_text(field, value, usize::MAX)?;
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(StoreError::TooLarge {
             field,
             message: format!("must be at most {max} characters (got {chars})"),
         });

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::ptkb::NewStatement;
-use super::{require_text, Result, Store, StoreError};
+use super::{require_text_within, Result, Store, StoreError};
 
 /// One statement of a user's profile.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq)]
@@ -14,8 +14,6 @@ pub struct ProfileStatement {
     pub text: String,
     pub created_at: DateTime<Utc>,
 }
-
-const MAX_PROFILE_STATEMENTS: i64 = 200;
 
 /// The user's profile statements, oldest first, as the PTKB of a new conversation takes them.
 pub(crate) async fn profile_as_ptkb(
@@ -51,7 +49,8 @@ impl Store {
         user_id: i64,
         text: &str,
     ) -> Result<ProfileStatement> {
-        require_text("text", text, 2000)?;
+        let limits = self.limits();
+        require_text_within("text", text, limits.statement_chars)?;
         let mut tx = self.pool().begin().await?;
         // Serializes concurrent additions of one user so the limit holds.
         sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
@@ -63,10 +62,14 @@ impl Store {
                 .bind(user_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        if count >= MAX_PROFILE_STATEMENTS {
-            return Err(StoreError::Invalid {
+        // Every new conversation's PTKB takes the profile, so it obeys the same count.
+        let max = limits.statements_per_conversation;
+        if usize::try_from(count).unwrap_or(usize::MAX) >= max {
+            return Err(StoreError::QuotaExceeded {
                 field: "text",
-                message: format!("a profile holds at most {MAX_PROFILE_STATEMENTS} statements"),
+                message: format!(
+                    "your profile holds {count} statements; at most {max} are allowed (remove some first)"
+                ),
             });
         }
         let row = sqlx::query_as(

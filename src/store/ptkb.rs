@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::conversations::{lock_owned, next_seq};
-use super::{require_text, sqlstate, Result, Store, StoreError};
+use super::{require_text_within, sqlstate, Result, Store, StoreError};
+use crate::config::Limits;
 
 /// One version of a PTKB statement.
 #[derive(Debug, Clone, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
@@ -31,8 +32,6 @@ pub struct NewStatement {
     pub text: String,
 }
 
-const MAX_STATEMENT_CHARS: usize = 2000;
-
 pub(crate) fn validate_statement_id(id: &str) -> Result<()> {
     super::require_identifier("id", id, 64)
 }
@@ -54,54 +53,126 @@ pub(crate) fn sort_statements(statements: &mut [Statement]) {
     });
 }
 
-/// Inserts statements visible from turn `from_seq`, assigning numeric ids where none is given.
+/// Inserts statements visible from turn `from_seq`, assigning numeric ids where none is given,
+/// within the limits: at most `limits.statements_per_conversation` open statements, each at most
+/// `limits.statement_chars` long. One query finds the next free id and one `UNNEST` insert
+/// writes every row, so a large PTKB costs linear time.
 pub(crate) async fn insert_statements(
     tx: &mut sqlx::PgConnection,
+    limits: &Limits,
     conversation_id: Uuid,
     from_seq: i32,
     statements: &[NewStatement],
 ) -> Result<Vec<Statement>> {
-    let mut inserted = Vec::with_capacity(statements.len());
+    if statements.is_empty() {
+        return Ok(Vec::new());
+    }
+    check_statement_count(tx, limits, conversation_id, statements.len()).await?;
+    let mut next = next_free_id(tx, conversation_id).await?;
+    let mut ids = Vec::with_capacity(statements.len());
+    let mut texts = Vec::with_capacity(statements.len());
     for (i, statement) in statements.iter().enumerate() {
-        require_text("text", &statement.text, MAX_STATEMENT_CHARS).map_err(|e| match e {
-            StoreError::Invalid { message, .. } => StoreError::Invalid {
-                field: "ptkb",
-                message: format!("statement {}: text {message}", i + 1),
+        require_text_within("text", &statement.text, limits.statement_chars).map_err(
+            |e| match e {
+                StoreError::Invalid { message, .. } => StoreError::Invalid {
+                    field: "ptkb",
+                    message: format!("statement {}: text {message}", i + 1),
+                },
+                StoreError::TooLarge { message, .. } => StoreError::TooLarge {
+                    field: "ptkb",
+                    message: format!("statement {}: text {message}", i + 1),
+                },
+                other => other,
             },
-            other => other,
-        })?;
+        )?;
         let id = match &statement.id {
             Some(id) => {
                 validate_statement_id(id)?;
+                if let Some(n) = numeric_id(id) {
+                    next = next.max(n + 1);
+                }
                 id.clone()
             }
-            None => next_free_id(tx, conversation_id).await?,
+            None => {
+                next += 1;
+                (next - 1).to_string()
+            }
         };
-        let row: Statement = sqlx::query_as(
-            "INSERT INTO ptkb_statements (conversation_id, statement_id, text, visible_from_seq) \
-             VALUES ($1, $2, $3, $4) RETURNING id AS row_id, statement_id, text, \
-             visible_from_seq AS visible_from_turn, hidden_from_seq AS hidden_from_turn, created_at",
-        )
-        .bind(conversation_id)
-        .bind(&id)
-        .bind(statement.text.trim())
-        .bind(from_seq)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| match sqlstate(&e).as_deref() {
-            Some("23505") => StoreError::Conflict {
-                field: "id",
-                message: format!("PTKB statement {id:?} already exists in this conversation"),
-            },
-            _ => e.into(),
-        })?;
-        inserted.push(row);
+        ids.push(id);
+        texts.push(statement.text.trim().to_string());
     }
-    Ok(inserted)
+    let mut rows: Vec<Statement> = sqlx::query_as(
+        "INSERT INTO ptkb_statements (conversation_id, statement_id, text, visible_from_seq) \
+         SELECT $1, s.statement_id, s.text, $4 FROM UNNEST($2::text[], $3::text[]) \
+         WITH ORDINALITY AS s (statement_id, text, ord) ORDER BY s.ord \
+         RETURNING id AS row_id, statement_id, text, \
+         visible_from_seq AS visible_from_turn, hidden_from_seq AS hidden_from_turn, created_at",
+    )
+    .bind(conversation_id)
+    .bind(&ids)
+    .bind(&texts)
+    .bind(from_seq)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(|e| match sqlstate(&e).as_deref() {
+        Some("23505") => StoreError::Conflict {
+            field: "id",
+            message: "a PTKB statement with this id already exists in this conversation (or is given twice)".to_string(),
+        },
+        _ => e.into(),
+    })?;
+    // Row ids follow the insertion order, which is the order given.
+    rows.sort_by_key(|r| r.row_id);
+    Ok(rows)
+}
+
+/// The id as a number, when it is one that [`next_free_id`] counts.
+fn numeric_id(id: &str) -> Option<i64> {
+    (id.len() <= 18 && id.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| id.parse().ok())
+        .flatten()
+}
+
+/// Refuses `adding` statements that would make the conversation's open statements exceed the
+/// limit: 413 when the request alone is too large, 429 when the conversation is full.
+async fn check_statement_count(
+    tx: &mut sqlx::PgConnection,
+    limits: &Limits,
+    conversation_id: Uuid,
+    adding: usize,
+) -> Result<()> {
+    let max = limits.statements_per_conversation;
+    if adding > max {
+        return Err(StoreError::TooLarge {
+            field: "ptkb",
+            message: format!(
+                "{adding} statements given; a conversation holds at most {max} statements"
+            ),
+        });
+    }
+    if max == usize::MAX {
+        return Ok(());
+    }
+    let open: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM ptkb_statements WHERE conversation_id = $1 AND hidden_from_seq IS NULL",
+    )
+    .bind(conversation_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let open = usize::try_from(open).unwrap_or(usize::MAX);
+    if open.saturating_add(adding) > max {
+        return Err(StoreError::QuotaExceeded {
+            field: "ptkb",
+            message: format!(
+                "the conversation holds {open} statements; at most {max} are allowed (remove some first)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// One more than the largest numeric statement id ever used in the conversation.
-async fn next_free_id(tx: &mut sqlx::PgConnection, conversation_id: Uuid) -> Result<String> {
+async fn next_free_id(tx: &mut sqlx::PgConnection, conversation_id: Uuid) -> Result<i64> {
     let max: Option<i64> = sqlx::query_scalar(
         "SELECT max(statement_id::bigint) FROM ptkb_statements \
          WHERE conversation_id = $1 AND statement_id ~ '^[0-9]{1,18}$'",
@@ -109,7 +180,7 @@ async fn next_free_id(tx: &mut sqlx::PgConnection, conversation_id: Uuid) -> Res
     .bind(conversation_id)
     .fetch_one(&mut *tx)
     .await?;
-    Ok((max.unwrap_or(0) + 1).to_string())
+    Ok(max.unwrap_or(0) + 1)
 }
 
 /// Statements visible to turn position `seq`.
@@ -192,8 +263,14 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, conversation_id).await?;
         let seq = next_seq(&mut tx, conversation_id).await?;
-        let mut rows =
-            insert_statements(&mut tx, conversation_id, seq, std::slice::from_ref(new)).await?;
+        let mut rows = insert_statements(
+            &mut tx,
+            self.limits(),
+            conversation_id,
+            seq,
+            std::slice::from_ref(new),
+        )
+        .await?;
         touch(&mut tx, conversation_id).await?;
         tx.commit().await?;
         Ok(rows.remove(0))
@@ -207,7 +284,7 @@ impl Store {
         statement_id: &str,
         text: &str,
     ) -> Result<Statement> {
-        require_text("text", text, MAX_STATEMENT_CHARS)?;
+        require_text_within("text", text, self.limits().statement_chars)?;
         self.when_free(|| self.edit_statement_now(user_id, conversation_id, statement_id, text))
             .await
     }
@@ -239,9 +316,15 @@ impl Store {
                 id: Some(statement_id.to_string()),
                 text: text.to_string(),
             };
-            insert_statements(&mut tx, conversation_id, seq, std::slice::from_ref(&new))
-                .await?
-                .remove(0)
+            insert_statements(
+                &mut tx,
+                self.limits(),
+                conversation_id,
+                seq,
+                std::slice::from_ref(&new),
+            )
+            .await?
+            .remove(0)
         };
         touch(&mut tx, conversation_id).await?;
         tx.commit().await?;
@@ -343,6 +426,13 @@ mod tests {
         sort_statements(&mut v);
         let ids: Vec<&str> = v.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["1", "2", "10", "b"]);
+    }
+
+    #[test]
+    fn only_short_digit_ids_count_as_numbers() {
+        assert_eq!(numeric_id("12"), Some(12));
+        assert_eq!(numeric_id("diet-1"), None);
+        assert_eq!(numeric_id(&"9".repeat(19)), None);
     }
 
     #[test]

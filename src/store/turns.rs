@@ -314,7 +314,7 @@ impl Committed {
 }
 
 impl PendingTurn {
-    /// The user whose conversation this turn is in.
+    /// The user whose conversation this is (whose private collections the turn may read).
     pub fn user_id(&self) -> i64 {
         self.user_id
     }

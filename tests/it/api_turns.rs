@@ -618,8 +618,11 @@ async fn llm_turns_stream_and_keep_citations_valid() {
             assert!(t["diagnostics"]["rewrite_fallback"].is_null(), "{t}");
             assert!(rewrite.split_whitespace().count() <= 60, "{t}");
         }
-        "history" => assert_eq!(
-            t["diagnostics"]["rewrite_fallback"]["kind"], "unusable_output",
+        "history" => assert!(
+            matches!(
+                t["diagnostics"]["rewrite_fallback"]["kind"].as_str(),
+                Some("unusable_output" | "dropped_content" | "question_back")
+            ),
             "{t}"
         ),
         other => panic!("unexpected rewrite method {other}: {t}"),

@@ -253,3 +253,217 @@ fn config_command_prints_the_effective_configuration() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("CONVRAG_MAX_BODY_BYTES"));
 }
+
+/// A `convrag serve` child that is stopped (SIGKILL) if the test fails before stopping it.
+struct Serving(Option<Child>);
+
+impl Serving {
+    fn id(&self) -> u32 {
+        self.0.as_ref().unwrap().id()
+    }
+
+    fn into_child(mut self) -> Child {
+        self.0.take().unwrap()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `convrag ARGS` on `home`, as a user runs it beside a server (embedded database, no model).
+fn convrag_on(home: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("CONVRAG_CONFIG")
+        .env_remove("CONVRAG_MODEL_DIR")
+        .env_remove("CONVRAG_LLM_BASE_URL")
+        .env("CONVRAG_HOME", home)
+        .env("RUST_LOG", "warn")
+        .current_dir(home)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "convrag {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+async fn ready(http: &reqwest::Client, url: &str) -> u16 {
+    http.get(format!("{url}/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The processes `pgdata.users` lists as using the cluster.
+fn cluster_users(home: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(home.join("pgdata.users"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("pid "))
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_beside_a_running_server_share_its_cluster_and_leave_it_running() {
+    let home = shared_tempdir();
+    let (server, url) = spawn_serve(home.path());
+    let server = Serving(Some(server));
+    let http = reqwest::Client::new();
+    assert_eq!(ready(&http, &url).await, 200);
+    assert_eq!(cluster_users(home.path()), [server.id()]);
+
+    // `convrag user add` prints the token alone on one line; the server stays ready and
+    // accepts the token.
+    let out = convrag_on(home.path(), &["user", "add", "alice"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
+    let token = stdout.trim().to_string();
+    assert!(token.starts_with("cvr_"), "{stdout:?}");
+    assert_eq!(ready(&http, &url).await, 200);
+    let me = http
+        .get(format!("{url}/v1/users/me"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), 200);
+    let me: serde_json::Value = me.json().await.unwrap();
+    assert_eq!(me["user"]["name"], "alice");
+    assert_eq!(me["user"]["is_admin"], false);
+
+    // A batch run on the same home adopts the cluster and leaves it running.
+    let topics = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/batch/ikat_topics.json");
+    convrag_on(
+        home.path(),
+        &[
+            "run",
+            "ikat",
+            "--topics",
+            topics.to_str().unwrap(),
+            "--stages",
+            "ptkb,rewrite",
+            "--output",
+            "ptkb.json",
+            "--quiet",
+        ],
+    );
+    assert!(home.path().join("ptkb.json").exists());
+    assert_eq!(ready(&http, &url).await, 200);
+    assert_eq!(cluster_users(home.path()), [server.id()]);
+
+    // An administrator made on the command line; list; disable and enable while serving.
+    let admin = convrag_on(home.path(), &["user", "add", "root", "--admin"]);
+    let admin_token = String::from_utf8(admin.stdout).unwrap().trim().to_string();
+    let list = String::from_utf8(convrag_on(home.path(), &["user", "list"]).stdout).unwrap();
+    let rows: Vec<Vec<&str>> = list.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows[0], ["name", "id", "admin", "disabled", "created"]);
+    let names: Vec<(&str, &str, &str)> = rows[1..].iter().map(|r| (r[0], r[2], r[3])).collect();
+    // `batch` is the batch run's user.
+    assert_eq!(
+        names,
+        [
+            ("alice", "no", "no"),
+            ("batch", "no", "no"),
+            ("root", "yes", "no")
+        ]
+    );
+    convrag_on(home.path(), &["user", "disable", "alice"]);
+    let r = http
+        .get(format!("{url}/v1/conversations"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "user_disabled");
+    let list = String::from_utf8(convrag_on(home.path(), &["user", "list"]).stdout).unwrap();
+    let alice_row: Vec<&str> = list.lines().nth(1).unwrap().split('\t').collect();
+    assert_eq!(alice_row[0], "alice");
+    assert_ne!(alice_row[3], "no", "{list}");
+    // The administrator user enables alice again over HTTP.
+    let alice_id = rows[1][1];
+    let r = http
+        .post(format!("{url}/v1/users/{alice_id}/enable"))
+        .bearer_auth(&admin_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = http
+        .get(format!("{url}/v1/conversations"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // A failing command (no such user) exits non-zero and still leaves the server running.
+    let failed = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .args(["user", "disable", "nobody"])
+        .env_remove("DATABASE_URL")
+        .env("CONVRAG_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("no user named \"nobody\""));
+    assert_eq!(ready(&http, &url).await, 200);
+
+    // The server is the last one out: it stops the cluster.
+    terminate(server.into_child(), libc::SIGTERM);
+    assert!(!home.path().join("pgdata/postmaster.pid").exists());
+    assert_eq!(cluster_users(home.path()), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_live_user_stops_the_cluster_and_dead_ones_are_ignored() {
+    let home = shared_tempdir();
+    // A command alone starts the cluster and, last out, stops it.
+    let out = convrag_on(home.path(), &["user", "add", "bob"]);
+    assert!(String::from_utf8(out.stdout).unwrap().starts_with("cvr_"));
+    assert!(!home.path().join("pgdata/postmaster.pid").exists());
+
+    let (server, url) = spawn_serve(home.path());
+    let server = Serving(Some(server));
+    let http = reqwest::Client::new();
+    // Another live process still using the cluster (as a batch run would), and a dead one.
+    let mut other = Command::new("sleep").arg("600").spawn().unwrap();
+    let start_ticks = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 1..];
+        after.split_whitespace().nth(19).unwrap().to_string()
+    };
+    let users_file = home.path().join("pgdata.users");
+    let mut text = std::fs::read_to_string(&users_file).unwrap();
+    text.push_str(&format!("pid {} {}\n", other.id(), start_ticks(other.id())));
+    // A pid that is alive but started at another time: a reused pid, not a user.
+    text.push_str(&format!("pid {} 1\n", std::process::id()));
+    std::fs::write(&users_file, text).unwrap();
+    assert_eq!(ready(&http, &url).await, 200);
+
+    // The server leaves first: the cluster keeps running for the other process.
+    terminate(server.into_child(), libc::SIGTERM);
+    assert!(home.path().join("pgdata/postmaster.pid").exists());
+    assert_eq!(cluster_users(home.path()), [other.id()]);
+
+    // The other process dies without leaving; the next command is the last one out.
+    other.kill().unwrap();
+    other.wait().unwrap();
+    let list = String::from_utf8(convrag_on(home.path(), &["user", "list"]).stdout).unwrap();
+    assert!(list.contains("bob"), "{list}");
+    assert!(!home.path().join("pgdata/postmaster.pid").exists());
+    assert_eq!(cluster_users(home.path()), Vec::<u32>::new());
+}

@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient};
+use convrag::pipeline::generate::assemble::supporting_passage;
 use convrag::pipeline::generate::{
-    FallbackKind, GenerationEvent, Generator, GeneratorId, LlmGenerator, LlmGeneratorConfig,
-    WordLimit,
+    FallbackKind, GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
 };
-use convrag::text::citations::{marker_numbers, MARKER};
+use convrag::pipeline::terms::content_stems;
 use futures_util::StreamExt;
 use generate_support::*;
 
@@ -60,15 +60,6 @@ fn short_request() -> ChatRequest {
     r.temperature = Some(0.0);
     r.seed = Some(7);
     r
-}
-
-/// Whether `raw` holds a marker naming one of the first `shown` passages.
-fn has_valid_marker(raw: &str, shown: usize) -> bool {
-    MARKER.find_iter(raw).any(|m| {
-        marker_numbers(m.as_str())
-            .iter()
-            .any(|&n| n >= 1 && n as usize <= shown)
-    })
 }
 
 #[tokio::test]
@@ -168,24 +159,128 @@ async fn cited_answer_from_the_real_model() {
         .expect("the LLM call is recorded");
     assert!(!llm.raw_output.is_empty());
     assert_eq!(llm.passages_shown, 3);
-    // If the model wrote a marker naming a shown passage, its answer must be used; otherwise
-    // the fallback must say the answer had no valid citation.
-    if has_valid_marker(&llm.raw_output, llm.passages_shown) {
+    // SmolLM2-135M restates the passages without markers (temperature 0, seed fixed): its
+    // sentences are cited where a shown passage verifiably supports them, so its answer is used.
+    assert_eq!(
+        out.generator.to_string(),
+        "llm:smollm2-135m-instruct",
+        "{out:?}"
+    );
+    assert!(out.diagnostics.fallback.is_none(), "{out:?}");
+    assert_citations_verified(&out, &request, llm.passages_shown);
+}
+
+/// Every citation names a shown passage, at least one sentence cites, and every citation
+/// convrag attached (not written by the model) is one `supporting_passage` confirms.
+fn assert_citations_verified(
+    out: &convrag::pipeline::generate::Generation,
+    request: &convrag::pipeline::generate::GenerationRequest,
+    shown: usize,
+) {
+    let support: Vec<std::collections::HashSet<String>> = request
+        .passages
+        .iter()
+        .take(shown)
+        .map(|p| content_stems(&p.text).into_iter().collect())
+        .collect();
+    assert!(
+        out.sentences.iter().any(|s| !s.citations.is_empty()),
+        "{out:?}"
+    );
+    for s in &out.sentences {
+        assert!(s.citations.iter().all(|&c| c < shown), "{out:?}");
+    }
+    for &i in &out.diagnostics.verified_citations {
+        let s = &out.sentences[i];
         assert_eq!(
-            out.generator.to_string(),
-            "llm:smollm2-135m-instruct",
-            "{out:?}"
-        );
-        assert!(out.diagnostics.fallback.is_none());
-        assert!(out.sentences.iter().any(|s| !s.citations.is_empty()));
-    } else {
-        assert_eq!(out.generator, GeneratorId::Extractive);
-        let kind = out.diagnostics.fallback.as_ref().unwrap().kind;
-        assert!(
-            matches!(kind, FallbackKind::NoCitedSentence | FallbackKind::Empty),
-            "{kind:?}"
+            s.citations,
+            vec![supporting_passage(&s.text, &support).expect("a supporting passage")],
+            "{s:?}"
         );
     }
+}
+
+/// Generation requests from real iKAT 2023 *train* turns: the resolved utterance and the
+/// passages the canonical response cites (text from `2023_train_topics_psg_text.jsonl`), for the
+/// first `n` turns with at least two such passages of some length.
+fn ikat_requests(n: usize) -> Vec<convrag::pipeline::generate::GenerationRequest> {
+    use convrag::pipeline::generate::GenerationRequest;
+    use convrag::pipeline::Passage;
+    let dir = crate::common::shared_data("ikat/official");
+    let texts: std::collections::HashMap<String, String> =
+        std::fs::read_to_string(dir.join("2023_train_topics_psg_text.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (
+                    format!(
+                        "{}:{}",
+                        v["doc_id"].as_str().unwrap(),
+                        v["passage_id"].as_str().unwrap()
+                    ),
+                    v["passage_text"].as_str().unwrap().trim().to_string(),
+                )
+            })
+            .collect();
+    let topics = convrag::formats::ikat::read_topics(&dir.join("2023_train_topics.json")).unwrap();
+    let mut out = Vec::new();
+    for topic in &topics {
+        for turn in &topic.turns {
+            let passages: Vec<Passage> = turn
+                .response_provenance
+                .iter()
+                .filter_map(|id| texts.get(id).map(|t| (id, t)))
+                .filter(|(_, t)| t.split_whitespace().count() >= 40)
+                .map(|(id, t)| Passage {
+                    id: id.clone(),
+                    text: t.clone(),
+                    ..Passage::default()
+                })
+                .collect();
+            let query = turn.resolved_utterance.clone().unwrap_or_default();
+            if passages.len() >= 2 && out.len() < n {
+                out.push(GenerationRequest::new(&query, passages, WordLimit::IKAT));
+            }
+        }
+    }
+    assert_eq!(out.len(), n, "enough iKAT 2023 train turns with passages");
+    out
+}
+
+/// The share of real turns whose LLM answer is used (no fallback) with valid citations. Measured
+/// with SmolLM2-135M-Instruct (temperature 0, fixed seed), 2026-11-23: 4 of 8 (the other four
+/// fall back: no sentence of the model is supported by a shown passage); three of the four used
+/// carry citations convrag verified, one only markers the model wrote.
+#[tokio::test]
+async fn most_llm_answers_on_real_turns_are_used_with_valid_citations() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let g = LlmGenerator::new(Arc::new(client()), test_config());
+    let requests = ikat_requests(8);
+    let mut used = 0;
+    for request in &requests {
+        let out = g.generate(request).await.expect("generation");
+        assert_valid(&out, request);
+        let shown = out
+            .diagnostics
+            .llm
+            .as_ref()
+            .expect("the call is recorded")
+            .passages_shown;
+        if out.diagnostics.fallback.is_none() {
+            assert_citations_verified(&out, request, shown);
+            used += 1;
+        }
+        eprintln!(
+            "measure: {:?} -> {} (fallback {:?}, verified {:?})",
+            request.query,
+            out.generator,
+            out.diagnostics.fallback.as_ref().map(|f| f.kind),
+            out.diagnostics.verified_citations
+        );
+    }
+    eprintln!("measure: {used} of {} LLM answers used", requests.len());
+    assert!(used >= 4, "{used} of {} LLM answers used", requests.len());
 }
 
 #[tokio::test]

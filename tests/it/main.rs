@@ -6,10 +6,12 @@ mod eval_common;
 mod generate_support;
 mod multinode_support;
 
+mod api_accounts;
 mod api_collections;
 mod api_errors;
 mod api_first_run;
 mod api_foundation;
+mod api_limits;
 mod api_openai;
 mod api_turns;
 mod api_uploads;

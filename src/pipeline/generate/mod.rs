@@ -7,7 +7,7 @@
 //!   back to extractive when the endpoint fails, times out or returns nothing usable, and says why
 //!   in [`Diagnostics::fallback`].
 
-mod assemble;
+pub mod assemble;
 mod extractive;
 mod llm;
 mod prompt;
