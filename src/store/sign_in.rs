@@ -41,14 +41,15 @@ impl Store {
         sqlx::query("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE")
             .execute(&mut *tx)
             .await?;
-        let users: Vec<User> =
-            sqlx::query_as("SELECT id, name, created_at FROM users ORDER BY id LIMIT 2")
-                .fetch_all(&mut *tx)
-                .await?;
+        let users: Vec<User> = sqlx::query_as(
+            "SELECT id, name, is_admin, disabled_at, created_at FROM users ORDER BY id LIMIT 2",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
         let (user, created) = match users.as_slice() {
             [] => {
                 let user: User = sqlx::query_as(
-                    "INSERT INTO users (name) VALUES ($1) RETURNING id, name, created_at",
+                    "INSERT INTO users (name) VALUES ($1) RETURNING id, name, is_admin, disabled_at, created_at",
                 )
                 .bind(FIRST_USER_NAME)
                 .fetch_one(&mut *tx)
@@ -99,7 +100,7 @@ impl Store {
             "WITH spent AS (UPDATE sign_in_codes SET used_at = now() \
                WHERE code_sha256 = $1 AND used_at IS NULL AND expires_at > now() \
                RETURNING user_id) \
-             SELECT u.id, u.name, u.created_at FROM spent JOIN users u ON u.id = spent.user_id",
+             SELECT u.id, u.name, u.is_admin, u.disabled_at, u.created_at FROM spent JOIN users u ON u.id = spent.user_id",
         )
         .bind(token_digest(code))
         .fetch_optional(&mut *tx)

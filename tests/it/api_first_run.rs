@@ -87,7 +87,7 @@ async fn the_default_collection_is_listed_while_built_and_answers_with_the_reran
     assert_eq!(r.status, 200);
     assert_eq!(
         r.body["collections"],
-        json!([{"name": "manual", "status": "pending", "progress": 0.0, "default": true}])
+        json!([{"name": "manual", "status": "pending", "progress": 0.0, "default": true, "visibility": "shared"}])
     );
     let c = user
         .post("/v1/conversations", json!({"title": "Indexes"}))
