@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
+# PgBouncer and HAProxy (Debian packages): tests/it/db_pgbouncer.rs and scripts/multinode-test.sh
+# run private instances of them.
+./scripts/multinode-test.sh --install
 # ONNX Runtime and the default reranking model into ./.convrag (the tests load the real model).
 CONVRAG_HOME="$PWD/.convrag" ./scripts/fetch-models.sh
 CONVRAG_TEST_DATABASE_URL="$(./scripts/test-database.sh)"
@@ -24,6 +27,8 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked --no-fail-fast
 # The official openai and mcp Python clients against a real server (tests/clients).
 ./scripts/client-tests.sh
+# Three servers behind HAProxy and PgBouncer, one killed under load; batch workers (about 3 min).
+./scripts/multinode-test.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
 ./scripts/ui-test.sh
 # 60 turns at 8 concurrent with PostgreSQL stopped, the LLM killed and the server SIGKILLed

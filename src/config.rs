@@ -294,7 +294,8 @@ pub const SETTINGS: &[Setting] = &[
         env: "DATABASE_URL",
         toml_key: "database_url",
         default: "unset: embedded cluster in CONVRAG_HOME/pgdata",
-        meaning: "external PostgreSQL URL",
+        meaning:
+            "external PostgreSQL URL (`?pgbouncer=true`: through PgBouncer transaction pooling)",
     },
     Setting {
         env: "CONVRAG_BIND",

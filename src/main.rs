@@ -42,6 +42,8 @@ enum Command {
     Index(cli::index::IndexArgs),
     /// Search a collection: one query, or a topics file into a TREC run.
     Search(cli::index::SearchArgs),
+    /// Collection directories shared by many nodes: verify against the checksum manifest.
+    Collection(cli::collection::CollectionArgs),
     /// Rerank first-stage candidates with a neural model and write a TREC run.
     Rerank(cli::rerank::RerankArgs),
     /// Precompute a collection's passage embeddings into the on-disk cache (resumable).
@@ -99,6 +101,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         }
         Command::Index(args) => cli::index::run_index(&config()?, args),
         Command::Search(args) => cli::index::run_search(&config()?, args),
+        Command::Collection(args) => cli::collection::run(&config()?, args),
         Command::Rerank(args) => cli::rerank::run(&config()?, args),
         Command::Embed(args) => cli::embed::run(&config()?, args),
         Command::Pipeline(args) => cli::pipeline::run(&config()?, args),

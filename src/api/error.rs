@@ -41,6 +41,7 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     DatabaseUnavailable,
     ModelUnavailable,
+    CollectionUnavailable,
     Internal,
 }
 
@@ -73,11 +74,14 @@ impl ErrorCode {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }
             ErrorCode::ModelUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
+            ErrorCode::CollectionUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "collection_unavailable")
+            }
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -99,6 +103,7 @@ impl ErrorCode {
         ErrorCode::IdempotencyKeyReused,
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
+        ErrorCode::CollectionUnavailable,
         ErrorCode::Internal,
     ];
 
@@ -340,6 +345,11 @@ impl From<IndexError> for ApiError {
                 format!("no collection named {name:?}"),
             ),
             IndexError::InvalidName(_) => ApiError::invalid("name", e.to_string()),
+            IndexError::Refused { .. } => ApiError::field(
+                ErrorCode::CollectionUnavailable,
+                "collection",
+                e.to_string(),
+            ),
             IndexError::Invalid(message) => ApiError::invalid("q", message),
             IndexError::Collection(e) => e.into(),
             IndexError::Tantivy { .. } | IndexError::Io { .. } | IndexError::Manifest { .. } => {

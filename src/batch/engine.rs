@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use uuid::Uuid;
@@ -69,6 +70,19 @@ pub struct Engine {
     fillers: Mutex<HashMap<String, Arc<Vec<RankedPassage>>>>,
 }
 
+/// One of the processes computing a run together (`--worker`): topics are claimed through
+/// PostgreSQL leases (see `store::batch_workers`), so workers may run on any machine.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    /// Names the worker in the leases and in what other workers print.
+    pub id: String,
+    /// How long a claim lasts unless renewed; renewed every third of it while the worker lives.
+    pub lease: Duration,
+}
+
+/// How long a worker waits before asking again when every open topic is leased by another.
+const CLAIM_POLL: Duration = Duration::from_millis(500);
+
 /// The `batch` user's id, creating the user when missing.
 pub async fn batch_user(store: &Store) -> Result<i64> {
     if let Some(u) = store.user_by_name(BATCH_USER).await? {
@@ -114,8 +128,8 @@ impl Engine {
         format!("{}/{}", self.run_name, topic.id)
     }
 
-    /// Computes every turn not stored yet.
-    pub async fn run(&self, topics: &[TopicJob]) -> Result<TurnCounts> {
+    /// Counts the turns in total and stored already, and starts the progress from them.
+    async fn start_progress(&self, topics: &[TopicJob]) -> Result<(usize, usize)> {
         let stored = self
             .store
             .batch_turn_counts(self.user_id, &self.run_name)
@@ -134,6 +148,12 @@ impl Engine {
         self.progress.set_message(self.run_name.clone());
         self.progress.set_length(total as u64);
         self.progress.set_position(resumed as u64);
+        Ok((total, resumed))
+    }
+
+    /// Computes every turn not stored yet.
+    pub async fn run(&self, topics: &[TopicJob]) -> Result<TurnCounts> {
+        let (total, resumed) = self.start_progress(topics).await?;
         let computed = stream::iter(topics.iter().map(|t| self.run_topic(t)))
             .buffer_unordered(self.jobs)
             .try_fold(0usize, |acc, n| async move { Ok(acc + n) })
@@ -144,6 +164,100 @@ impl Engine {
             resumed,
             computed: computed?,
         })
+    }
+
+    /// Computes, as one of several workers, the topics this worker claims until every topic of
+    /// the run is done (by any worker). `resumed` counts the turns this worker did not compute.
+    pub async fn run_as_worker(&self, topics: &[TopicJob], worker: &Worker) -> Result<TurnCounts> {
+        let ids: Vec<String> = topics.iter().map(|t| t.id.clone()).collect();
+        self.store
+            .add_batch_topics(self.user_id, &self.run_name, &ids)
+            .await?;
+        let (total, _) = self.start_progress(topics).await?;
+        let by_id: HashMap<&str, &TopicJob> = topics.iter().map(|t| (t.id.as_str(), t)).collect();
+        let work = stream::iter((0..self.jobs).map(|_| self.claim_topics(&by_id, worker)))
+            .buffer_unordered(self.jobs)
+            .try_fold(0usize, |acc, n| async move { Ok(acc + n) });
+        let computed = tokio::select! {
+            r = work => r,
+            e = self.renew_leases(worker) => Err(e),
+        };
+        self.progress.finish();
+        let computed = computed?;
+        Ok(TurnCounts {
+            total,
+            resumed: total - computed,
+            computed,
+        })
+    }
+
+    /// Claims and computes topics one after the other; returns the turns computed.
+    async fn claim_topics(
+        &self,
+        by_id: &HashMap<&str, &TopicJob>,
+        worker: &Worker,
+    ) -> Result<usize> {
+        let mut computed = 0;
+        loop {
+            let claim = self
+                .store
+                .claim_batch_topic(self.user_id, &self.run_name, &worker.id, worker.lease)
+                .await?;
+            let Some(claim) = claim else {
+                if self
+                    .store
+                    .open_batch_topics(self.user_id, &self.run_name)
+                    .await?
+                    == 0
+                {
+                    return Ok(computed);
+                }
+                tokio::time::sleep(CLAIM_POLL).await;
+                continue;
+            };
+            let topic = by_id.get(claim.topic_id.as_str()).ok_or_else(|| {
+                BatchError::Resume(format!(
+                    "run {}: topic {} is listed in the database but not in this worker's input",
+                    self.run_name, claim.topic_id
+                ))
+            })?;
+            if let Some(from) = &claim.taken_from {
+                tracing::warn!(run = %self.run_name, topic = %topic.id, from = %from, "took over a topic whose lease ran out");
+            }
+            computed += match self.run_topic(topic).await {
+                Ok(n) => n,
+                Err(e @ BatchError::TurnTaken { .. }) => {
+                    // Given back: whoever claims it next continues after the stored turns.
+                    tracing::warn!(run = %self.run_name, error = %e, "another worker computed this topic too");
+                    self.store
+                        .release_batch_topic(self.user_id, &self.run_name, &worker.id, &topic.id)
+                        .await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let finished = self
+                .store
+                .finish_batch_topic(self.user_id, &self.run_name, &worker.id, &topic.id)
+                .await?;
+            if !finished {
+                tracing::warn!(run = %self.run_name, topic = %topic.id, "the topic's lease ran out before it was finished; another worker holds it");
+            }
+        }
+    }
+
+    /// Renews this worker's leases every third of the lease until it fails; returns the failure.
+    async fn renew_leases(&self, worker: &Worker) -> BatchError {
+        loop {
+            tokio::time::sleep(worker.lease / 3).await;
+            if let Err(e) = self
+                .store
+                .renew_batch_leases(self.user_id, &self.run_name, &worker.id, worker.lease)
+                .await
+            {
+                return e.into();
+            }
+        }
     }
 
     async fn conversation(&self, topic: &TopicJob) -> Result<Uuid> {
@@ -208,7 +322,7 @@ impl Engine {
             _ => None,
         };
         let mut computed = 0;
-        for turn in &topic.turns[stored.len()..] {
+        for (seq, turn) in (stored.len() as i32 + 1..).zip(&topic.turns[stored.len()..]) {
             let request = TurnRequest {
                 utterance: Some(turn.utterance.clone()),
                 context: turn.context.clone(),
@@ -232,11 +346,19 @@ impl Engine {
                     request,
                 )
                 .await;
-            let stored = match started {
-                Ok(started) => started.run(&mut |_| {}).await,
-                Err(e) => Err(e),
-            };
-            stored.map_err(|e| turn_error(&turn.external_id, e))?;
+            let started = started.map_err(|e| turn_error(&turn.external_id, e))?;
+            // The conversation is locked now: a turn stored since we read the count is visible,
+            // and this one is dropped (rolled back) instead of duplicating it.
+            if started.seq() != seq {
+                return Err(BatchError::TurnTaken {
+                    topic: topic.id.clone(),
+                    seq,
+                });
+            }
+            started
+                .run(&mut |_| {})
+                .await
+                .map_err(|e| turn_error(&turn.external_id, e))?;
             computed += 1;
             self.progress.inc(1);
         }

@@ -43,6 +43,10 @@ pub enum BatchError {
     /// The stored run cannot be continued by this invocation.
     #[error("{0}")]
     Resume(String),
+    /// Another process stored the topic's next turn first (two workers on one topic, when a
+    /// lease ran out while its worker was still computing); nothing of this turn was stored.
+    #[error("topic {topic}: turn {seq} was stored by another process meanwhile")]
+    TurnTaken { topic: String, seq: i32 },
     /// One turn failed; nothing of it was stored.
     #[error("turn {turn}: {source}")]
     Turn {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::engine::{batch_user, Engine, TopicJob};
+use super::engine::{batch_user, Engine, TopicJob, Worker};
 use super::record::{self, OutputRecord, RunRecord, Sidecar, TurnCounts};
 use super::{option, BatchError, Result};
 use crate::config::Config;
@@ -24,7 +24,7 @@ use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, SettingField, TurnS
 use crate::progress::SharedProgress;
 use crate::rerank::Fusion;
 use crate::service::{RequestedSettings, SettingLimits, TurnService};
-use crate::store::{Store, Turn};
+use crate::store::{RenderClaim, Store, Turn};
 
 /// A stage of the turn pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
@@ -399,6 +399,8 @@ pub struct RunSummary {
     pub discarded: u64,
     pub output: PathBuf,
     pub sidecar: PathBuf,
+    /// As a worker: the worker that renders (or rendered) the files when it is not this one.
+    pub rendered_by: Option<String>,
 }
 
 /// The facts the run's output depends on.
@@ -444,45 +446,55 @@ fn run_record(service: &TurnService, config: &Config, plan: &Plan) -> Result<Run
     })
 }
 
-/// Runs (or resumes) a planned run in `store` and writes its files. `restart` discards what is
-/// stored under the run's name first. Dropping the future (Ctrl-C) rolls back the turns in
-/// flight; the same plan resumes.
+/// How `execute` computes the run.
+#[derive(Debug, Clone)]
+pub enum Execution {
+    /// This process alone (holding the run's lock); `restart` discards what is stored first.
+    Alone { restart: bool },
+    /// One of any number of workers claiming topics; exactly one of them writes the files.
+    Worker(Worker),
+}
+
+/// Runs (or resumes) a planned run in `store` and writes its files (as a worker: when this worker
+/// is the one that renders them). Dropping the future (Ctrl-C) rolls back the turns in flight;
+/// the same plan resumes.
 pub async fn execute(
     service: Arc<TurnService>,
     config: &Config,
     store: &Store,
     run: PlannedRun,
-    restart: bool,
+    execution: Execution,
     progress: SharedProgress,
 ) -> Result<RunSummary> {
     let PlannedRun { plan, render } = run;
     let record = run_record(&service, config, &plan)?;
     let user = batch_user(store).await?;
-    let _lock = store.lock_run(&plan.run_name).await?.ok_or_else(|| {
+    let busy = || {
         BatchError::Resume(format!(
             "run {} is being computed by another convrag process (wait for it, or choose another --run-name)",
             plan.run_name
         ))
-    })?;
-    let discarded = if restart {
-        record::delete(store, user, &plan.run_name).await?
-    } else {
-        0
     };
-    let stored = match record::load(store, user, &plan.run_name).await? {
-        Some(stored) => {
-            let diff = record.differences(&stored.record);
-            if !diff.is_empty() {
-                return Err(BatchError::Resume(format!(
-                    "run {} was started with other settings or inputs, so it is not resumed:\n  {}\n(--restart discards the stored run; --run-name starts another one)",
-                    plan.run_name,
-                    diff.join("\n  ")
-                )));
-            }
-            stored
+    // Held until the run is written (alone), or never (workers coordinate through leases).
+    let (_lock, discarded) = match &execution {
+        Execution::Alone { restart } => {
+            let lock = store.lock_run(&plan.run_name).await?.ok_or_else(busy)?;
+            let discarded = if *restart {
+                record::delete(store, user, &plan.run_name).await?
+            } else {
+                0
+            };
+            (Some(lock), discarded)
         }
-        None => record::insert(store, user, &record).await?,
+        Execution::Worker(_) => {
+            // Workers share the run; a process computing it alone does not.
+            if store.run_locked_elsewhere(&plan.run_name).await? {
+                return Err(busy());
+            }
+            (None, 0)
+        }
     };
+    let stored = stored_run(store, user, &record).await?;
     let mut engine = Engine::new(
         store.clone(),
         user,
@@ -493,7 +505,26 @@ pub async fn execute(
         progress,
     );
     engine.fill_to = plan.fill_to;
-    let counts = engine.run(&plan.topics).await?;
+    let counts = match &execution {
+        Execution::Alone { .. } => engine.run(&plan.topics).await?,
+        Execution::Worker(worker) => {
+            let counts = engine.run_as_worker(&plan.topics, worker).await?;
+            let claim = store
+                .claim_batch_render(user, &plan.run_name, &worker.id, worker.lease)
+                .await?;
+            if let RenderClaim::Other(by) = claim {
+                return Ok(RunSummary {
+                    run_name: plan.run_name,
+                    counts,
+                    discarded,
+                    sidecar: record::sidecar_path(&plan.output),
+                    output: plan.output,
+                    rendered_by: Some(by),
+                });
+            }
+            counts
+        }
+    };
     let turns = engine.stored_turns(&plan.topics).await?;
     let outputs = render(&turns)?;
     for (path, text) in &outputs {
@@ -522,7 +553,34 @@ pub async fn execute(
         discarded,
         output: plan.output,
         sidecar,
+        rendered_by: None,
     })
+}
+
+/// The stored run of this name, recorded now when new; refused when it was recorded with other
+/// facts (settings, inputs, model, collections).
+async fn stored_run(store: &Store, user: i64, record: &RunRecord) -> Result<record::StoredRun> {
+    let stored = match record::load(store, user, &record.name).await? {
+        Some(stored) => stored,
+        None => match record::insert(store, user, record).await? {
+            Some(new) => return Ok(new),
+            // Another worker recorded it between our look and our insert.
+            None => record::load(store, user, &record.name)
+                .await?
+                .ok_or_else(|| {
+                    BatchError::Resume(format!("run {}: deleted meanwhile", record.name))
+                })?,
+        },
+    };
+    let diff = record.differences(&stored.record);
+    if !diff.is_empty() {
+        return Err(BatchError::Resume(format!(
+            "run {} was started with other settings or inputs, so it is not resumed:\n  {}\n(--restart discards the stored run; --run-name starts another one)",
+            record.name,
+            diff.join("\n  ")
+        )));
+    }
+    Ok(stored)
 }
 
 fn collection_required(name: Option<String>, why: &str) -> Result<String> {

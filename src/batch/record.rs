@@ -211,8 +211,8 @@ pub async fn load(store: &Store, user_id: i64, name: &str) -> Result<Option<Stor
     }))
 }
 
-/// Stores a new run.
-pub async fn insert(store: &Store, user_id: i64, record: &RunRecord) -> Result<StoredRun> {
+/// Stores a new run; `None` when another process stored a run of that name first.
+pub async fn insert(store: &Store, user_id: i64, record: &RunRecord) -> Result<Option<StoredRun>> {
     let run = NewBatchRun {
         name: &record.name,
         task: &record.task,
@@ -231,11 +231,11 @@ pub async fn insert(store: &Store, user_id: i64, record: &RunRecord) -> Result<S
         convrag_version: &record.convrag_version,
     };
     let created_at = store.insert_batch_run(user_id, &run).await?;
-    Ok(StoredRun {
+    Ok(created_at.map(|created_at| StoredRun {
         record: record.clone(),
         created_at,
         finished_at: None,
-    })
+    }))
 }
 
 /// Records the written output and the settings it was written with (output options may

@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
+use convrag::batch::engine::Worker;
 use convrag::batch::ikat::PtkbList;
 use convrag::batch::plan::{
-    self, AnswerLayout, CommonOptions, IkatOptions, PolevalOptions, QreccOptions, RagRunType,
-    RagTask, RagYear, RunOptions, Stage, TrecRagOptions,
+    self, AnswerLayout, CommonOptions, Execution, IkatOptions, PolevalOptions, QreccOptions,
+    RagRunType, RagTask, RagYear, RunOptions, Stage, TrecRagOptions,
 };
 use convrag::batch::BatchError;
 use convrag::config::Config;
@@ -74,8 +76,21 @@ pub struct CommonArgs {
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,
     /// Discard what is stored under this run name and start over.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "worker")]
     pub restart: bool,
+    /// Compute the run together with other `--worker` processes (on any machine, same
+    /// database): topics are claimed through PostgreSQL leases, and exactly one worker writes
+    /// the files once every topic is stored.
+    #[arg(long)]
+    pub worker: bool,
+    /// The worker's name in the leases (default: host name and process id).
+    #[arg(long, value_name = "NAME", requires = "worker")]
+    pub worker_id: Option<String>,
+    /// Seconds a claimed topic stays leased without renewal (a dead worker's topics are taken
+    /// over after this long).
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "worker",
+          value_parser = clap::value_parser!(u64).range(3..=3600))]
+    pub lease: u64,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -213,6 +228,22 @@ fn parse_route(s: &str) -> std::result::Result<(String, String), String> {
     }
 }
 
+/// Alone (with `--restart`) or as a `--worker`.
+fn execution(c: &CommonArgs) -> Execution {
+    if !c.worker {
+        return Execution::Alone { restart: c.restart };
+    }
+    Execution::Worker(Worker {
+        id: c.worker_id.clone().unwrap_or_else(default_worker_id),
+        lease: Duration::from_secs(c.lease),
+    })
+}
+
+/// `<host name>:<process id>`.
+fn default_worker_id() -> String {
+    format!("{}:{}", super::host_name(), std::process::id())
+}
+
 impl From<CommonArgs> for CommonOptions {
     fn from(a: CommonArgs) -> Self {
         CommonOptions {
@@ -231,12 +262,12 @@ impl From<CommonArgs> for CommonOptions {
 }
 
 impl RunTask {
-    /// The library's options, and the command line's own (`--restart`, `--quiet`).
-    fn into_options(self) -> (RunOptions, bool, bool) {
-        let flags = |c: &CommonArgs| (c.restart, c.quiet);
+    /// The library's options, and the command line's own (how to execute, `--quiet`).
+    fn into_options(self) -> (RunOptions, Execution, bool) {
+        let flags = |c: &CommonArgs| (execution(c), c.quiet);
         match self {
             RunTask::Ikat(a) => {
-                let (restart, quiet) = flags(&a.common);
+                let (execution, quiet) = flags(&a.common);
                 let options = IkatOptions {
                     topics: a.topics,
                     collection: a.collection,
@@ -247,10 +278,10 @@ impl RunTask {
                     ptkb_list: a.ptkb_list,
                     common: a.common.into(),
                 };
-                (RunOptions::Ikat(options), restart, quiet)
+                (RunOptions::Ikat(options), execution, quiet)
             }
             RunTask::TrecRag(a) => {
-                let (restart, quiet) = flags(&a.common);
+                let (execution, quiet) = flags(&a.common);
                 let options = TrecRagOptions {
                     year: a.year,
                     task: a.task,
@@ -267,10 +298,10 @@ impl RunTask {
                     checker_layout: a.checker_layout,
                     common: a.common.into(),
                 };
-                (RunOptions::TrecRag(options), restart, quiet)
+                (RunOptions::TrecRag(options), execution, quiet)
             }
             RunTask::Qrecc(a) => {
-                let (restart, quiet) = flags(&a.common);
+                let (execution, quiet) = flags(&a.common);
                 let options = QreccOptions {
                     input_dir: a.input_dir,
                     output_dir: a.output_dir,
@@ -278,17 +309,17 @@ impl RunTask {
                     rewritten: a.rewritten,
                     common: a.common.into(),
                 };
-                (RunOptions::Qrecc(options), restart, quiet)
+                (RunOptions::Qrecc(options), execution, quiet)
             }
             RunTask::Poleval(a) => {
-                let (restart, quiet) = flags(&a.common);
+                let (execution, quiet) = flags(&a.common);
                 let options = PolevalOptions {
                     input: a.input,
                     output: a.output,
                     collections: a.collections,
                     common: a.common.into(),
                 };
-                (RunOptions::Poleval(options), restart, quiet)
+                (RunOptions::Poleval(options), execution, quiet)
             }
         }
     }
@@ -301,7 +332,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         config,
         convrag::rerank::load_default(config),
     )?);
-    let (options, restart, quiet) = args.task.into_options();
+    let (options, execution, quiet) = args.task.into_options();
     let planned = plan::plan(&service, options)?;
     let run_name = planned.plan.run_name.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -315,7 +346,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
             config,
             &database.store,
             planned,
-            restart,
+            execution,
             progress_bar(quiet),
         );
         // Ctrl-C stops the run cleanly: turns in flight roll back, the embedded database (if
@@ -334,6 +365,16 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
                 "run {}: discarded {} stored topics",
                 summary.run_name, summary.discarded
             );
+        }
+        if let Some(by) = &summary.rendered_by {
+            eprintln!(
+                "run {}: {} turns ({} computed by this worker); worker {by} writes {}",
+                summary.run_name,
+                summary.counts.total,
+                summary.counts.computed,
+                summary.output.display()
+            );
+            return Ok(());
         }
         eprintln!(
             "run {}: {} turns ({} computed now, {} stored before) -> {} (and {})",

@@ -61,6 +61,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(model) = convrag::rerank::load_default(&config) {
         state = state.with_reranker(model);
     }
+    // Servers sharing the database serve the same collection files, or refuse the differing.
+    let node = format!("{} ({})", super::host_name(), config.bind);
+    let checked = convrag::service::manifests::check_collection_manifests(
+        &database.store,
+        state.turns.collections(),
+        &node,
+    )
+    .await;
+    if let Err(e) = checked {
+        let _ = database.close().await;
+        return Err(anyhow::Error::new(e).context("checking the collections against the database"));
+    }
     let purge = database
         .store
         .spawn_idempotency_purge(std::time::Duration::from_secs(600));

@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod background;
+pub mod checksum;
 mod porter;
 pub mod search;
 pub mod topics;
@@ -52,6 +53,9 @@ pub enum IndexError {
     InvalidName(String),
     #[error("{0}")]
     Invalid(String),
+    /// Not served by this node: its files are not the ones recorded for the name.
+    #[error("collection {name:?} is unavailable on this server: {reason}")]
+    Refused { name: String, reason: String },
 }
 
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;

@@ -618,6 +618,8 @@ pub struct CollectionRegistry {
 struct RegistryInner {
     root: PathBuf,
     open: RwLock<HashMap<String, Arc<TantivyRetriever>>>,
+    /// Collections this node must not serve, with the reason.
+    refused: RwLock<HashMap<String, String>>,
 }
 
 impl CollectionRegistry {
@@ -627,6 +629,7 @@ impl CollectionRegistry {
             inner: Arc::new(RegistryInner {
                 root: root.into(),
                 open: RwLock::new(HashMap::new()),
+                refused: RwLock::new(HashMap::new()),
             }),
         }
     }
@@ -648,6 +651,7 @@ impl CollectionRegistry {
             let name = entry.file_name().to_string_lossy().into_owned();
             if validate_name(&name).is_err()
                 || !entry.path().join(TANTIVY_DIR).join("meta.json").exists()
+                || self.refusal(&name).is_some()
             {
                 continue;
             }
@@ -672,9 +676,35 @@ impl CollectionRegistry {
         Ok(out)
     }
 
+    /// Stops serving collection `name` (its files are not the recorded ones); `get` fails with
+    /// [`IndexError::Refused`] and `list` leaves it out.
+    pub fn refuse(&self, name: &str, reason: String) {
+        self.inner
+            .refused
+            .write()
+            .expect("registry lock")
+            .insert(name.to_string(), reason);
+        self.inner.open.write().expect("registry lock").remove(name);
+    }
+
+    fn refusal(&self, name: &str) -> Option<String> {
+        self.inner
+            .refused
+            .read()
+            .expect("registry lock")
+            .get(name)
+            .cloned()
+    }
+
     /// The retriever of the shared collection `name`, opened once and shared.
     pub fn get(&self, name: &str) -> Result<Arc<TantivyRetriever>> {
         validate_name(name)?;
+        if let Some(reason) = self.refusal(name) {
+            return Err(IndexError::Refused {
+                name: name.to_string(),
+                reason,
+            });
+        }
         self.open_dir(name.to_string(), &self.inner.root.join(name), name)
     }
 

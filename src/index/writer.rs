@@ -218,6 +218,8 @@ pub fn index_collection(collections_dir: &Path, opts: &IndexOptions) -> Result<I
     }
     manifest.state = committed_state(&index, &dir)?;
     write_manifest(&dir, &manifest)?;
+    // Last, once no file of the directory changes any more.
+    super::checksum::write_checksums(&dir)?;
     report.passages_total = manifest.state.passages;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)

@@ -6,8 +6,11 @@
 //!   reranking.
 //! * [`collections`]: [`CollectionService`], the collections a user sees (shared and their own
 //!   private ones) and uploads into private collections, indexed in the background.
+//! * [`manifests`]: servers sharing a database serve only collections whose checksum
+//!   manifest matches the one recorded for the name.
 
 pub mod collections;
+pub mod manifests;
 pub mod rate;
 pub mod turns;
 

@@ -519,6 +519,11 @@ pub enum Begun {
 }
 
 impl StartedTurn {
+    /// The position the turn will have in its conversation.
+    pub fn seq(&self) -> i32 {
+        self.pending.seq
+    }
+
     /// The collection the turn retrieves from (the conversation's).
     pub fn collection(&self) -> Option<&str> {
         self.pending.collection.as_deref()

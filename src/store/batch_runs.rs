@@ -17,6 +17,11 @@ pub struct RunLock {
 impl Store {
     /// The run's lock, or `None` when another process holds it.
     pub async fn lock_run(&self, run_name: &str) -> Result<Option<RunLock>> {
+        if self.db().pgbouncer() {
+            return Err(super::through_pgbouncer(
+                "a batch run computed alone (it holds a session lock; `--worker` runs use leases)",
+            ));
+        }
         let mut conn = self.pool().acquire().await?.detach();
         let locked: bool =
             sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('convrag batch run ' || $1))")
@@ -40,7 +45,7 @@ impl Store {
         )
         .bind(user_id)
         .bind(run_name)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         Ok(rows.into_iter().map(|(k, n)| (k, n as usize)).collect())
     }
@@ -55,7 +60,7 @@ impl Store {
             "SELECT seq, external_turn_id FROM turns WHERE conversation_id = $1 AND is_current ORDER BY seq",
         )
         .bind(conversation_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?)
     }
 }
@@ -99,20 +104,21 @@ impl Store {
         )
         .bind(user_id)
         .bind(name)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?)
     }
 
-    /// Records a new run; returns when it was created.
+    /// Records a new run; returns when it was created, or `None` when another process recorded a
+    /// run of that name first (workers of one run start together).
     pub async fn insert_batch_run(
         &self,
         user_id: i64,
         run: &NewBatchRun<'_>,
-    ) -> Result<DateTime<Utc>> {
+    ) -> Result<Option<DateTime<Utc>>> {
         Ok(sqlx::query_scalar(
             "INSERT INTO batch_runs (user_id, name, task, settings, model_id, model_sha256, model_files, \
                collections, inputs, convrag_version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-             RETURNING created_at",
+             ON CONFLICT (user_id, name) DO NOTHING RETURNING created_at",
         )
         .bind(user_id)
         .bind(run.name)
@@ -124,7 +130,7 @@ impl Store {
         .bind(&run.collections)
         .bind(&run.inputs)
         .bind(run.convrag_version)
-        .fetch_one(self.pool())
+        .fetch_optional(self.db())
         .await?)
     }
 
@@ -147,7 +153,7 @@ impl Store {
         .bind(output_path)
         .bind(output_sha256)
         .bind(settings)
-        .fetch_one(self.pool())
+        .fetch_one(self.db())
         .await?)
     }
 

@@ -36,7 +36,7 @@ impl Store {
         .bind(user_id)
         .bind(model)
         .bind(utterances.to_vec())
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?;
         Ok(id.map(|conversation_id| ChatMatch {
             conversation_id,
@@ -67,7 +67,7 @@ impl Store {
         .bind(conversation.id)
         .bind(user_id)
         .bind(model)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(conversation.id)
     }
@@ -83,7 +83,7 @@ impl Store {
             "SELECT utterance FROM turns WHERE conversation_id = $1 AND is_current ORDER BY seq",
         )
         .bind(conversation_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         Ok(rows)
     }

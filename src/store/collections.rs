@@ -111,7 +111,7 @@ impl Store {
             "SELECT {COLUMNS} FROM collections WHERE owner_id = $1 ORDER BY name"
         ))
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         Ok(rows)
     }
@@ -123,7 +123,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(name)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .ok_or(StoreError::NotFound {
             entity: "collection",
@@ -260,7 +260,7 @@ impl Store {
         .bind(documents)
         .bind(bytes)
         .bind(passages)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(())
     }
@@ -272,7 +272,7 @@ impl Store {
         )
         .bind(id)
         .bind(error)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(())
     }
@@ -285,7 +285,7 @@ impl Store {
              indexing this upload; upload the files again', updated_at = now() \
              WHERE status = 'building'",
         )
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected())
     }
@@ -294,7 +294,7 @@ impl Store {
     pub async fn delete_private_collection(&self, id: i64) -> Result<()> {
         sqlx::query("DELETE FROM collections WHERE id = $1 AND owner_id IS NOT NULL")
             .bind(id)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(())
     }

@@ -197,7 +197,7 @@ impl Store {
             "{SELECT_CONVERSATION} WHERE c.user_id = $1 ORDER BY c.created_at DESC, c.id"
         ))
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         Ok(rows)
     }
@@ -209,7 +209,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .ok_or(StoreError::NotFound {
             entity: "conversation",
@@ -227,7 +227,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(external_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?;
         Ok(row)
     }
@@ -256,7 +256,7 @@ impl Store {
         .bind(patch.title.as_deref().map(str::trim))
         .bind(patch.collection.is_some())
         .bind(patch.collection.clone().flatten())
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         if result.rows_affected() == 0 {
             return Err(StoreError::NotFound {

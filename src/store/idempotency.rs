@@ -139,8 +139,11 @@ impl Store {
         user_id: i64,
         key: &IdempotencyKey,
     ) -> Result<KeyLookup<T>> {
-        let mut conn = self.pool().acquire().await?;
-        find(&mut conn, self, user_id, key).await
+        // A transaction, so that through PgBouncer its reads run on one server connection.
+        let mut tx = self.pool().begin().await?;
+        let found = find(&mut tx, self, user_id, key).await?;
+        tx.commit().await?;
+        Ok(found)
     }
 
     /// Deletes every record older than the retention; returns how many.
@@ -149,7 +152,7 @@ impl Store {
             "DELETE FROM idempotency_keys WHERE created_at <= now() - $1::float8 * interval '1 second'",
         )
         .bind(retention_secs(self))
-        .execute(self.pool())
+        .execute(self.db())
         .await?
         .rows_affected();
         Ok(deleted)

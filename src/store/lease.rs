@@ -65,7 +65,7 @@ async fn release(store: &Store, conversation_id: Uuid, holder: Uuid) -> Result<(
     )
     .bind(conversation_id)
     .bind(holder)
-    .execute(store.pool())
+    .execute(store.db())
     .await?;
     Ok(())
 }
@@ -90,7 +90,7 @@ async fn try_take(
     .bind(conversation_id)
     .bind(holder)
     .bind(millis(store.options().turn_lease))
-    .execute(store.pool())
+    .execute(store.db())
     .await?
     .rows_affected()
         == 1;
@@ -101,7 +101,7 @@ async fn try_take(
         sqlx::query_scalar("SELECT id FROM conversations WHERE user_id = $1 AND id = $2")
             .bind(user_id)
             .bind(conversation_id)
-            .fetch_optional(store.pool())
+            .fetch_optional(store.db())
             .await?;
     Ok(exists.map(|_| false))
 }
@@ -119,7 +119,7 @@ fn spawn_renewal(store: Store, conversation_id: Uuid, holder: Uuid) -> JoinHandl
             .bind(conversation_id)
             .bind(holder)
             .bind(millis(lease))
-            .execute(store.pool())
+            .execute(store.db())
             .await;
             match renewed {
                 Ok(r) if r.rows_affected() == 0 => return, // taken over: the commit will refuse

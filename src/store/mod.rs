@@ -4,10 +4,13 @@
 //! query itself: another user's conversation is simply not found.
 
 pub mod batch_runs;
+pub mod batch_workers;
 pub mod chat;
+pub mod collection_manifests;
 pub mod collections;
 pub mod conversations;
 pub mod embedded;
+pub mod executor;
 pub mod idempotency;
 pub mod lease;
 pub mod profile;
@@ -24,9 +27,11 @@ use sqlx::PgPool;
 use crate::config::Limits;
 
 pub use batch_runs::RunLock;
+pub use batch_workers::{ClaimedTopic, RenderClaim};
 pub use collections::{CollectionLimits, CollectionStatus, PrivateCollection, UploadSize};
 pub use conversations::{Conversation, ConversationPatch, CreatedConversation, NewConversation};
 pub use embedded::{EmbeddedCluster, EmbeddedError};
+pub use executor::Db;
 pub use idempotency::{IdempotencyKey, KeyLookup};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
@@ -164,12 +169,41 @@ impl From<&crate::config::DatabaseConfig> for StoreOptions {
 /// own, so requests are authenticated even while every main connection is busy.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: PgPool,
-    auth_pool: PgPool,
+    db: Db,
+    auth_db: Db,
     options: std::sync::Arc<StoreOptions>,
     /// What one user may store; the server sets its configured limits, tools keep only the
     /// database's bounds.
     limits: std::sync::Arc<Limits>,
+}
+
+/// Splits the `pgbouncer=true|false` parameter (a convention of other PostgreSQL clients too)
+/// off a database URL: the URL without it, and whether it is set.
+fn pgbouncer_param(url: &str) -> Result<(String, bool)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), false));
+    };
+    let mut pgbouncer = false;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("pgbouncer", "true")) => pgbouncer = true,
+            Some(("pgbouncer", "false")) => pgbouncer = false,
+            Some(("pgbouncer", other)) => {
+                return Err(StoreError::Invalid {
+                    field: "database_url",
+                    message: format!("pgbouncer must be true or false, got {other:?}"),
+                })
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, pgbouncer))
 }
 
 impl Store {
@@ -178,15 +212,29 @@ impl Store {
         Self::connect_with(target, StoreOptions::default()).await
     }
 
-    /// Connects (failing fast when the server is down) and applies pending migrations.
+    /// Connects (failing fast when the server is down) and applies pending migrations
+    /// (through PgBouncer it only checks that they were applied).
     pub async fn connect_with(target: &DbTarget, options: StoreOptions) -> Result<Self> {
+        let mut pgbouncer = false;
         let connect = match target {
             DbTarget::Url(url) => {
-                url.parse::<PgConnectOptions>()
+                let (url, through_pgbouncer) = pgbouncer_param(url)?;
+                pgbouncer = through_pgbouncer;
+                let options = url
+                    .parse::<PgConnectOptions>()
                     .map_err(|e| StoreError::Invalid {
                         field: "database_url",
                         message: e.to_string(),
-                    })?
+                    })?;
+                // No statement is kept by name: another client's transaction may get the
+                // server connection next (PgBouncer's `server_reset_query_always` with
+                // `DEALLOCATE ALL` removes those sqlx names inside transactions; see
+                // docs/deploy.md).
+                if pgbouncer {
+                    options.statement_cache_capacity(0)
+                } else {
+                    options
+                }
             }
             DbTarget::Socket {
                 socket_dir,
@@ -212,20 +260,24 @@ impl Store {
             .await?;
         let auth_pool = pool_options(options.auth_pool_size).connect_lazy_with(connect);
         let store = Store {
-            pool,
-            auth_pool,
+            db: Db::new(pool, pgbouncer),
+            auth_db: Db::new(auth_pool, pgbouncer),
             options: std::sync::Arc::new(options),
             limits: std::sync::Arc::new(Limits::unlimited()),
         };
-        store.migrate().await?;
+        if pgbouncer {
+            store.check_migrated().await?;
+        } else {
+            store.migrate().await?;
+        }
         Ok(store)
     }
 
     /// Wraps an existing pool (tests, tools) without migrating; token lookups share it.
     pub fn from_pool(pool: PgPool) -> Self {
         Store {
-            auth_pool: pool.clone(),
-            pool,
+            auth_db: Db::new(pool.clone(), false),
+            db: Db::new(pool, false),
             options: std::sync::Arc::new(StoreOptions::default()),
             limits: std::sync::Arc::new(Limits::unlimited()),
         }
@@ -245,23 +297,57 @@ impl Store {
         &self.options
     }
 
-    /// The pool of token lookups.
-    pub(crate) fn auth_pool(&self) -> &PgPool {
-        &self.auth_pool
+    /// What token lookups run on.
+    pub(crate) fn auth_pool(&self) -> &Db {
+        &self.auth_db
     }
 
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.pool()
+    }
+
+    /// What statements outside an explicit transaction run on.
+    pub fn db(&self) -> &Db {
+        &self.db
     }
 
     pub async fn migrate(&self) -> Result<()> {
-        sqlx::migrate!("./migrations").run(&self.pool).await?;
+        if self.db.pgbouncer() {
+            return Err(through_pgbouncer("applying migrations"));
+        }
+        sqlx::migrate!("./migrations").run(self.pool()).await?;
         Ok(())
+    }
+
+    /// Through PgBouncer migrations are not applied (sqlx holds a session advisory lock while
+    /// migrating); fails naming the missing ones.
+    async fn check_migrated(&self) -> Result<()> {
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(self.db())
+                .await
+                .unwrap_or_default();
+        let missing: Vec<String> = sqlx::migrate!("./migrations")
+            .iter()
+            .filter(|m| !applied.contains(&m.version))
+            .map(|m| m.version.to_string())
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid {
+                field: "database_url",
+                message: format!(
+                    "migrations {} are not applied; through PgBouncer convrag does not migrate: run `convrag migrate` with DATABASE_URL naming PostgreSQL itself",
+                    missing.join(", ")
+                ),
+            })
+        }
     }
 
     /// True when a trivial query succeeds within two seconds.
     pub async fn ping(&self) -> bool {
-        let query = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&self.pool);
+        let query = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(self.db());
         matches!(
             tokio::time::timeout(Duration::from_secs(2), query).await,
             Ok(Ok(1))
@@ -269,8 +355,18 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
-        self.auth_pool.close().await;
+        self.pool().close().await;
+        self.auth_db.pool().close().await;
+    }
+}
+
+/// What a session feature cannot do through PgBouncer's transaction pooling.
+pub(crate) fn through_pgbouncer(what: &str) -> StoreError {
+    StoreError::Invalid {
+        field: "database_url",
+        message: format!(
+            "{what} needs a session of its own, which PgBouncer's transaction pooling does not keep: use DATABASE_URL naming PostgreSQL itself"
+        ),
     }
 }
 

@@ -38,7 +38,7 @@ impl Store {
             "SELECT id, text, created_at FROM profile_statements WHERE user_id = $1 ORDER BY id",
         )
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         Ok(rows)
     }
@@ -89,7 +89,7 @@ impl Store {
         let result = sqlx::query("DELETE FROM profile_statements WHERE user_id = $1 AND id = $2")
             .bind(user_id)
             .bind(id)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         if result.rows_affected() == 0 {
             return Err(StoreError::NotFound {

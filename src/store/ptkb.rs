@@ -237,7 +237,7 @@ impl Store {
         let mut rows: Vec<Statement> =
             sqlx::query_as(&format!("{SELECT_STATEMENT} WHERE conversation_id = $1"))
                 .bind(conversation_id)
-                .fetch_all(self.pool())
+                .fetch_all(self.db())
                 .await?;
         sort_statements(&mut rows);
         Ok(rows)

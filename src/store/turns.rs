@@ -200,13 +200,6 @@ pub struct PendingTurn {
     pub replaced_utterance: Option<String>,
 }
 
-impl PendingTurn {
-    /// The user whose conversation this is (whose private collections the turn may read).
-    pub fn user_id(&self) -> i64 {
-        self.user_id
-    }
-}
-
 impl Store {
     /// Takes the conversation's lease and reads, in one short transaction, what a new turn at
     /// `slot` sees (see [`PendingTurn`]).
@@ -321,6 +314,11 @@ impl Committed {
 }
 
 impl PendingTurn {
+    /// The user whose conversation this is (whose private collections the turn may read).
+    pub fn user_id(&self) -> i64 {
+        self.user_id
+    }
+
     /// Writes the turn and releases the conversation. On error nothing is stored.
     pub async fn commit(self, store: &Store, turn: NewTurn) -> Result<Turn> {
         Ok(self.commit_keyed(store, turn, None).await?.into_turn())
@@ -592,10 +590,13 @@ impl Store {
         ))
         .bind(conversation_id)
         .bind(all_versions)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
-        let mut conn = self.pool().acquire().await?;
-        assemble(&mut conn, rows).await
+        // One transaction, so that through PgBouncer every read runs on one server connection.
+        let mut tx = self.pool().begin().await?;
+        let turns = assemble(&mut tx, rows).await?;
+        tx.commit().await?;
+        Ok(turns)
     }
 
     /// One turn (any version) of one of the user's conversations.
@@ -606,11 +607,13 @@ impl Store {
         ))
         .bind(conversation_id)
         .bind(turn_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .ok_or(StoreError::NotFound { entity: "turn" })?;
-        let mut conn = self.pool().acquire().await?;
-        Ok(assemble(&mut conn, vec![row]).await?.remove(0))
+        let mut tx = self.pool().begin().await?;
+        let turn = assemble(&mut tx, vec![row]).await?.remove(0);
+        tx.commit().await?;
+        Ok(turn)
     }
 }
 

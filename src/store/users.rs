@@ -186,8 +186,11 @@ impl Store {
         user_id: i64,
         new: &NewToken,
     ) -> Result<(TokenInfo, String)> {
-        let mut conn = self.pool().acquire().await?;
-        insert_token(&mut conn, user_id, new).await
+        // A transaction, so that through PgBouncer the insert runs on one server connection.
+        let mut tx = self.pool().begin().await?;
+        let issued = insert_token(&mut tx, user_id, new).await?;
+        tx.commit().await?;
+        Ok(issued)
     }
 
     /// The user `token` authenticates, or why it does not. Records when the token was last used
@@ -246,7 +249,7 @@ impl Store {
     pub async fn user_by_name(&self, name: &str) -> Result<Option<User>> {
         let user = sqlx::query_as(&format!("{SELECT_USER} WHERE u.name = $1"))
             .bind(name)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?;
         Ok(user)
     }
@@ -254,7 +257,7 @@ impl Store {
     /// Every user, oldest first.
     pub async fn list_users(&self) -> Result<Vec<User>> {
         let users = sqlx::query_as(&format!("{SELECT_USER} ORDER BY u.id"))
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await?;
         Ok(users)
     }
@@ -267,7 +270,7 @@ impl Store {
         )
         .bind(user_id)
         .bind(disabled)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .ok_or(StoreError::NotFound { entity: "user" })
     }
@@ -278,7 +281,7 @@ impl Store {
             "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id"
         ))
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         Ok(tokens)
     }
@@ -291,7 +294,7 @@ impl Store {
         )
         .bind(token_id)
         .bind(user_id)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         if result.rows_affected() == 0 {
             return Err(StoreError::NotFound { entity: "token" });

@@ -1,0 +1,219 @@
+//! Collections copied to every node: `convrag index` writes `manifest.sha256.json`,
+//! `convrag collection verify` names a changed file, and two real `convrag serve` processes on
+//! one database serve a collection only while their copies match the manifest recorded for its
+//! name (the first server records it); a differing copy is refused with 503
+//! `collection_unavailable` until `verify --record` makes it the recorded one.
+
+use crate::batch_support::Env;
+use crate::common::ADMIN_TOKEN;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/turns/recipes.jsonl"
+);
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A real `convrag serve` on a free port; its standard error is collected on a thread.
+struct Server {
+    child: Child,
+    base: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Server {
+    async fn start(env: &Env) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = env
+            .cmd()
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        let base = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = reqwest::get(format!("{base}/readyz")).await {
+                if r.status() == 200 {
+                    break;
+                }
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("convrag serve exited ({status}):\n{}", log.lock().unwrap());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "not ready in 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Server { child, base, log }
+    }
+
+    async fn token(&self) -> String {
+        let r = reqwest::Client::new()
+            .post(format!("{}/v1/users", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"name": format!("u{}", uuid::Uuid::new_v4().simple())}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let body: Value = r.json().await.unwrap();
+        body["token"].as_str().unwrap().to_string()
+    }
+
+    /// (status, body) of a search in `recipes`.
+    async fn search(&self) -> (u16, Value) {
+        let token = self.token().await;
+        let r = reqwest::Client::new()
+            .get(format!(
+                "{}/v1/collections/recipes/search?q=curry",
+                self.base
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let log = self.log.lock().unwrap().clone();
+        log
+    }
+}
+
+#[tokio::test]
+async fn servers_refuse_a_collection_whose_files_differ_from_the_recorded_manifest() {
+    let one = Env::new(false).await;
+    // Another node: its own data directory, the same database.
+    let two = Env {
+        db: crate::common::TestDb {
+            name: one.db.name.clone(),
+            url: one.db.url.clone(),
+            store: one.db.store.clone(),
+        },
+        home: tempfile::tempdir().unwrap(),
+        model: false,
+    };
+    one.index("recipes", "jsonl", Path::new(FIXTURE), None);
+    let collection = |env: &Env| env.path("collections/recipes");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(collection(&one).join("manifest.sha256.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        manifest["files"]["collection.json"]["sha256"]
+            .as_str()
+            .unwrap()
+            .len()
+            == 64
+    );
+    assert!(
+        manifest["files"]["tantivy/meta.json"]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    copy_dir(&collection(&one), &collection(&two));
+    two.ok(&["collection", "verify", "recipes"]);
+
+    let a = Server::start(&one).await;
+    let b = Server::start(&two).await;
+    assert_eq!(a.search().await.0, 200);
+    assert_eq!(b.search().await.0, 200);
+    b.stop();
+
+    // Node two's copy changes (indexed again with one more passage).
+    let extra = two.path("extra.jsonl");
+    std::fs::write(
+        &extra,
+        "{\"id\": \"r99\", \"title\": \"Toast\", \"url\": \"https://example.org/toast\", \"text\": \"Toast bread.\"}\n",
+    )
+    .unwrap();
+    two.index("recipes", "jsonl", &extra, None);
+    let b = Server::start(&two).await;
+    let (status, body) = b.search().await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "collection_unavailable");
+    assert_eq!(body["error"]["field"], "collection");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("collection verify recipes --record"),
+        "{body}"
+    );
+    assert_eq!(
+        a.search().await.0,
+        200,
+        "node one's copy is the recorded one"
+    );
+    let log = b.stop();
+    assert!(log.contains("collection refused"), "{log}");
+
+    // A file changed behind the manifest's back is named.
+    let meta = collection(&two).join("collection.json");
+    let mut text = std::fs::read_to_string(&meta).unwrap();
+    text.push(' ');
+    std::fs::write(&meta, &text).unwrap();
+    let stderr = two.fails(&["collection", "verify", "recipes"]);
+    assert!(
+        stderr.contains("collection.json: size or SHA-256 differs"),
+        "{stderr}"
+    );
+    text.pop();
+    std::fs::write(&meta, &text).unwrap();
+
+    // Recording node two's copy makes it the served one: node one's copy is now refused.
+    let out = two.convrag(&["collection", "verify", "recipes", "--record"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("recorded"));
+    let b = Server::start(&two).await;
+    assert_eq!(b.search().await.0, 200);
+    a.stop();
+    let a = Server::start(&one).await;
+    assert_eq!(a.search().await.0, 503);
+    a.stop();
+    b.stop();
+}
