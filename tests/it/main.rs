@@ -20,6 +20,7 @@ mod batch_leases;
 mod batch_real_data;
 mod batch_resume;
 mod batch_workers;
+mod cli_tune;
 mod collection_manifests;
 mod db_pgbouncer;
 mod embedded_cluster;
