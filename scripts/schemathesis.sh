@@ -4,7 +4,8 @@
 # from a real convrag (the diet fixture collection, the real model, a fresh database; no LLM, so
 # turns answer extractively and the document offers only what this server can do) and runs
 # every check in every phase, the stateful one included (create -> get -> update -> delete
-# through the document's links). Bounded by examples per operation and a time budget; exits
+# through the document's links), in two runs: every operation but those that end a user's
+# access, then those on a user of their own. Bounded by examples per operation and a time budget; exits
 # non-zero on any failure. The report (JUnit, NDJSON) goes to target/schemathesis/.
 #
 #   scripts/schemathesis.sh [schemathesis run options]
@@ -14,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
+EXTRA=("$@")
 
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES="${SCHEMATHESIS_MAX_EXAMPLES:-25}"
@@ -40,29 +42,46 @@ fi
 . scripts/test-server.sh
 start_test_server schemathesis
 
-token="$(curl -fsS -X POST "$url/v1/users" -H "Authorization: Bearer $admin_token" \
-  -H 'Content-Type: application/json' -d '{"name": "schemathesis"}' |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')" ||
-  die "creating a user failed"
+new_user() {
+  curl -fsS -X POST "$url/v1/users" -H "Authorization: Bearer $admin_token" \
+    -H 'Content-Type: application/json' -d "{\"name\": \"$1\"}" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])'
+}
+token="$(new_user schemathesis)" || die "creating a user failed"
 
 report="$root/target/schemathesis"
 rm -rf "$report"
 mkdir -p "$report"
-echo "schemathesis: $pins against $url (max $MAX_EXAMPLES examples per operation, ${MAX_TIME}s, seed $SEED)"
+
+# Operations that end a user's access (deleting the account, revoking a token, disabling a
+# user) would, fuzzed beside the others, take away the credentials every later request uses.
+# They run second, on users of their own.
+ending="delete_me|revoke_token|disable_user|enable_user"
+
+run() { # label, token, max time, schemathesis options...
+  local label="$1" run_token="$2" max_time="$3"
+  shift 3
+  echo "schemathesis ($label): $pins against $url (max $MAX_EXAMPLES examples per operation, ${max_time}s, seed $SEED)"
+  # No proxy: the server is on loopback.
+  env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
+    CONVRAG_SCHEMATHESIS_TOKEN="$run_token" CONVRAG_SCHEMATHESIS_ADMIN_TOKEN="$admin_token" \
+    "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/v1/openapi.json" \
+    --checks all \
+    --phases examples,coverage,fuzzing,stateful \
+    --max-examples "$MAX_EXAMPLES" \
+    --max-time "$max_time" \
+    --seed "$SEED" \
+    --workers 2 \
+    --request-timeout 60 \
+    --report junit,ndjson --report-dir "$report/$label" \
+    "$@"
+}
+
 status=0
-# No proxy: the server is on loopback.
-env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
-  CONVRAG_SCHEMATHESIS_TOKEN="$token" CONVRAG_SCHEMATHESIS_ADMIN_TOKEN="$admin_token" \
-  "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/v1/openapi.json" \
-  --checks all \
-  --phases examples,coverage,fuzzing,stateful \
-  --max-examples "$MAX_EXAMPLES" \
-  --max-time "$MAX_TIME" \
-  --seed "$SEED" \
-  --workers 2 \
-  --request-timeout 60 \
-  --report junit,ndjson --report-dir "$report" \
-  "$@" || status=$?
+run all "$token" "$MAX_TIME" --exclude-operation-id-regex "^($ending)\$" "${EXTRA[@]}" || status=$?
+ending_token="$(new_user schemathesis-ending)" || die "creating a user failed"
+run ending "$ending_token" "$((MAX_TIME / 3))" --include-operation-id-regex "^($ending|create_user|create_token)\$" \
+  "${EXTRA[@]}" || status=$?
 if [ "$status" -ne 0 ]; then
   cp "$work/server.log" "$report/server.log"
   echo "schemathesis: failed; the report and the server log are in target/schemathesis/" >&2

@@ -74,6 +74,9 @@ export class Api {
   createCollection(name) {
     return this.request("POST", "/v1/collections", { name });
   }
+  deleteCollection(name) {
+    return this.request("DELETE", `/v1/collections/${encodeURIComponent(name)}`);
+  }
   /** Files (File objects) as multipart parts named `files`; resolves to the 202 body. */
   async uploadDocuments(name, files) {
     const form = new FormData();

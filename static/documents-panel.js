@@ -1,4 +1,4 @@
-// "Your documents": the signed-in user's private collections (GET/POST /v1/collections), files
+// "Your documents": the signed-in user's private collections (GET/POST/DELETE /v1/collections), files
 // dropped or picked into one (POST /v1/collections/{name}/documents, multipart), and the progress
 // of their indexing (GET /v1/collections/{name}) until they can be chosen for a new conversation.
 
@@ -28,6 +28,11 @@ function render() {
         { class: "ptkb-item", dataset: { name: c.name, status: c.status } },
         el("span", { class: "statement-text" }, c.name),
         el("span", { class: "muted small collection-status" }, statusText(c)),
+        el(
+          "button",
+          { type: "button", class: "secondary remove", "aria-label": `Delete collection ${c.name}`, disabled: c.status === "building", onclick: () => deleteCollection(c.name) },
+          "Delete",
+        ),
       ),
     ),
   );
@@ -57,6 +62,18 @@ async function createCollection(event) {
     await load();
     $("documents-target").value = collection.name;
     announce(`Collection ${collection.name} created. Add files to it.`);
+  } catch (error) {
+    reportError(error, "documents-error");
+  }
+}
+
+async function deleteCollection(name) {
+  if (!window.confirm(`Delete ${name} and every document in it? Conversations over it keep their answers.`)) return;
+  try {
+    await state.api.deleteCollection(name);
+    setError("documents-error", "");
+    await load();
+    announce(`Collection ${name} deleted.`);
   } catch (error) {
     reportError(error, "documents-error");
   }

@@ -121,6 +121,21 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(json!({"collection": collection})))
 }
 
+/// `DELETE /v1/collections/{name}`: deletes one of the user's private collections, its
+/// documents and its index. Conversations that used it keep their turns; their next turn names
+/// another collection.
+#[utoipa::path(delete, path = "/v1/collections/{name}", operation_id = "delete_collection", tag = "collections",
+    params(CollectionPath),
+    responses((status = 204, description = "The collection, its documents and its index are deleted")))]
+pub async fn delete(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.collections.delete(user.id, &path).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCollection {

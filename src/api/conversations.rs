@@ -140,7 +140,8 @@ async fn check_collection(state: &AppState, user_id: i64, name: &str) -> Result<
     use crate::index::IndexError;
     use crate::service::ServiceError;
     match state.turns.visible_retriever(Some(user_id), name).await {
-        Ok(_) => Ok(()),
+        // The default collection being built: the conversation may name it already.
+        Ok(_) | Err(ServiceError::Index(IndexError::Preparing { .. })) => Ok(()),
         Err(ServiceError::Index(IndexError::NotFound { .. })) => Err(ApiError::field(
             ErrorCode::NotFound,
             "collection",

@@ -350,6 +350,14 @@ impl From<IndexError> for ApiError {
                 "collection",
                 e.to_string(),
             ),
+            IndexError::Preparing { .. } => ApiError {
+                retry_after: Some(5),
+                ..ApiError::field(
+                    ErrorCode::CollectionUnavailable,
+                    "collection",
+                    e.to_string(),
+                )
+            },
             IndexError::Invalid(message) => ApiError::invalid("q", message),
             IndexError::Collection(e) => e.into(),
             IndexError::Tantivy { .. } | IndexError::Io { .. } | IndexError::Manifest { .. } => {

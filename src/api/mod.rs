@@ -66,6 +66,7 @@ impl AppState {
     /// Lists `default` (with its build's progress until it is ready) and makes it the
     /// collection of new conversations that name none.
     pub fn with_default_collection(mut self, default: Arc<DefaultCollection>) -> Self {
+        self.turns.collections().set_preparing(default.clone());
         self.default_collection = Some(default);
         self
     }
@@ -145,6 +146,7 @@ routes! {
     GET "/v1/collections" => collections::list,
     POST "/v1/collections" => collections::create,
     GET "/v1/collections/{name}" => collections::get,
+    DELETE "/v1/collections/{name}" => collections::delete,
     POST "/v1/collections/{name}/documents" => collections::upload,
     GET "/v1/collections/{name}/search" => collections::search,
     GET "/v1/models" => openai::models,

@@ -69,6 +69,7 @@ impl Capabilities {
         super::turns::get,
         super::collections::list,
         super::collections::get,
+        super::collections::delete,
         super::collections::create,
         super::collections::upload,
         super::collections::search,
@@ -116,9 +117,10 @@ impl PartialSchema for ErrorCode {
 }
 
 use ErrorCode::{
-    AdminRequired, Conflict, DatabaseUnavailable, IdempotencyKeyReused, InvalidField, InvalidToken,
-    MalformedJson, MissingToken, ModelUnavailable, NotFound, PayloadTooLarge, QuotaExceeded,
-    RateLimited, TokenExpired, TokenRevoked, UnsupportedMediaType, UserDisabled,
+    AdminRequired, CollectionUnavailable, Conflict, DatabaseUnavailable, IdempotencyKeyReused,
+    InvalidField, InvalidToken, MalformedJson, MissingToken, ModelUnavailable, NotFound,
+    PayloadTooLarge, QuotaExceeded, RateLimited, TokenExpired, TokenRevoked, UnsupportedMediaType,
+    UserDisabled,
 };
 
 /// A user's bearer token (`extract::AuthUser`).
@@ -193,13 +195,21 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 Conflict,
                 IdempotencyKeyReused,
                 ModelUnavailable,
+                CollectionUnavailable,
                 RateLimited,
             ],
         ],
     ),
     ("get_turn", &[AUTH, &[InvalidField, NotFound]]),
     ("list_collections", &[AUTH]),
-    ("get_collection", &[AUTH, &[InvalidField, NotFound]]),
+    (
+        "get_collection",
+        &[AUTH, &[InvalidField, NotFound, CollectionUnavailable]],
+    ),
+    (
+        "delete_collection",
+        &[AUTH, &[InvalidField, NotFound, Conflict]],
+    ),
     ("create_collection", &[AUTH, BODY, &[Conflict]]),
     (
         "upload_documents",
@@ -218,13 +228,28 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
         "search_collection",
         &[
             AUTH,
-            &[InvalidField, NotFound, ModelUnavailable, RateLimited],
+            &[
+                InvalidField,
+                NotFound,
+                ModelUnavailable,
+                CollectionUnavailable,
+                RateLimited,
+            ],
         ],
     ),
     ("list_models", &[AUTH]),
     (
         "chat_completions",
-        &[AUTH, BODY, &[NotFound, ModelUnavailable, RateLimited]],
+        &[
+            AUTH,
+            BODY,
+            &[
+                NotFound,
+                ModelUnavailable,
+                CollectionUnavailable,
+                RateLimited,
+            ],
+        ],
     ),
     ("list_profile_statements", &[AUTH]),
     (

@@ -108,6 +108,9 @@ pub async fn delete_me(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     state.store.delete_user(user.id).await?;
+    // The rows are gone; the private collections' files follow (or, if this fails, the next
+    // start-up's sweep removes them).
+    state.collections.delete_owner_files(user.id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

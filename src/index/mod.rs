@@ -56,6 +56,11 @@ pub enum IndexError {
     /// Not served by this node: its files are not the ones recorded for the name.
     #[error("collection {name:?} is unavailable on this server: {reason}")]
     Refused { name: String, reason: String },
+    /// The server's default collection, still being built in the background.
+    #[error(
+        "the collection {name:?} is being prepared ({percent}% done); try again in a few seconds"
+    )]
+    Preparing { name: String, percent: u32 },
 }
 
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;

@@ -620,6 +620,8 @@ struct RegistryInner {
     open: RwLock<HashMap<String, Arc<TantivyRetriever>>>,
     /// Collections this node must not serve, with the reason.
     refused: RwLock<HashMap<String, String>>,
+    /// The default collection while `serve` builds it: not found yet, but coming.
+    preparing: RwLock<Option<Arc<super::background::DefaultCollection>>>,
 }
 
 impl CollectionRegistry {
@@ -630,6 +632,7 @@ impl CollectionRegistry {
                 root: root.into(),
                 open: RwLock::new(HashMap::new()),
                 refused: RwLock::new(HashMap::new()),
+                preparing: RwLock::new(None),
             }),
         }
     }
@@ -685,6 +688,36 @@ impl CollectionRegistry {
             .expect("registry lock")
             .insert(name.to_string(), reason);
         self.inner.open.write().expect("registry lock").remove(name);
+    }
+
+    /// Names `default` as being built: until it is published, asking for it is
+    /// [`IndexError::Preparing`] (with its progress), not a collection that does not exist.
+    pub fn set_preparing(&self, default: Arc<super::background::DefaultCollection>) {
+        *self.inner.preparing.write().expect("registry lock") = Some(default);
+    }
+
+    /// `NotFound` for `name`, or `Preparing` when it is the default collection being built.
+    fn not_found(&self, name: &str) -> IndexError {
+        let preparing = self.inner.preparing.read().expect("registry lock");
+        match preparing.as_ref().map(|d| (d.name(), d.status())) {
+            Some((default, status))
+                if default == name
+                    && matches!(
+                        status.status,
+                        super::background::BuildState::Pending
+                            | super::background::BuildState::Building
+                    ) =>
+            {
+                IndexError::Preparing {
+                    name: name.to_string(),
+                    percent: (status.progress * 100.0).floor() as u32,
+                }
+            }
+            _ => IndexError::NotFound {
+                name: name.to_string(),
+                root: self.inner.root.clone(),
+            },
+        }
     }
 
     fn refusal(&self, name: &str) -> Option<String> {
@@ -743,10 +776,7 @@ impl CollectionRegistry {
             return Ok(r.clone());
         }
         if !dir.join(TANTIVY_DIR).join("meta.json").exists() {
-            return Err(IndexError::NotFound {
-                name: name.to_string(),
-                root: self.inner.root.clone(),
-            });
+            return Err(self.not_found(name));
         }
         // The version a symlink points to now: a later swap must not change an open index's files.
         let dir = std::fs::canonicalize(dir).map_err(super::io_err(dir))?;

@@ -207,17 +207,12 @@ impl CollectionService {
         self.limits
     }
 
-    /// The shared collections (recorded in the table as found on disk) and `user_id`'s own.
+    /// The shared collections (as found on disk) and `user_id`'s own.
     pub async fn list(&self, user_id: i64) -> Result<Vec<CollectionView>> {
         let registry = self.registry.clone();
         let shared = tokio::task::spawn_blocking(move || registry.list())
             .await
             .map_err(CollectionServiceError::Task)??;
-        let found: Vec<(String, i64)> = shared
-            .iter()
-            .map(|c| (c.name.clone(), c.passages as i64))
-            .collect();
-        self.store.sync_shared_collections(&found).await?;
         let mut out: Vec<CollectionView> = shared.into_iter().map(CollectionView::shared).collect();
         for row in self.store.private_collections(user_id).await? {
             out.push(self.private_view(row));
@@ -259,15 +254,87 @@ impl CollectionService {
     }
 
     /// At start-up: uploads cut off by a stop are marked failed (their collections keep the
-    /// documents they had), and the versions they were building are removed. Returns how many
-    /// uploads were interrupted.
+    /// documents they had), the versions they were building are removed, and so are the files
+    /// of deleted collections. Returns how many uploads were interrupted.
     pub async fn recover(&self) -> Result<u64> {
         let interrupted = self.store.fail_interrupted_uploads().await?;
+        // The shared collections found on disk are recorded once here, not on every listing
+        // (a read must not write); `create` also checks the disk, so a collection indexed
+        // while the server runs still reserves its name.
+        let registry = self.registry.clone();
+        let shared = tokio::task::spawn_blocking(move || registry.list())
+            .await
+            .map_err(CollectionServiceError::Task)??;
+        let found: Vec<(String, i64)> = shared
+            .iter()
+            .map(|c| (c.name.clone(), c.passages as i64))
+            .collect();
+        self.store.sync_shared_collections(&found).await?;
+        // Files of collections (or whole accounts) deleted while a server was down, or on
+        // another server sharing the database, are removed too.
+        let mut owned: HashMap<i64, Vec<String>> = HashMap::new();
+        for (owner, name) in self.store.private_collection_owners().await? {
+            owned.entry(owner).or_default().push(name);
+        }
         let root = self.registry.root().join(crate::index::search::PRIVATE_DIR);
-        tokio::task::spawn_blocking(move || remove_unused_versions(&root))
+        tokio::task::spawn_blocking(move || remove_unused_versions(&root, &owned))
             .await
             .map_err(CollectionServiceError::Task)??;
         Ok(interrupted)
+    }
+
+    /// Deletes `user_id`'s private collection `name`: its row, then its files (documents and
+    /// index). Shared collections are managed on the command line, not here.
+    pub async fn delete(&self, user_id: i64, name: &str) -> Result<()> {
+        crate::index::validate_name(name)?;
+        let row = match self.store.delete_owned_collection(user_id, name).await {
+            Err(StoreError::NotFound { .. }) if self.registry_has_shared(name).await? => {
+                return Err(StoreError::Conflict {
+                    field: "name",
+                    message: format!(
+                        "{name:?} is a shared collection; an administrator removes it with the \
+                         command line"
+                    ),
+                }
+                .into())
+            }
+            other => other?,
+        };
+        let registry = self.registry.clone();
+        let name = row.name;
+        tokio::task::spawn_blocking(move || remove_private_files(&registry, user_id, &name))
+            .await
+            .map_err(CollectionServiceError::Task)?
+    }
+
+    /// Removes every private collection file of `user_id`, whose account is deleted (the rows
+    /// went with it).
+    pub async fn delete_owner_files(&self, user_id: i64) -> Result<()> {
+        let registry = self.registry.clone();
+        tokio::task::spawn_blocking(move || {
+            let root = registry.private_root(user_id);
+            for entry in list_dir(&root)? {
+                if let Some(name) = entry.file_name().and_then(|n| n.to_str()) {
+                    if !name.starts_with('.') {
+                        registry.forget_private(user_id, name);
+                    }
+                }
+            }
+            match std::fs::remove_dir_all(&root) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&root)(e)),
+                _ => Ok(()),
+            }
+        })
+        .await
+        .map_err(CollectionServiceError::Task)?
+    }
+
+    async fn registry_has_shared(&self, name: &str) -> Result<bool> {
+        let registry = self.registry.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || registry.get(&name).is_ok())
+            .await
+            .map_err(CollectionServiceError::Task)
     }
 
     /// Creates an empty private collection of `user_id` (ready at once: it holds no documents).
@@ -407,25 +474,70 @@ impl CollectionService {
     }
 }
 
-/// Removes, in every owner's folder under `private_root`, the versions (`.v-*`) no collection's
-/// symlink points to and leftover new symlinks (`.v-*.link`).
-fn remove_unused_versions(private_root: &Path) -> Result<()> {
-    let owners = match std::fs::read_dir(private_root) {
-        Ok(owners) => owners,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err(private_root)(e)),
-    };
-    for owner in owners {
-        let owner = owner.map_err(io_err(private_root))?.path();
-        let entries: Vec<PathBuf> = std::fs::read_dir(&owner)
-            .map_err(io_err(&owner))?
+/// The entries of `dir` (none when it does not exist).
+fn list_dir(dir: &Path) -> Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
             .map(|e| e.map(|e| e.path()))
             .collect::<std::io::Result<_>>()
-            .map_err(io_err(&owner))?;
+            .map_err(io_err(dir)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io_err(dir)(e)),
+    }
+}
+
+/// Removes a deleted private collection's live symlink and the version it points to.
+fn remove_private_files(registry: &CollectionRegistry, user_id: i64, name: &str) -> Result<()> {
+    let live = registry.private_dir(user_id, name);
+    registry.forget_private(user_id, name);
+    let version = std::fs::read_link(&live).ok().and_then(|target| {
+        target
+            .parent()
+            .map(|v| registry.private_root(user_id).join(v))
+    });
+    match std::fs::remove_file(&live) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&live)(e)),
+        _ => {}
+    }
+    if let Some(version) = version {
+        // Open searches keep their mapped files until they finish.
+        std::fs::remove_dir_all(&version).map_err(io_err(&version))?;
+    }
+    Ok(())
+}
+
+/// Under `private_root`: removes the folders of owners with no private collection, the live
+/// symlinks of collections not in `owned`, the versions (`.v-*`) no remaining symlink points
+/// to, and leftover new symlinks (`.v-*.link`).
+fn remove_unused_versions(private_root: &Path, owned: &HashMap<i64, Vec<String>>) -> Result<()> {
+    for owner in list_dir(private_root)? {
+        let names = owner
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<i64>().ok())
+            .and_then(|id| owned.get(&id));
+        let Some(names) = names else {
+            std::fs::remove_dir_all(&owner).map_err(io_err(&owner))?;
+            tracing::info!(path = %owner.display(), "removed the collections of a deleted owner");
+            continue;
+        };
         let hidden = |p: &Path| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with('.'))
         };
+        let mut entries = Vec::new();
+        for entry in list_dir(&owner)? {
+            let known = entry
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| names.iter().any(|name| name == n));
+            if hidden(&entry) || known {
+                entries.push(entry);
+            } else {
+                remove_entry(&entry)?;
+                tracing::info!(path = %entry.display(), "removed a deleted collection");
+            }
+        }
         let live: Vec<PathBuf> = entries
             .iter()
             .filter(|p| !hidden(p))
@@ -433,16 +545,21 @@ fn remove_unused_versions(private_root: &Path) -> Result<()> {
             .filter_map(|target| target.parent().map(|v| owner.join(v)))
             .collect();
         for entry in entries.iter().filter(|p| hidden(p) && !live.contains(p)) {
-            let removed = if entry.is_symlink() || entry.is_file() {
-                std::fs::remove_file(entry)
-            } else {
-                std::fs::remove_dir_all(entry)
-            };
-            removed.map_err(io_err(entry))?;
-            tracing::info!(path = %entry.display(), "removed an unfinished collection version");
+            remove_entry(entry)?;
+            tracing::info!(path = %entry.display(), "removed an unused collection version");
         }
     }
     Ok(())
+}
+
+/// Removes a symlink or file, or a directory with its contents.
+fn remove_entry(entry: &Path) -> Result<()> {
+    let removed = if entry.is_symlink() || entry.is_file() {
+        std::fs::remove_file(entry)
+    } else {
+        std::fs::remove_dir_all(entry)
+    };
+    removed.map_err(io_err(entry))
 }
 
 /// Reads every uploaded file, or names the first one refused (`files[i]`).

@@ -290,6 +290,47 @@ impl Store {
         Ok(done.rows_affected())
     }
 
+    /// Deletes `user_id`'s private collection `name` and returns it; another user's is not
+    /// found. Refused (conflict) while an upload is being indexed into it.
+    pub async fn delete_owned_collection(
+        &self,
+        user_id: i64,
+        name: &str,
+    ) -> Result<PrivateCollection> {
+        let deleted: Option<PrivateCollection> = sqlx::query_as(&format!(
+            "DELETE FROM collections WHERE owner_id = $1 AND name = $2 AND status <> 'building' \
+             RETURNING {COLUMNS}"
+        ))
+        .bind(user_id)
+        .bind(name)
+        .fetch_optional(self.db())
+        .await?;
+        match deleted {
+            Some(row) => Ok(row),
+            None => {
+                // Not deleted: either there is no such collection, or it is being built.
+                self.private_collection(user_id, name).await?;
+                Err(StoreError::Conflict {
+                    field: "name",
+                    message: format!(
+                        "an upload into {name:?} is being indexed; delete it when that is done"
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Every private collection as `(owner id, name)`: what the private directories on disk
+    /// may hold.
+    pub async fn private_collection_owners(&self) -> Result<Vec<(i64, String)>> {
+        let rows = sqlx::query_as(
+            "SELECT owner_id, name FROM collections WHERE owner_id IS NOT NULL ORDER BY owner_id",
+        )
+        .fetch_all(self.db())
+        .await?;
+        Ok(rows)
+    }
+
     /// Forgets a private collection whose creation could not be completed.
     pub async fn delete_private_collection(&self, id: i64) -> Result<()> {
         sqlx::query("DELETE FROM collections WHERE id = $1 AND owner_id IS NOT NULL")

@@ -96,6 +96,45 @@ async fn the_default_collection_is_listed_while_built_and_answers_with_the_reran
     assert_eq!(c.status, 201, "{:?}", c.body);
     assert_eq!(c.body["conversation"]["collection"], "manual");
     let conversation = c.body["conversation"]["id"].as_str().unwrap().to_string();
+    // Asked before it is built: not "no such collection" but "being prepared", retry later;
+    // nothing is stored.
+    let response = user
+        .http
+        .post(format!(
+            "{}/v1/conversations/{conversation}/turns",
+            user.base
+        ))
+        .bearer_auth(user.token.as_deref().unwrap())
+        .json(&json!({"utterance": "What is a partial index?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "5"
+    );
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "collection_unavailable", "{body}");
+    assert_eq!(body["error"]["field"], "collection");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"manual\" is being prepared (0% done)"),
+        "{body}"
+    );
+    let r = user
+        .get(&format!("/v1/conversations/{conversation}/turns"))
+        .await;
+    assert_eq!(r.body["turns"], json!([]), "{:?}", r.body);
+    let r = user.get("/v1/collections/manual/search?q=index").await;
+    assert_eq!(r.status, 503, "{:?}", r.body);
 
     let built = default.clone();
     let collections = config.collections_dir();

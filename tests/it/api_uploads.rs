@@ -630,3 +630,90 @@ async fn an_upload_cut_off_by_a_stop_is_failed_and_its_leftovers_removed() {
     assert_eq!(restarted.recover().await.unwrap(), 0);
     s.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_collections_and_accounts_leave_no_files_behind() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let bob = new_user(&anon, "bob").await;
+    let alice_id = alice.get("/v1/users/me").await.body["user"]["id"]
+        .as_i64()
+        .unwrap();
+    let private = s.home.path().join("collections/.private");
+    for name in ["notes", "otters"] {
+        let r = alice.post("/v1/collections", json!({"name": name})).await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        let r = upload(&alice, name, &[("otters.md", MARKDOWN.as_bytes())]).await;
+        assert_eq!(r.status, 202, "{:?}", r.body);
+        wait_indexed(&alice, name).await;
+    }
+    assert_eq!(versions(s.home.path()).len(), 2);
+
+    // Another user cannot delete it (not found, as everywhere), nor anyone a shared collection.
+    let r = bob.send("DELETE", "/v1/collections/notes", None).await;
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    let r = alice.send("DELETE", "/v1/collections/demo", None).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert_eq!(r.body["error"]["field"], "name");
+    assert!(alice.get("/v1/collections/demo").await.status == 200);
+
+    // The owner deletes it: gone from the listing, from search and from the disk.
+    let r = alice.send("DELETE", "/v1/collections/notes", None).await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    assert_eq!(alice.get("/v1/collections/notes").await.status, 404);
+    let r = alice.get("/v1/collections/notes/search?q=otters").await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+    assert_eq!(
+        names(&alice.get("/v1/collections").await),
+        ["demo", "otters"]
+    );
+    assert_eq!(versions(s.home.path()).len(), 1);
+    assert!(!private.join(format!("{alice_id}/notes")).exists());
+    assert_eq!(
+        alice
+            .send("DELETE", "/v1/collections/notes", None)
+            .await
+            .status,
+        404
+    );
+    // The name is free again.
+    let r = alice
+        .post("/v1/collections", json!({"name": "notes"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    // Deleting the account removes every file of its collections.
+    assert_eq!(alice.send("DELETE", "/v1/users/me", None).await.status, 204);
+    assert!(!private.join(alice_id.to_string()).exists());
+
+    // Files a server could not remove (it stopped first, or another server deleted the rows)
+    // go at the next start-up: an owner with no collection, and a collection with no row.
+    let bob_id = bob.get("/v1/users/me").await.body["user"]["id"]
+        .as_i64()
+        .unwrap();
+    let r = bob.post("/v1/collections", json!({"name": "kept"})).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let ghost_owner = private.join("999999");
+    std::fs::create_dir_all(ghost_owner.join(".v-00/gone/tantivy")).unwrap();
+    std::os::unix::fs::symlink(".v-00/gone", ghost_owner.join("gone")).unwrap();
+    let bob_dir = private.join(bob_id.to_string());
+    std::fs::create_dir_all(bob_dir.join(".v-11/stale/tantivy")).unwrap();
+    std::os::unix::fs::symlink(".v-11/stale", bob_dir.join("stale")).unwrap();
+    let mut config = s._db.config();
+    config.home = s.home.path().to_path_buf();
+    let restarted = CollectionService::new(
+        s._db.store.clone(),
+        CollectionRegistry::new(config.collections_dir()),
+        config.uploads,
+    );
+    restarted.recover().await.unwrap();
+    assert!(!ghost_owner.exists());
+    assert!(!bob_dir.join("stale").exists() && !bob_dir.join(".v-11").exists());
+    assert!(bob_dir.join("kept").exists());
+    assert_eq!(bob.get("/v1/collections/kept").await.status, 200);
+    s.server.stop().await;
+}

@@ -610,6 +610,29 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(r.status, 404);
   });
 
+  step("deletes the uploaded collection after asking", async () => {
+    const dialog = page.getByRole("dialog", { name: "Your documents" });
+    await page.getByRole("button", { name: "Your documents", exact: true }).click();
+    const item = dialog.locator(".ptkb-item", { hasText: PRIVATE_COLLECTION });
+    await item.waitFor();
+    // Declining the question keeps it.
+    page.once("dialog", (question) => question.dismiss());
+    await dialog.getByRole("button", { name: `Delete collection ${PRIVATE_COLLECTION}` }).click();
+    assert.equal((await api(`/v1/collections/${PRIVATE_COLLECTION}`)).collection.documents, 2);
+    page.once("dialog", (question) => {
+      assert.match(question.message(), new RegExp(`^Delete ${PRIVATE_COLLECTION} and every document in it\\?`));
+      question.accept();
+    });
+    await dialog.getByRole("button", { name: `Delete collection ${PRIVATE_COLLECTION}` }).click();
+    await dialog.getByText("No private collections yet.").waitFor();
+    const r = await fetch(`${BASE}/v1/collections/${PRIVATE_COLLECTION}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(r.status, 404);
+    // The conversation over it keeps its answer.
+    assert.match((await storedTurns())[0].response_text, /Glaucilla/);
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+  });
+
   step("signs out and forgets the token", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
