@@ -58,16 +58,16 @@ mkdir -p "$report"
 # They run second, on users of their own.
 ending="delete_me|revoke_token|disable_user|enable_user"
 
-run() { # label, token, max time, schemathesis options...
-  local label="$1" run_token="$2" max_time="$3"
-  shift 3
+run() { # label, token, max time, phases, schemathesis options...
+  local label="$1" run_token="$2" max_time="$3" phases="$4"
+  shift 4
   echo "schemathesis ($label): $pins against $url (max $MAX_EXAMPLES examples per operation, ${max_time}s, seed $SEED)"
   # No proxy: the server is on loopback.
   env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
     CONVRAG_SCHEMATHESIS_TOKEN="$run_token" CONVRAG_SCHEMATHESIS_ADMIN_TOKEN="$admin_token" \
     "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/v1/openapi.json" \
     --checks all \
-    --phases examples,coverage,fuzzing,stateful \
+    --phases "$phases" \
     --max-examples "$MAX_EXAMPLES" \
     --max-time "$max_time" \
     --seed "$SEED" \
@@ -78,9 +78,10 @@ run() { # label, token, max time, schemathesis options...
 }
 
 status=0
-run all "$token" "$MAX_TIME" --exclude-operation-id-regex "^($ending)\$" "${EXTRA[@]}" || status=$?
+run all "$token" "$MAX_TIME" examples,coverage,fuzzing,stateful --exclude-operation-id-regex "^($ending)\$" "${EXTRA[@]}" || status=$?
 ending_token="$(new_user schemathesis-ending)" || die "creating a user failed"
-run ending "$ending_token" "$((MAX_TIME / 3))" --include-operation-id-regex "^($ending|create_user|create_token)\$" \
+# No stateful phase: its links start from operations of the first run.
+run ending "$ending_token" "$((MAX_TIME / 3))" examples,coverage,fuzzing --include-operation-id-regex "^($ending|create_user|create_token)\$" \
   "${EXTRA[@]}" || status=$?
 if [ "$status" -ne 0 ]; then
   cp "$work/server.log" "$report/server.log"

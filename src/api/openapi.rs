@@ -119,8 +119,8 @@ impl PartialSchema for ErrorCode {
 use ErrorCode::{
     AdminRequired, CollectionUnavailable, Conflict, DatabaseUnavailable, IdempotencyKeyReused,
     InvalidField, InvalidToken, MalformedJson, MissingToken, ModelUnavailable, NotFound,
-    PayloadTooLarge, QuotaExceeded, RateLimited, TokenExpired, TokenRevoked, UnsupportedMediaType,
-    UserDisabled,
+    PayloadTooLarge, QuotaExceeded, RateLimited, TokenExpired, TokenRevoked, UnreadableFile,
+    UnsupportedMediaType, UserDisabled,
 };
 
 /// A user's bearer token (`extract::AuthUser`).
@@ -221,6 +221,7 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 Conflict,
                 PayloadTooLarge,
                 UnsupportedMediaType,
+                UnreadableFile,
             ],
         ],
     ),

@@ -80,6 +80,14 @@ pub fn classify(message: &Value) -> Message<'_> {
         };
     };
     let id = object.get("id").cloned();
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Message::Invalid {
+            id: id
+                .filter(|id| id.is_string() || id.is_number())
+                .unwrap_or(Value::Null),
+            reason: "jsonrpc must be \"2.0\"",
+        };
+    }
     // MCP: an id is a string or a number, never null.
     if let Some(id) = id.as_ref().filter(|id| !(id.is_string() || id.is_number())) {
         return Message::Invalid {
@@ -212,15 +220,30 @@ mod tests {
             }
         ));
         assert!(matches!(
-            classify(&json!({"id": 3, "method": 5})),
+            classify(&json!({"jsonrpc": "2.0", "id": 3, "method": 5})),
+            Message::Invalid { .. }
+        ));
+        // Only JSON-RPC 2.0: a missing or other `jsonrpc` is an invalid request.
+        for version in [json!(null), json!({}), json!("1.0"), json!(2.0)] {
+            let message = json!({"jsonrpc": version, "id": 4, "method": "ping"});
+            assert_eq!(
+                classify(&message),
+                Message::Invalid {
+                    id: json!(4),
+                    reason: "jsonrpc must be \"2.0\""
+                }
+            );
+        }
+        assert!(matches!(
+            classify(&json!({"id": 5, "method": "ping"})),
             Message::Invalid { .. }
         ));
         assert!(matches!(
-            classify(&json!({"id": {"x": 1}, "method": "ping"})),
+            classify(&json!({"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"})),
             Message::Invalid { .. }
         ));
         assert!(matches!(
-            classify(&json!({"id": 7})),
+            classify(&json!({"jsonrpc": "2.0", "id": 7})),
             Message::Invalid { .. }
         ));
     }

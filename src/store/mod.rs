@@ -105,6 +105,10 @@ impl From<sqlx::Error> for StoreError {
                 // Class 08: connection exception; 57P0x: server shutting down / cannot connect now.
                 if code.starts_with("08") || code.starts_with("57P") {
                     StoreError::Unavailable(e.to_string())
+                } else if code == "23503" && db.constraint().is_some_and(refers_to_user) {
+                    // The account was deleted while this request (authenticated just before)
+                    // was writing for it: its token is gone with it.
+                    StoreError::Unauthorized(users::AuthFailure::Unknown)
                 } else {
                     StoreError::Database(e)
                 }
@@ -112,6 +116,12 @@ impl From<sqlx::Error> for StoreError {
             _ => StoreError::Database(e),
         }
     }
+}
+
+/// Whether a foreign key constraint is a row's reference to its user (every such key is named
+/// `<table>_user_id_fkey`, or `collections_owner_id_fkey`, by PostgreSQL's default naming).
+fn refers_to_user(constraint: &str) -> bool {
+    constraint.ends_with("_user_id_fkey") || constraint == "collections_owner_id_fkey"
 }
 
 /// The SQLSTATE of a database error, if any.

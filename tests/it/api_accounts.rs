@@ -419,3 +419,40 @@ async fn deleting_an_account_removes_every_row_of_the_user_and_nothing_else() {
     new_user(&anon, "alice").await;
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_for_an_account_deleted_meanwhile_are_unauthorized_not_server_errors() {
+    // A request authenticates, then the account is deleted by another request, then the first
+    // one writes: found by schemathesis as a 500 (foreign key violation) on POST
+    // /v1/users/me/tokens racing DELETE /v1/users/me. Now each such write is "unknown token".
+    use convrag::store::users::{AuthFailure, NewToken};
+    use convrag::store::{NewConversation, StoreError};
+    let db = TestDb::new().await;
+    let (user, _token) = db.store.create_user("gone").await.unwrap();
+    db.store.delete_user(user.id).await.unwrap();
+    let unknown = |r: StoreError| matches!(r, StoreError::Unauthorized(AuthFailure::Unknown));
+
+    let token = db
+        .store
+        .create_token_with(user.id, &NewToken::default())
+        .await;
+    assert!(unknown(token.unwrap_err()));
+    let conversation = db
+        .store
+        .create_conversation(
+            user.id,
+            NewConversation {
+                title: "t".into(),
+                external_id: None,
+                collection: None,
+                ptkb: Vec::new(),
+            },
+        )
+        .await;
+    assert!(unknown(conversation.unwrap_err()));
+    let collection = db
+        .store
+        .create_private_collection(user.id, "notes", 5)
+        .await;
+    assert!(unknown(collection.unwrap_err()));
+}

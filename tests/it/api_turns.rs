@@ -584,15 +584,19 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     check_turn_invariants(&t, 60);
     let llm = &t["diagnostics"]["llm"];
     assert_eq!(llm["model"], "smollm2-135m-instruct", "{t}");
-    // The model was asked; either it cited its sources or convrag said why it fell back.
-    match t["generator"].as_str().unwrap() {
-        "llm:smollm2-135m-instruct" => assert!(t["diagnostics"]["fallback"].is_null()),
-        "extractive" => {
-            let kind = t["diagnostics"]["fallback"]["kind"].as_str().unwrap();
-            assert!(["no_cited_sentence", "empty"].contains(&kind), "{t}");
-        }
-        other => panic!("unexpected generator {other}"),
-    }
+    // The model's answer is used (temperature 0, seed 42: the same reply every run), every
+    // sentence citing one of the 3 passages shown (check_turn_invariants).
+    assert_eq!(t["generator"], "llm:smollm2-135m-instruct", "{t}");
+    assert!(t["diagnostics"]["fallback"].is_null(), "{t}");
+    assert!(t["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["citations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| (1..=3).contains(&c.as_u64().unwrap()))));
 
     let events = stream_turn(
         &alice,
@@ -603,8 +607,10 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     check_stream_matches_store(&alice, &conv, &events).await;
     check_turn_invariants(&events.last().unwrap().1["turn"], 60);
 
-    // The LLM rewriter: the model was asked with the history; its one-line rewrite is the
-    // query, or the turn says why the history-aware rewrite stood in.
+    // The LLM rewriter: the model is asked with the history. SmolLM2-135M answers the question
+    // instead of rewriting it (the same reply every run), so the guard refuses the reply as
+    // dropping the utterance's content words and the history-aware rewrite stands in, saying
+    // why. (`rewrite_llm::tests::a_faithful_rewrite_passes` covers a reply the guard accepts.)
     let t = turn(
         &alice,
         &conv,
@@ -618,20 +624,17 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     assert!(raw.is_some(), "the model answered: {t}");
     let rewrite = t["rewritten_utterance"].as_str().unwrap();
     assert!(!rewrite.trim().is_empty() && !rewrite.contains('\n'), "{t}");
-    match t["diagnostics"]["rewrite_method"].as_str().unwrap() {
-        "llm" => {
-            assert!(t["diagnostics"]["rewrite_fallback"].is_null(), "{t}");
-            assert!(rewrite.split_whitespace().count() <= 60, "{t}");
-        }
-        "history" => assert!(
-            matches!(
-                t["diagnostics"]["rewrite_fallback"]["kind"].as_str(),
-                Some("unusable_output" | "dropped_content" | "question_back")
-            ),
-            "{t}"
-        ),
-        other => panic!("unexpected rewrite method {other}: {t}"),
-    }
+    assert_eq!(t["diagnostics"]["rewrite_method"], "history", "{t}");
+    let fallback = &t["diagnostics"]["rewrite_fallback"];
+    assert_eq!(fallback["kind"], "dropped_content", "{t}");
+    assert!(fallback["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("the model's reply keeps 0 of the utterance's 2 content words"));
+    assert!(
+        rewrite.contains("lentil soup"),
+        "the history filled in: {t}"
+    );
     // A supplied rewrite wins over the LLM rewriter, and the model is not asked.
     let t = turn(
         &alice,
