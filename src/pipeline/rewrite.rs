@@ -15,9 +15,7 @@
 //!    come from utterances (a response confirms a term, it never introduces one: responses are
 //!    long and would drown the query).
 //! 3. By default ([`TermSelection::Learned`]) a logistic model over each candidate's features
-//!    ([`TERM_FEATURES`]; candidates then include terms of earlier responses, described also by
-//!    where they stand there: capitalized inside a sentence, in a first sentence, how early in
-//!    the previous response, and whether the conversation has responses at all) keeps the
+//!    ([`TERM_FEATURES`]; candidates then include terms of earlier responses) keeps the
 //!    candidates whose probability of appearing in a manual rewrite is at least the tuned
 //!    threshold, at most `max_terms` of them ([`TermSelector`], fitted by `convrag tune rewrite`
 //!    on training topics only). With [`TermSelection::Decayed`]:
@@ -144,11 +142,6 @@ pub const TERM_FEATURES: &[&str] = &[
     "history_turns",
     "first_person",
     "relative_position",
-    "response_capitalized",
-    "in_response_first_sentence",
-    "in_previous_response_first_sentence",
-    "previous_response_position",
-    "has_responses",
 ];
 
 /// A learned choice of history terms: the terms whose probability of appearing in a manual
@@ -272,174 +265,6 @@ impl Default for HistoryRewriter {
 /// Positions of terms of a response come after those of the same turn's utterance.
 const RESPONSE_POSITION: usize = 1 << 20;
 
-/// Where a term stands in the earlier responses (what a reader of the response notices).
-#[derive(Debug, Clone, Copy)]
-struct ResponseLayout {
-    /// Written with a capital inside a sentence (a name: *Delft*, *Netherlands*).
-    capitalized: bool,
-    /// In the first sentence of some response.
-    first_sentence: bool,
-    /// In the first sentence of the previous response.
-    previous_first_sentence: bool,
-    /// First position in the previous response's content terms, relative (1 when absent).
-    previous_position: f64,
-}
-
-impl Default for ResponseLayout {
-    fn default() -> Self {
-        ResponseLayout {
-            capitalized: false,
-            first_sentence: false,
-            previous_first_sentence: false,
-            previous_position: 1.0,
-        }
-    }
-}
-
-/// The sentences of `text`: split after `.`, `!` or `?` followed by whitespace.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut prev: Option<char> = None;
-    for (i, c) in text.char_indices() {
-        if c.is_whitespace() && matches!(prev, Some('.' | '!' | '?')) {
-            if !text[start..i].trim().is_empty() {
-                out.push(&text[start..i]);
-            }
-            start = i;
-        }
-        prev = Some(c);
-    }
-    if !text[start..].trim().is_empty() {
-        out.push(&text[start..]);
-    }
-    out
-}
-
-/// [`ResponseLayout`] of every content stem of the earlier responses.
-fn response_term_features(ctx: &ConversationContext) -> HashMap<String, ResponseLayout> {
-    let mut out: HashMap<String, ResponseLayout> = HashMap::new();
-    let n = ctx.history.len();
-    for (i, turn) in ctx.history.iter().enumerate() {
-        let Some(r) = turn.response.as_deref() else {
-            continue;
-        };
-        let previous = i + 1 == n;
-        let total = terms::content_terms(r).len().max(1) as f64;
-        let mut count = 0usize;
-        for (si, sentence) in sentences(r).into_iter().enumerate() {
-            let tokens = sentence
-                .split(|ch: char| !ch.is_ascii_alphanumeric())
-                .filter(|t| !t.is_empty());
-            for (ti, token) in tokens.enumerate() {
-                let lower = token.to_ascii_lowercase();
-                if lower.len() < 2 || terms::is_stopword(&lower) {
-                    continue;
-                }
-                let e = out.entry(terms::stem(&lower)).or_default();
-                if ti > 0 && token.starts_with(|ch: char| ch.is_ascii_uppercase()) {
-                    e.capitalized = true;
-                }
-                if si == 0 {
-                    e.first_sentence = true;
-                    e.previous_first_sentence |= previous;
-                }
-                if previous {
-                    e.previous_position = e.previous_position.min(count as f64 / total);
-                }
-                count += 1;
-            }
-        }
-    }
-    out
-}
-
-/// Features of a turn that every candidate shares.
-struct SharedFeatures {
-    n: usize,
-    refers_back: bool,
-    first_person: bool,
-    elliptic: f64,
-    has_responses: bool,
-    first_stems: HashSet<String>,
-    previous_stems: HashSet<String>,
-}
-
-impl SharedFeatures {
-    fn of(ctx: &ConversationContext, have: &HashSet<String>) -> Self {
-        let words = terms::words(&ctx.utterance);
-        let stems_of = |t: Option<&super::context::HistoryTurn>| -> HashSet<String> {
-            t.map(|t| terms::content_stems(&t.utterance).into_iter().collect())
-                .unwrap_or_default()
-        };
-        SharedFeatures {
-            n: ctx.history.len(),
-            refers_back: words.iter().any(|w| TRIGGERS.contains(&w.as_str())),
-            first_person: words.iter().any(|w| FIRST_PERSON.contains(&w.as_str())),
-            elliptic: 1.0 / (1.0 + have.len() as f64),
-            has_responses: ctx
-                .history
-                .iter()
-                .any(|t| t.response.as_deref().is_some_and(|r| !r.is_empty())),
-            first_stems: stems_of(ctx.history.first()),
-            previous_stems: stems_of(ctx.history.last()),
-        }
-    }
-
-    /// The [`TERM_FEATURES`] of one candidate. `utterance_stats`: (utterances containing it,
-    /// last such turn, relative position there); `response_stats`: (responses containing it,
-    /// last such turn, occurrences in responses).
-    fn features(
-        &self,
-        c: &TermCandidate,
-        utterance_stats: (usize, usize, f64),
-        response_stats: (usize, usize, usize),
-        layout: ResponseLayout,
-    ) -> Vec<f64> {
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        let n = self.n;
-        let (turns, last, rel) = utterance_stats;
-        let (r_turns, r_last, r_count) = response_stats;
-        let response_only = turns == 0;
-        let in_first = self.first_stems.contains(&c.stem);
-        let in_previous = self.previous_stems.contains(&c.stem);
-        vec![
-            c.weight as f64,
-            if response_only {
-                0.0
-            } else {
-                1.0 / n.saturating_sub(last).max(1) as f64
-            },
-            flag(in_first),
-            flag(in_previous),
-            turns as f64 / n.max(1) as f64,
-            flag(r_turns > 0 && r_last + 1 == n),
-            flag(response_only),
-            if r_turns > 0 {
-                1.0 / n.saturating_sub(r_last).max(1) as f64
-            } else {
-                0.0
-            },
-            r_turns as f64 / n.max(1) as f64,
-            (1.0 + r_count as f64).ln(),
-            c.surface.chars().count() as f64,
-            flag(c.surface.chars().all(|ch| ch.is_ascii_digit())),
-            flag(self.refers_back),
-            self.elliptic,
-            flag(self.refers_back && in_previous),
-            flag(self.refers_back && in_first),
-            (1.0 + n as f64).ln(),
-            flag(self.first_person),
-            rel,
-            flag(layout.capitalized),
-            flag(layout.first_sentence),
-            flag(layout.previous_first_sentence),
-            layout.previous_position,
-            flag(self.has_responses),
-        ]
-    }
-}
-
 impl HistoryRewriter {
     /// Every history term the utterance does not already contain (`have`: its stems), with
     /// features. Terms of earlier utterances, and, with `response` > 0, of the previous response.
@@ -529,18 +354,59 @@ impl HistoryRewriter {
                 }
             }
         }
-        let shared = SharedFeatures::of(ctx, have);
-        let response_terms = if self.response > 0.0 {
-            response_term_features(ctx)
-        } else {
-            HashMap::new()
-        };
+        let words = terms::words(&ctx.utterance);
+        let refers_back = words.iter().any(|w| TRIGGERS.contains(&w.as_str()));
+        let first_person = words.iter().any(|w| FIRST_PERSON.contains(&w.as_str()));
+        let elliptic = 1.0 / (1.0 + have.len() as f64);
+        let first_stems: HashSet<String> = ctx
+            .history
+            .first()
+            .map(|t| terms::content_stems(&t.utterance).into_iter().collect())
+            .unwrap_or_default();
+        let previous_stems: HashSet<String> = ctx
+            .history
+            .last()
+            .map(|t| terms::content_stems(&t.utterance).into_iter().collect())
+            .unwrap_or_default();
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
         let mut v: Vec<TermCandidate> = cands.into_values().collect();
         for c in &mut v {
-            let utterance_stats = seen.get(&c.stem).copied().unwrap_or((0, 0, 0.0));
-            let response_stats = in_responses.get(&c.stem).copied().unwrap_or((0, 0, 0));
-            let layout = response_terms.get(&c.stem).copied().unwrap_or_default();
-            c.features = shared.features(c, utterance_stats, response_stats, layout);
+            let (turns, last, rel) = seen.get(&c.stem).copied().unwrap_or((0, 0, 0.0));
+            let response_only = turns == 0;
+            let (r_turns, r_last, r_count) =
+                in_responses.get(&c.stem).copied().unwrap_or((0, 0, 0));
+            let in_previous_response = r_turns > 0 && r_last + 1 == n;
+            let in_first = first_stems.contains(&c.stem);
+            let in_previous = previous_stems.contains(&c.stem);
+            c.features = vec![
+                c.weight as f64,
+                if response_only {
+                    0.0
+                } else {
+                    1.0 / (n - last) as f64
+                },
+                flag(in_first),
+                flag(in_previous),
+                turns as f64 / n.max(1) as f64,
+                flag(in_previous_response),
+                flag(response_only),
+                if r_turns > 0 {
+                    1.0 / (n - r_last) as f64
+                } else {
+                    0.0
+                },
+                r_turns as f64 / n.max(1) as f64,
+                (1.0 + r_count as f64).ln(),
+                c.surface.chars().count() as f64,
+                flag(c.surface.chars().all(|ch| ch.is_ascii_digit())),
+                flag(refers_back),
+                elliptic,
+                flag(refers_back && in_previous),
+                flag(refers_back && in_first),
+                (1.0 + n as f64).ln(),
+                flag(first_person),
+                rel,
+            ];
         }
         // Deterministic order before selection: heaviest first, ties to the most recent.
         v.sort_by(|a, b| {
@@ -758,35 +624,6 @@ mod tests {
             )
             .unwrap();
         assert!(d.text.contains("cancer"), "{}", d.text);
-    }
-
-    #[test]
-    fn sentences_split_after_end_punctuation() {
-        assert_eq!(
-            sentences("Delft is old. Is it good?  Yes! e.g.x"),
-            vec!["Delft is old.", " Is it good?", "  Yes!", " e.g.x"]
-        );
-        assert!(sentences(" ").is_empty());
-    }
-
-    #[test]
-    fn response_layout_marks_names_and_first_sentences() {
-        let mut c = ctx("Which one is best?", &["Where can I study?"]);
-        c.history[0].response =
-            Some("You could study in the Netherlands. Delft University is strong.".into());
-        let layout = response_term_features(&c);
-        let netherlands = layout["netherland"];
-        assert!(netherlands.capitalized && netherlands.first_sentence);
-        assert!(netherlands.previous_first_sentence);
-        // Sentence-initial capitals are not names.
-        let delft = layout[&terms::stem("delft")];
-        assert!(!delft.capitalized && !delft.first_sentence);
-        assert!(layout["strong"].previous_position > 0.5);
-        let rw = HistoryRewriter::default();
-        let cands = rw.term_candidates(&c, &HashSet::new());
-        assert!(cands
-            .iter()
-            .all(|c| c.features.len() == TERM_FEATURES.len()));
     }
 
     #[test]
