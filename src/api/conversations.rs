@@ -78,10 +78,11 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
     tag = "conversations", request_body = CreateConversation,
     params(("Idempotency-Key" = Option<String>, Header, max_length = 255, pattern = "^[!-~]+$",
         description = "A retry with the same key and body answers with what the first request created")),
+    // No link to `update_conversation`: its body names a collection, and a collection the user
+    // does not see is 404 (as another user's private one must be), which a client following the
+    // link cannot tell from "the conversation is gone".
     responses((status = 201, description = "The conversation", body = ConversationWithPtkb, links(
         ("GetConversation" = (operation_id = "get_conversation",
-            parameters(("conversation_id" = "$response.body#/conversation/id")))),
-        ("UpdateConversation" = (operation_id = "update_conversation",
             parameters(("conversation_id" = "$response.body#/conversation/id")))),
         ("DeleteConversation" = (operation_id = "delete_conversation",
             parameters(("conversation_id" = "$response.body#/conversation/id")))),
