@@ -27,6 +27,9 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked --no-fail-fast
 # The official openai and mcp Python clients against a real server (tests/clients).
 ./scripts/client-tests.sh
+# The API against its generated OpenAPI document: schemathesis, every check, stateful phase
+# included, 0 findings required (about 4 min; report in target/schemathesis/).
+./scripts/schemathesis.sh
 # Three servers behind HAProxy and PgBouncer, one killed under load; batch workers (about 3 min).
 ./scripts/multinode-test.sh
 # The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
