@@ -90,6 +90,8 @@ export function describeError(error) {
       return "The server already used that request's key for a different request, so nothing was changed.";
     case "database_unavailable":
       return "The server's database is not answering. Try again in a moment.";
+    case "collection_unavailable":
+      return `The collection cannot be searched right now${detail}. Nothing was saved; send it again in a moment.`;
     case "model_unavailable":
       return `A model the server needs is not available${detail}. Try other settings (for example without reranking).`;
     case "route_not_found":
