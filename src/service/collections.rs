@@ -340,12 +340,7 @@ impl CollectionService {
     /// Creates an empty private collection of `user_id` (ready at once: it holds no documents).
     pub async fn create(&self, user_id: i64, name: &str) -> Result<CollectionView> {
         crate::index::validate_name(name)?;
-        let registry = self.registry.clone();
-        let shared_name = name.to_string();
-        let shared_exists = tokio::task::spawn_blocking(move || registry.get(&shared_name).is_ok())
-            .await
-            .map_err(CollectionServiceError::Task)?;
-        if shared_exists {
+        if self.registry_has_shared(name).await? {
             return Err(StoreError::Conflict {
                 field: "name",
                 message: format!("a shared collection is named {name:?}; choose another name"),

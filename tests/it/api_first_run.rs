@@ -98,28 +98,14 @@ async fn the_default_collection_is_listed_while_built_and_answers_with_the_reran
     let conversation = c.body["conversation"]["id"].as_str().unwrap().to_string();
     // Asked before it is built: not "no such collection" but "being prepared", retry later;
     // nothing is stored.
-    let response = user
-        .http
-        .post(format!(
-            "{}/v1/conversations/{conversation}/turns",
-            user.base
-        ))
-        .bearer_auth(user.token.as_deref().unwrap())
-        .json(&json!({"utterance": "What is a partial index?"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 503);
-    assert_eq!(
-        response
-            .headers()
-            .get("retry-after")
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        "5"
-    );
-    let body: serde_json::Value = response.json().await.unwrap();
+    let (status, retry_after, body) = common::with_retry_after(
+        &user,
+        reqwest::Method::POST,
+        &format!("/v1/conversations/{conversation}/turns"),
+        Some(json!({"utterance": "What is a partial index?"})),
+    )
+    .await;
+    assert_eq!((status, retry_after), (503, Some(5)), "{body}");
     assert_eq!(body["error"]["code"], "collection_unavailable", "{body}");
     assert_eq!(body["error"]["field"], "collection");
     assert!(

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{new_user, Client, TestDb, ADMIN_TOKEN};
+use common::{new_user, with_retry_after, Client, TestDb, ADMIN_TOKEN};
 use convrag::api::{self, AppState, RunningServer};
 use convrag::collection::Format;
 use convrag::config::Limits;
@@ -304,32 +304,6 @@ async fn conversations_per_user_and_utterance_length_are_limited() {
     );
     assert_eq!(alice.post("/v1/conversations", json!({})).await.status, 201);
     server.stop().await;
-}
-
-/// The status, `Retry-After` and error body of a request.
-async fn with_retry_after(
-    client: &Client,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Option<u64>, Value) {
-    let mut request = client
-        .http
-        .request(method, format!("{}{}", client.base, path))
-        .bearer_auth(client.token.as_deref().unwrap());
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().parse().unwrap());
-    (
-        response.status().as_u16(),
-        retry_after,
-        response.json().await.unwrap(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

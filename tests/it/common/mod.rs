@@ -258,3 +258,29 @@ pub fn shared_data(rel: &str) -> std::path::PathBuf {
     );
     p
 }
+
+/// The status, `Retry-After` and error body of a request.
+pub async fn with_retry_after(
+    client: &Client,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, Option<u64>, serde_json::Value) {
+    let mut request = client
+        .http
+        .request(method, format!("{}{}", client.base, path))
+        .bearer_auth(client.token.as_deref().unwrap());
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (
+        response.status().as_u16(),
+        retry_after,
+        response.json().await.unwrap(),
+    )
+}
