@@ -10,6 +10,10 @@
 //!   --report ../shared/data/ikat/official/2023_test_topics.json \
 //!   --report ../shared/data/trec-cast/2020/2020_manual_evaluation_topics_v1.0.json \
 //!   --output src/pipeline/weights/rewrite_terms.json
+//! convrag tune extractive \
+//!   --train ../shared/data/ikat/official/2023_train_topics.json=../shared/data/ikat/official/2023_train_topics_psg_text.jsonl \
+//!   --report ../shared/data/ikat/official/2023_test_topics.json=../shared/data/ikat/official/2023_test_topics_psg_text.jsonl \
+//!   --output src/pipeline/weights/extractive_stop.json
 //! ```
 
 use std::collections::HashMap;
@@ -17,12 +21,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
+use convrag::collection::{read_file, Format, Item, ReadOptions};
 use convrag::eval::measures::Measure;
 use convrag::eval::ptkb::{evaluate_ptkb, read_ptkb_judgments};
 use convrag::eval::rewrite::{read_texts, TextRole};
 use convrag::eval::trec::{Qrels, Run};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::{IkatTopic, RunType};
+use convrag::pipeline::generate::stopping::{
+    answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
+};
+use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
 use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
 use convrag::pipeline::topics::{rank_topics, read_conversations};
 use convrag::pipeline::tuning::{
@@ -46,6 +55,29 @@ pub enum TuneCommand {
     Rewrite(TuneRewriteArgs),
     /// Fit the learned PTKB statement ranker (with or without the bi-encoder).
     Ptkb(TunePtkbArgs),
+    /// Fit where the extractive answer stops (its marginal-relevance threshold) against the
+    /// topics' written responses.
+    Extractive(TuneExtractiveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TuneExtractiveArgs {
+    /// Training `TOPICS=PASSAGES`: iKAT topics with responses and the JSONL text of their
+    /// provenance passages (`2023_*_topics_psg_text.jsonl`). Repeatable. Only these are fitted on.
+    #[arg(long, required = true)]
+    pub train: Vec<String>,
+    /// Held-out `TOPICS=PASSAGES` to measure (never fitted on). Repeatable.
+    #[arg(long)]
+    pub report: Vec<String>,
+    /// Cross-validation folds (by topic).
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// Where to write the fitted rule (JSON); without it only the figures are printed.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    pub report_json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -101,6 +133,7 @@ pub fn run(config: &Config, args: TuneArgs) -> anyhow::Result<()> {
     match args.command {
         TuneCommand::Rewrite(a) => run_rewrite(a),
         TuneCommand::Ptkb(a) => run_ptkb(config, a),
+        TuneCommand::Extractive(a) => run_extractive(a),
     }
 }
 
@@ -275,6 +308,101 @@ fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
             "tuning": tuning,
             "held_out": held_out,
         });
+        write_atomic(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Reads `TOPICS=PASSAGES` into answer examples.
+fn answer_set(spec: &str) -> anyhow::Result<Vec<AnswerExample>> {
+    let (topics, passages) = spec
+        .split_once('=')
+        .with_context(|| format!("{spec}: expected TOPICS=PASSAGES"))?;
+    let conversations = read_conversations(Path::new(topics))
+        .with_context(|| format!("reading topics {topics}"))?;
+    let mut texts = HashMap::new();
+    let mut bad = None;
+    read_file(
+        Format::IkatPassages,
+        Path::new(passages),
+        &ReadOptions::default(),
+        &mut |item| {
+            match item {
+                Item::Record { record, .. } => {
+                    texts.insert(record.id, record.text);
+                }
+                Item::Bad(b) => {
+                    bad.get_or_insert(b);
+                }
+            }
+            Ok(())
+        },
+    )?;
+    if let Some(b) = bad {
+        anyhow::bail!("{b}");
+    }
+    let examples = answer_examples(
+        &conversations,
+        &texts,
+        ExtractiveConfig::default().max_passages,
+        WordLimit::IKAT,
+    );
+    anyhow::ensure!(
+        !examples.is_empty(),
+        "{spec}: no turn has a response and the text of its provenance passages"
+    );
+    Ok(examples)
+}
+
+fn answer_row(name: &str, m: &AnswerMeans) -> String {
+    format!(
+        "  {name:<30} ROUGE-1 recall {:.4}  precision {:.4}  F1 {:.4}  nugget recall {:.4}  words {:.1}  sentences {:.2}",
+        m.rouge_recall, m.rouge_precision, m.rouge_f1, m.nugget_recall, m.words, m.sentences
+    )
+}
+
+fn run_extractive(args: TuneExtractiveArgs) -> anyhow::Result<()> {
+    let mut train = Vec::new();
+    for spec in &args.train {
+        train.extend(answer_set(spec)?);
+    }
+    let base = ExtractiveConfig::default();
+    let tuning = tune_stopping(&train, &base, args.folds, &default_grid())?;
+    let threshold =
+        |t: Option<f64>| t.map_or("none (fill the limit)".into(), |t| format!("{t:.2}"));
+    println!(
+        "training: {} turns, {}-fold by topic; chosen by cross-validated ROUGE-1 F1: min_marginal {}",
+        train.len(),
+        tuning.folds,
+        threshold(tuning.rule.min_marginal)
+    );
+    for (t, m) in &tuning.grid {
+        println!(
+            "{}",
+            answer_row(&format!("all train, {}", threshold(*t)), m)
+        );
+    }
+    println!("{}", answer_row("fill the limit", &tuning.fill));
+    println!("{}", answer_row("stopping (cross-validated)", &tuning.cv));
+    let mut held_out = Vec::new();
+    for spec in &args.report {
+        let examples = answer_set(spec)?;
+        let fill = evaluate_answers(&examples, &base, None)?;
+        let stop = evaluate_answers(&examples, &base, tuning.rule.min_marginal)?;
+        println!("held out {spec} ({} turns):", examples.len());
+        println!("{}", answer_row("fill the limit", &fill));
+        println!("{}", answer_row("stopping", &stop));
+        held_out.push(serde_json::json!({"set": spec, "fill": fill, "stopping": stop}));
+    }
+    if let Some(path) = &args.output {
+        let mut json = serde_json::to_string_pretty(&tuning.rule)?;
+        json.push('\n');
+        write_atomic(path, json.as_bytes())?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.report_json {
+        let report =
+            serde_json::json!({"train": args.train, "tuning": tuning, "held_out": held_out});
         write_atomic(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
     }
     Ok(())

@@ -44,3 +44,52 @@ fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
     assert!(stderr.contains("bad.json:1: invalid JSON"), "{stderr}");
     assert!(!output.exists());
 }
+
+/// The committed stopping rule of the extractive answer is exactly what the documented command
+/// fits on the iKAT 2023 training topics (the test topics are only reported, never fitted on).
+#[test]
+fn the_committed_extractive_stopping_rule_is_the_tuning_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("extractive_stop.json");
+    let topics = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let passages = crate::common::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
+    let train = format!("{}={}", topics.display(), passages.display());
+    let r = tune(&[
+        "tune",
+        "extractive",
+        "--train",
+        &train,
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let fitted = std::fs::read_to_string(&output).unwrap();
+    let committed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/pipeline/weights/extractive_stop.json"),
+    )
+    .unwrap();
+    assert_eq!(fitted, committed, "re-run the command in src/cli/tune.rs");
+
+    // A passage file with a broken line is refused, naming it and the line.
+    let bad = dir.path().join("passages.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"doc_id\": \"d\", \"passage_id\": \"0\", \"passage_text\": \"x\"}\n{oops\n",
+    )
+    .unwrap();
+    let spec = format!("{}={}", topics.display(), bad.display());
+    let out2 = dir.path().join("second.json");
+    let r = tune(&[
+        "tune",
+        "extractive",
+        "--train",
+        &spec,
+        "--output",
+        out2.to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("passages.jsonl:2"), "{stderr}");
+    assert!(!out2.exists());
+}

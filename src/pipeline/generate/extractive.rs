@@ -7,9 +7,14 @@
 //! that every passage repeats weigh little), query terms weigh 1 and terms of earlier user
 //! utterances `context_weight`. MMR: `lambda * relevance - (1 - lambda) * max cosine` to the
 //! sentences already chosen (TF-IDF vectors); a candidate at least `duplicate_similarity` close
-//! to a chosen sentence is merged into it as an extra citation instead.
+//! to a chosen sentence is merged into it as an extra citation instead. Selection stops before
+//! the first sentence whose *marginal* relevance is below `min_marginal` (fitted on training
+//! conversations by `convrag tune extractive`, see [`super::stopping`]): its MMR with the BM25
+//! of only the query terms no chosen sentence contains yet, so a sentence answering another
+//! facet of the question still counts and a restatement does not. An answer is as long as its
+//! relevant sentences, not as the word limit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use futures_util::future::BoxFuture;
 
@@ -37,6 +42,9 @@ pub struct ExtractiveConfig {
     /// Sentences whose BM25 is below this fraction of the best sentence's are not candidates
     /// (keeps a short answer focused instead of filling the limit with passing mentions).
     pub min_lexical: f64,
+    /// Stop before the first sentence whose marginal relevance (MMR over the query terms not yet
+    /// covered) is below this; `None` fills the word limit. The first sentence is always taken.
+    pub min_marginal: Option<f64>,
     pub k1: f64,
     pub b: f64,
 }
@@ -53,6 +61,7 @@ impl Default for ExtractiveConfig {
             lead_bonus: 0.05,
             context_weight: 0.3,
             min_lexical: 0.15,
+            min_marginal: super::stopping::StopRule::committed().min_marginal,
             k1: 1.2,
             b: 0.75,
         }
@@ -72,6 +81,8 @@ struct Candidate {
     terms: Vec<String>,
     relevance: f64,
     bm25: f64,
+    /// BM25 per query term (weighted), for the stopping rule's novelty.
+    contributions: Vec<(String, f64)>,
     vector: HashMap<String, f64>,
 }
 
@@ -88,77 +99,7 @@ impl ExtractiveGenerator {
         let mut candidates = self.candidates(request, limit);
         let n_candidates = candidates.len();
 
-        // Query weights: the query's terms, then earlier user utterances' terms at a lower weight.
-        let mut query: HashMap<String, f64> = HashMap::new();
-        for t in terms(&request.query) {
-            query.insert(t, 1.0);
-        }
-        for turn in &request.context {
-            for t in terms(&turn.user) {
-                query.entry(t).or_insert(cfg.context_weight);
-            }
-        }
-
-        // IDF over the candidate sentences.
-        let n = candidates.len() as f64;
-        let mut df: HashMap<&str, f64> = HashMap::new();
-        for c in &candidates {
-            let mut seen: Vec<&str> = c.terms.iter().map(String::as_str).collect();
-            seen.sort_unstable();
-            seen.dedup();
-            for t in seen {
-                *df.entry(t).or_default() += 1.0;
-            }
-        }
-        let idf: HashMap<String, f64> = df
-            .into_iter()
-            .map(|(t, d)| (t.to_string(), (1.0 + (n - d + 0.5) / (d + 0.5)).ln()))
-            .collect();
-        let avgdl = if candidates.is_empty() {
-            1.0
-        } else {
-            candidates.iter().map(|c| c.terms.len() as f64).sum::<f64>() / n
-        }
-        .max(1.0);
-
-        for c in &mut candidates {
-            let mut tf: HashMap<&str, f64> = HashMap::new();
-            for t in &c.terms {
-                *tf.entry(t.as_str()).or_default() += 1.0;
-            }
-            let dl = c.terms.len() as f64;
-            c.bm25 = query
-                .iter()
-                .filter_map(|(t, w)| {
-                    let f = *tf.get(t.as_str())?;
-                    let idf = idf.get(t).copied().unwrap_or(0.0);
-                    Some(
-                        w * idf * f * (cfg.k1 + 1.0)
-                            / (f + cfg.k1 * (1.0 - cfg.b + cfg.b * dl / avgdl)),
-                    )
-                })
-                .sum();
-            let mut vector: HashMap<String, f64> = tf
-                .iter()
-                .map(|(t, f)| (t.to_string(), f * idf.get(*t).copied().unwrap_or(0.0)))
-                .collect();
-            let norm = vector.values().map(|v| v * v).sum::<f64>().sqrt();
-            if norm > 0.0 {
-                vector.values_mut().for_each(|v| *v /= norm);
-            }
-            c.vector = vector;
-        }
-        let max_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0, f64::max);
-        for c in &mut candidates {
-            let lexical = if max_bm25 > 0.0 {
-                c.bm25 / max_bm25
-            } else {
-                0.0
-            };
-            c.relevance = (1.0 - cfg.rank_weight) * lexical
-                + cfg.rank_weight / (1.0 + c.passage as f64).sqrt()
-                + cfg.lead_bonus / (1.0 + c.position as f64);
-        }
+        let max_bm25 = self.score(request, &mut candidates);
         // Only sentences sharing enough with the query, unless none does (then the best-ranked
         // passages' leading sentences are the best we have).
         if max_bm25 > 0.0 {
@@ -169,6 +110,7 @@ impl ExtractiveGenerator {
         let mut chosen_texts: Vec<String> = Vec::new();
         let mut remaining: Vec<usize> = (0..candidates.len()).collect();
         let mut duplicates = 0;
+        let mut covered: HashSet<String> = HashSet::new();
         while !remaining.is_empty() {
             let mut best: Option<(usize, f64, f64, usize)> = None; // (slot, mmr, sim, most similar)
             for (slot, &ci) in remaining.iter().enumerate() {
@@ -184,6 +126,19 @@ impl ExtractiveGenerator {
                 }
             }
             let (slot, _, sim, similar) = best.expect("remaining is not empty");
+            if let (Some(min), false) = (cfg.min_marginal, chosen.is_empty()) {
+                let c = &candidates[remaining[slot]];
+                let novel: f64 = c
+                    .contributions
+                    .iter()
+                    .filter(|(t, _)| !covered.contains(t))
+                    .map(|(_, v)| v)
+                    .sum();
+                let relevance = self.relevance(c, novel, max_bm25);
+                if cfg.lambda * relevance - (1.0 - cfg.lambda) * sim < min {
+                    break; // every remaining sentence adds less than the threshold
+                }
+            }
             let ci = remaining.remove(slot);
             let c = &candidates[ci];
             if !chosen.is_empty() && sim >= cfg.duplicate_similarity {
@@ -203,6 +158,7 @@ impl ExtractiveGenerator {
             if words > limit.max_words {
                 continue; // too long for what is left; a shorter one may still fit
             }
+            covered.extend(c.contributions.iter().map(|(t, _)| t.clone()));
             chosen.push((ci, vec![c.passage]));
             chosen_texts.push(c.text.clone());
         }
@@ -230,6 +186,88 @@ impl ExtractiveGenerator {
         })
     }
 
+    /// Scores every candidate against the query (BM25 with IDF over the candidate sentences,
+    /// TF-IDF vectors, relevance); returns the best BM25.
+    fn score(&self, request: &GenerationRequest, candidates: &mut [Candidate]) -> f64 {
+        let cfg = &self.config;
+        // Query weights: the query's terms, then earlier user utterances' terms at a lower weight.
+        let mut query: HashMap<String, f64> = HashMap::new();
+        for t in terms(&request.query) {
+            query.insert(t, 1.0);
+        }
+        for turn in &request.context {
+            for t in terms(&turn.user) {
+                query.entry(t).or_insert(cfg.context_weight);
+            }
+        }
+
+        // IDF over the candidate sentences.
+        let n = candidates.len() as f64;
+        let mut df: HashMap<&str, f64> = HashMap::new();
+        for c in candidates.iter() {
+            let mut seen: Vec<&str> = c.terms.iter().map(String::as_str).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            for t in seen {
+                *df.entry(t).or_default() += 1.0;
+            }
+        }
+        let idf: HashMap<String, f64> = df
+            .into_iter()
+            .map(|(t, d)| (t.to_string(), (1.0 + (n - d + 0.5) / (d + 0.5)).ln()))
+            .collect();
+        let avgdl = if candidates.is_empty() {
+            1.0
+        } else {
+            candidates.iter().map(|c| c.terms.len() as f64).sum::<f64>() / n
+        }
+        .max(1.0);
+
+        for c in candidates.iter_mut() {
+            let mut tf: HashMap<&str, f64> = HashMap::new();
+            for t in &c.terms {
+                *tf.entry(t.as_str()).or_default() += 1.0;
+            }
+            let dl = c.terms.len() as f64;
+            c.contributions = query
+                .iter()
+                .filter_map(|(t, w)| {
+                    let f = *tf.get(t.as_str())?;
+                    let idf = idf.get(t).copied().unwrap_or(0.0);
+                    Some((
+                        t.clone(),
+                        w * idf * f * (cfg.k1 + 1.0)
+                            / (f + cfg.k1 * (1.0 - cfg.b + cfg.b * dl / avgdl)),
+                    ))
+                })
+                .collect();
+            c.bm25 = c.contributions.iter().map(|(_, v)| v).sum();
+            let mut vector: HashMap<String, f64> = tf
+                .iter()
+                .map(|(t, f)| (t.to_string(), f * idf.get(*t).copied().unwrap_or(0.0)))
+                .collect();
+            let norm = vector.values().map(|v| v * v).sum::<f64>().sqrt();
+            if norm > 0.0 {
+                vector.values_mut().for_each(|v| *v /= norm);
+            }
+            c.vector = vector;
+        }
+        let max_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0, f64::max);
+        for c in candidates.iter_mut() {
+            c.relevance = self.relevance(c, c.bm25, max_bm25);
+        }
+        max_bm25
+    }
+
+    /// Relevance of `c` when its lexical match is `bm25` (the best candidate's is `max_bm25`).
+    fn relevance(&self, c: &Candidate, bm25: f64, max_bm25: f64) -> f64 {
+        let cfg = &self.config;
+        let lexical = if max_bm25 > 0.0 { bm25 / max_bm25 } else { 0.0 };
+        (1.0 - cfg.rank_weight) * lexical
+            + cfg.rank_weight / (1.0 + c.passage as f64).sqrt()
+            + cfg.lead_bonus / (1.0 + c.position as f64)
+    }
+
     fn candidates(&self, request: &GenerationRequest, limit: WordLimit) -> Vec<Candidate> {
         let cfg = &self.config;
         let mut out = Vec::new();
@@ -252,6 +290,7 @@ impl ExtractiveGenerator {
                     terms,
                     relevance: 0.0,
                     bm25: 0.0,
+                    contributions: Vec::new(),
                     vector: HashMap::new(),
                 });
             }
@@ -313,7 +352,11 @@ mod tests {
 
     #[test]
     fn picks_relevant_sentences_cites_sources_and_merges_duplicates() {
-        let g = ExtractiveGenerator::default();
+        // Filling the limit, so that the near-duplicate sentence is reached and merged.
+        let g = ExtractiveGenerator::new(ExtractiveConfig {
+            min_marginal: None,
+            ..ExtractiveConfig::default()
+        });
         let req = GenerationRequest::new(
             "How tall is the Eiffel Tower and when was it built?",
             passages(),
@@ -384,5 +427,29 @@ mod tests {
             },
         );
         assert!(g.generate_sync(&zero).is_err());
+    }
+
+    #[test]
+    fn stops_at_the_marginal_relevance_threshold() {
+        let req = GenerationRequest::new(
+            "How tall is the Eiffel Tower and when was it built?",
+            passages(),
+            WordLimit::IKAT,
+        );
+        let with = |min_marginal| {
+            ExtractiveGenerator::new(ExtractiveConfig {
+                min_marginal,
+                ..ExtractiveConfig::default()
+            })
+            .generate_sync(&req)
+            .unwrap()
+        };
+        let fill = with(None);
+        assert!(fill.sentences.len() >= 3, "{fill:?}");
+        // No sentence reaches 2.0 (relevance is at most about 1): only the first is kept.
+        assert_eq!(with(Some(2.0)).sentences.len(), 1);
+        let some = with(Some(0.3));
+        assert!(!some.sentences.is_empty());
+        assert!(some.sentences.len() <= fill.sentences.len());
     }
 }

@@ -11,6 +11,7 @@ pub mod assemble;
 mod extractive;
 mod llm;
 mod prompt;
+pub mod stopping;
 
 pub use assemble::SentenceAssembler;
 pub use extractive::{ExtractiveConfig, ExtractiveGenerator};
