@@ -77,11 +77,49 @@ run() { # label, token, max time, phases, schemathesis options...
     "$@"
 }
 
+# True when a failed run's report holds no failed check, only errors raised inside schemathesis'
+# or hypothesis' own data generation (a traceback through their code, no request involved). CI
+# met one such crash once in many runs (a hypothesis strategy failing its own validation while
+# drawing a nested object); it is not a finding about this server.
+generator_crash_only() { # report dir
+  python3 - "$1" <<'PY'
+import glob, sys
+import xml.etree.ElementTree as ET
+failures, errors, crashes = 0, 0, 0
+for path in glob.glob(sys.argv[1] + "/junit-*.xml"):
+    for case in ET.parse(path).iter("testcase"):
+        failures += len(case.findall("failure"))
+        for error in case.findall("error"):
+            errors += 1
+            text = (error.get("message") or "") + (error.text or "")
+            inside = "site-packages/hypothesis/" in text or "schemathesis/generation/" in text
+            network = any(w in text for w in ("Connection", "timed out", "Timeout", "Network"))
+            crashes += inside and "Traceback" in text and not network
+sys.exit(0 if failures == 0 and errors > 0 and crashes == errors else 1)
+PY
+}
+
+# A run that failed only by such a crash runs once more with the next seed, which must pass
+# (every check, 0 findings); any failed check, server error or second crash fails at once.
+run_checked() { # label, then as run
+  local label="$1"
+  shift
+  if run "$label" "$@"; then
+    return 0
+  fi
+  if generator_crash_only "$report/$label"; then
+    echo "schemathesis ($label): the only errors were crashes inside schemathesis' own generator (report: target/schemathesis/$label); once more with seed $((SEED + 1))" >&2
+    SEED=$((SEED + 1)) run "$label-again" "$@"
+    return
+  fi
+  return 1
+}
+
 status=0
-run all "$token" "$MAX_TIME" examples,coverage,fuzzing,stateful --exclude-operation-id-regex "^($ending)\$" "${EXTRA[@]}" || status=$?
+run_checked all "$token" "$MAX_TIME" examples,coverage,fuzzing,stateful --exclude-operation-id-regex "^($ending)\$" "${EXTRA[@]}" || status=$?
 ending_token="$(new_user schemathesis-ending)" || die "creating a user failed"
 # No stateful phase: its links start from operations of the first run.
-run ending "$ending_token" "$((MAX_TIME / 3))" examples,coverage,fuzzing --include-operation-id-regex "^($ending|create_user|create_token)\$" \
+run_checked ending "$ending_token" "$((MAX_TIME / 3))" examples,coverage,fuzzing --include-operation-id-regex "^($ending|create_user|create_token)\$" \
   "${EXTRA[@]}" || status=$?
 if [ "$status" -ne 0 ]; then
   cp "$work/server.log" "$report/server.log"
