@@ -457,6 +457,7 @@ fn first_passages(retriever: &TantivyRetriever, n: usize) -> Result<Vec<RankedPa
                 retrieval_score: 0.0,
                 rerank_score: None,
                 score: 0.0,
+                ordinal: h.ordinal,
             });
         }
     }

@@ -117,6 +117,7 @@ pub(crate) fn given_from_lines(
                 retrieval_score: l.score as f32,
                 rerank_score: None,
                 score: l.score as f32,
+                ordinal: hit.ordinal,
             });
         }
         out.insert(topic, passages);

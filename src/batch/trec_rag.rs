@@ -79,6 +79,7 @@ fn passage_of(id: &str, fields: &SegmentFields, score: f64) -> RankedPassage {
         retrieval_score: score as f32,
         rerank_score: None,
         score: score as f32,
+        ordinal: None,
     }
 }
 
@@ -127,6 +128,7 @@ pub fn given_ranking(
             retrieval_score: score as f32,
             rerank_score: None,
             score: score as f32,
+            ordinal: hit.ordinal,
         })
     };
     let mut out: HashMap<String, Vec<RankedPassage>> = HashMap::new();

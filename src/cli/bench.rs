@@ -25,6 +25,10 @@ pub struct BenchTurnsArgs {
     /// BM25 only (no model).
     #[arg(long)]
     pub no_rerank: bool,
+    /// Use the passage vectors `convrag embed` wrote for the collection (and the data
+    /// directory's cache), instead of starting from an empty cache.
+    #[arg(long)]
+    pub precomputed: bool,
     /// Write the per-turn timings of both passes as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -58,6 +62,7 @@ pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
         turns: args.turns,
         depth: args.depth,
         rerank: !args.no_rerank,
+        precomputed: args.precomputed,
     };
     let bench = TurnBench::prepare(config, &topics, &options)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.topics.display()))?;

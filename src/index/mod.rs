@@ -25,7 +25,7 @@ use tantivy::schema::{
 use crate::collection::{CollectionError, Format, SegmenterConfig};
 pub use analysis::Language;
 pub use search::{
-    CollectionInfo, CollectionRegistry, Evaluation, Hit, Retriever, SearchOptions,
+    embedding_key, CollectionInfo, CollectionRegistry, Evaluation, Hit, Retriever, SearchOptions,
     TantivyRetriever, WeightedQuery,
 };
 pub use writer::{index_collection, IndexOptions, IndexReport};

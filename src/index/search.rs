@@ -45,6 +45,10 @@ pub struct Hit {
     pub end_char: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<String>,
+    /// Position in the index's current layout (its segments in order, then the document
+    /// number): the address of the passage's precomputed vector. Not part of any output.
+    #[serde(skip)]
+    pub ordinal: Option<u64>,
 }
 
 impl Hit {
@@ -178,6 +182,20 @@ pub trait Retriever: Send + Sync {
     fn passage(&self, id: &str) -> Result<Option<Hit>>;
     /// Number of passages searchable now.
     fn num_passages(&self) -> u64;
+    /// A name for the index's current files, which the ordinals of its hits are positions in:
+    /// it changes whenever they may shift. `None` when hits carry no ordinals.
+    fn layout(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The key of a collection's passage embeddings: the name with the index layout, so two indexes
+/// of one name (a rebuilt collection, another user's private one) never share vectors.
+pub fn embedding_key(collection: &str, retriever: &dyn Retriever) -> String {
+    match retriever.layout() {
+        Some(layout) => format!("{collection}.{layout}"),
+        None => collection.to_string(),
+    }
 }
 
 /// BM25 retrieval over one tantivy-backed collection. Cheap to share (`Arc`); searches run
@@ -222,17 +240,43 @@ impl TantivyRetriever {
         self.reader.searcher()
     }
 
+    /// Number of ordinals of the current layout (live and deleted documents).
+    pub fn ordinal_count(&self) -> u64 {
+        self.searcher()
+            .segment_readers()
+            .iter()
+            .map(|s| u64::from(s.max_doc()))
+            .sum()
+    }
+
     /// Calls `f` with every live passage (stored fields, score 0), in index order and in batches
     /// of at most `batch`, e.g. to precompute embeddings for the whole collection.
     pub fn for_each_passage(
         &self,
         batch: usize,
+        f: impl FnMut(&[Hit]) -> Result<()>,
+    ) -> Result<()> {
+        self.for_each_passage_from(0, batch, f)
+    }
+
+    /// [`Self::for_each_passage`] from ordinal `start` on (resuming a walk that stopped there).
+    pub fn for_each_passage_from(
+        &self,
+        start: u64,
+        batch: usize,
         mut f: impl FnMut(&[Hit]) -> Result<()>,
     ) -> Result<()> {
         let searcher = self.searcher();
         let mut pending: Vec<Hit> = Vec::with_capacity(batch.max(1));
+        let mut base = 0u64;
         for (ord, segment) in searcher.segment_readers().iter().enumerate() {
-            for doc in 0..segment.max_doc() {
+            let segment_base = base;
+            base += u64::from(segment.max_doc());
+            if base <= start {
+                continue;
+            }
+            let first = start.saturating_sub(segment_base) as u32;
+            for doc in first..segment.max_doc() {
                 if segment.is_deleted(doc) {
                     continue;
                 }
@@ -498,6 +542,10 @@ impl TantivyRetriever {
                 .and_then(|v| v.as_str().map(str::to_string))
         };
         let num = |f| doc.get_first(f).and_then(|v| v.as_u64());
+        let segment_base: u64 = searcher.segment_readers()[..addr.segment_ord as usize]
+            .iter()
+            .map(|s| u64::from(s.max_doc()))
+            .sum();
         Ok(Hit {
             id,
             score,
@@ -509,6 +557,7 @@ impl TantivyRetriever {
             start_char: num(self.fields.start_char),
             end_char: num(self.fields.end_char),
             meta: opt_text(self.fields.meta),
+            ordinal: Some(segment_base + u64::from(addr.doc_id)),
         })
     }
 }
@@ -542,6 +591,7 @@ impl Retriever for TantivyRetriever {
                         start_char: None,
                         end_char: None,
                         meta: None,
+                        ordinal: None,
                     })
                 }
             })
@@ -582,6 +632,17 @@ impl Retriever for TantivyRetriever {
 
     fn num_passages(&self) -> u64 {
         self.searcher().num_docs()
+    }
+
+    /// The segments' ids and sizes (deletions leave ordinals in place), hashed.
+    fn layout(&self) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for segment in self.searcher().segment_readers() {
+            hash.update(segment.segment_id().uuid_string().as_bytes());
+            hash.update(segment.max_doc().to_le_bytes());
+        }
+        Some(hex::encode(&hash.finalize()[..8]))
     }
 }
 

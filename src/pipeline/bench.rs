@@ -43,6 +43,9 @@ pub struct BenchOptions {
     pub depth: usize,
     /// Rerank with the default model (else BM25 only).
     pub rerank: bool,
+    /// Read passage embeddings from the data directory's cache (the vector files `convrag
+    /// embed` writes), else start from an empty cache of the benchmark's own.
+    pub precomputed: bool,
 }
 
 /// What the benchmark runs on.
@@ -94,7 +97,8 @@ pub fn summarize(values: &[f64]) -> (f64, f64, f64) {
 
 impl TurnBench {
     /// The first `options.turns` turns of `topics` with their automatic-run contexts, the
-    /// collection opened and the model loaded with an empty on-disk embedding cache.
+    /// collection opened and the model loaded with an empty on-disk embedding cache (or, with
+    /// `precomputed`, the data directory's, holding the vectors of `convrag embed`).
     pub fn prepare(
         config: &crate::Config,
         topics: &[IkatTopic],
@@ -116,13 +120,18 @@ impl TurnBench {
         let retriever =
             CollectionRegistry::new(config.collections_dir()).get(&options.collection)?;
         let cache = tempfile::tempdir().map_err(BenchError::Cache)?;
+        let cache_root = if options.precomputed {
+            config.home.join("embeddings")
+        } else {
+            cache.path().to_path_buf()
+        };
         let model: Option<Arc<dyn Reranker>> = if options.rerank {
             let model = OnnxReranker::open(
                 &config.default_model_dir(),
                 &config.ort_library_path(),
                 OnnxOptions::default(),
             )?
-            .with_cache(Arc::new(DiskEmbeddingCache::new(cache.path())));
+            .with_cache(Arc::new(DiskEmbeddingCache::new(cache_root)));
             Some(Arc::new(model))
         } else {
             None

@@ -228,6 +228,9 @@ pub struct RankedPassage {
     pub rerank_score: Option<f32>,
     /// The score the ranking is ordered by.
     pub score: f32,
+    /// Where its precomputed vector is ([`Hit::ordinal`]); not part of any output.
+    #[serde(skip)]
+    pub ordinal: Option<u64>,
 }
 
 impl RankedPassage {
@@ -300,9 +303,16 @@ pub enum PassageSource {
 /// A collection to retrieve from.
 #[derive(Clone)]
 pub struct RetrievalTarget {
-    /// Collection name (embedding caches are keyed by it).
+    /// Collection name.
     pub collection: String,
     pub retriever: Arc<dyn Retriever>,
+}
+
+impl RetrievalTarget {
+    /// The key of this collection's passage embeddings ([`crate::index::embedding_key`]).
+    pub fn embedding_key(&self) -> String {
+        crate::index::embedding_key(&self.collection, self.retriever.as_ref())
+    }
 }
 
 /// The stages of a turn.
@@ -325,7 +335,11 @@ impl TextSimilarity for ModelSimilarity {
     fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
         let refs: Vec<PassageRef<'_>> = texts
             .iter()
-            .map(|t| PassageRef { id: "", text: t })
+            .map(|t| PassageRef {
+                id: "",
+                text: t,
+                ordinal: None,
+            })
             .collect();
         self.0
             .rerank(query, &refs, None)
@@ -518,7 +532,7 @@ impl TurnPipeline {
                 let depth = settings.depth.max(settings.passages);
                 let candidates = self.retrieve(&target, query, depth).await?;
                 timings.retrieve = Some(ms_since(t));
-                (Some(target.collection), candidates)
+                (Some(target.embedding_key()), candidates)
             }
             PassageSource::Given {
                 collection,
@@ -628,6 +642,7 @@ pub async fn rerank_fused(
         .map(|p| OwnedPassage {
             id: p.id.clone(),
             text: p.model_text(),
+            ordinal: p.ordinal,
         })
         .collect();
     let neural = crate::rerank::rerank_blocking(model, query, owned, collection).await?;
@@ -654,6 +669,7 @@ fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
         retrieval_score: hit.score,
         rerank_score,
         score,
+        ordinal: hit.ordinal,
     }
 }
 

@@ -3,7 +3,9 @@
 //! Passage embeddings do not depend on the query, so a passage is encoded once across turns,
 //! conversations, batch runs and processes. [`DiskEmbeddingCache`] keeps one append-only file per
 //! (model, collection) under `CONVRAG_HOME/embeddings/`; it can be filled in bulk (`put_many` with
-//! many entries, e.g. by `convrag embed`) and resumes where an interrupted fill stopped.
+//! many entries) and resumes where an interrupted fill stopped. Beside it, a collection's
+//! precomputed vectors (`convrag embed`) sit in a memory-mapped file addressed by passage
+//! ordinal ([`super::vectors`]), read first for passages that carry an ordinal.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -11,17 +13,19 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{RerankError, Result};
+use super::vectors::{VectorFile, VectorWriter};
+use super::{PassageRef, RerankError, Result};
 
 /// Where embeddings are kept. `model` is the model's checksum (hex), so a changed model never
 /// reads another model's vectors.
 pub trait EmbeddingCache: Send + Sync {
-    /// The cached embedding of each id, `None` where absent.
+    /// The cached embedding of each passage (by id, or by ordinal where it has one), `None`
+    /// where absent.
     fn get_many(
         &self,
         model: &str,
         collection: &str,
-        ids: &[&str],
+        passages: &[PassageRef<'_>],
     ) -> Result<Vec<Option<Arc<[f32]>>>>;
     /// Stores embeddings; an id stored twice keeps the last vector.
     fn put_many(&self, model: &str, collection: &str, entries: &[(&str, &[f32])]) -> Result<()>;
@@ -56,13 +60,13 @@ impl EmbeddingCache for MemoryEmbeddingCache {
         &self,
         model: &str,
         collection: &str,
-        ids: &[&str],
+        passages: &[PassageRef<'_>],
     ) -> Result<Vec<Option<Arc<[f32]>>>> {
         let tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         let table = tables.get(&(model.to_string(), collection.to_string()));
-        Ok(ids
+        Ok(passages
             .iter()
-            .map(|id| table.and_then(|t| t.get(*id).cloned()))
+            .map(|p| table.and_then(|t| t.get(p.id).cloned()))
             .collect())
     }
 
@@ -91,6 +95,8 @@ const MAX_DIM: usize = 1 << 16;
 pub struct DiskEmbeddingCache {
     root: PathBuf,
     files: Mutex<HashMap<(String, String), SharedFile>>,
+    /// Vector files opened so far (a missing one is looked for again on the next call).
+    vectors: Mutex<HashMap<(String, String), Arc<VectorFile>>>,
 }
 
 type SharedFile = Arc<Mutex<LoadedFile>>;
@@ -108,15 +114,44 @@ impl DiskEmbeddingCache {
         Self {
             root: root.into(),
             files: Mutex::new(HashMap::new()),
+            vectors: Mutex::new(HashMap::new()),
         }
     }
 
     /// The file holding `collection`'s embeddings for `model`.
     pub fn file_path(&self, model: &str, collection: &str) -> PathBuf {
-        let model_dir: String = model.chars().take(16).collect();
-        self.root
-            .join(sanitize(&model_dir))
+        self.model_dir(model)
             .join(format!("{}.emb", sanitize(collection)))
+    }
+
+    /// The file of `collection`'s precomputed vectors for `model`, by passage ordinal.
+    pub fn vector_path(&self, model: &str, collection: &str) -> PathBuf {
+        self.model_dir(model)
+            .join(format!("{}.vec", sanitize(collection)))
+    }
+
+    /// The writer of `collection`'s vector file (`convrag embed`); waits for another writer.
+    pub fn vector_writer(&self, model: &str, collection: &str, dim: usize) -> Result<VectorWriter> {
+        VectorWriter::open(&self.vector_path(model, collection), dim)
+    }
+
+    fn model_dir(&self, model: &str) -> PathBuf {
+        let model_dir: String = model.chars().take(16).collect();
+        self.root.join(sanitize(&model_dir))
+    }
+
+    fn vector_file(&self, model: &str, collection: &str) -> Result<Option<Arc<VectorFile>>> {
+        let key = (model.to_string(), collection.to_string());
+        let mut open = self.vectors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(file) = open.get(&key) {
+            return Ok(Some(file.clone()));
+        }
+        let Some(file) = VectorFile::open(&self.vector_path(model, collection))? else {
+            return Ok(None);
+        };
+        let file = Arc::new(file);
+        open.insert(key, file.clone());
+        Ok(Some(file))
     }
 
     fn file(&self, model: &str, collection: &str) -> Arc<Mutex<LoadedFile>> {
@@ -264,18 +299,43 @@ impl EmbeddingCache for DiskEmbeddingCache {
         &self,
         model: &str,
         collection: &str,
-        ids: &[&str],
+        passages: &[PassageRef<'_>],
     ) -> Result<Vec<Option<Arc<[f32]>>>> {
+        let mut found: Vec<Option<Arc<[f32]>>> = vec![None; passages.len()];
+        let keyed: Vec<(usize, (u64, &str))> = passages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.ordinal.map(|ord| (i, (ord, p.id))))
+            .collect();
+        if !keyed.is_empty() {
+            if let Some(vectors) = self.vector_file(model, collection)? {
+                let keys: Vec<(u64, &str)> = keyed.iter().map(|(_, k)| *k).collect();
+                for ((i, _), vector) in keyed.iter().zip(vectors.get_many(&keys)?) {
+                    found[*i] = vector;
+                }
+            }
+        }
+        if found.iter().all(Option::is_some) {
+            return Ok(found);
+        }
         let file = self.file(model, collection);
         let mut loaded = file.lock().unwrap_or_else(|e| e.into_inner());
-        if ids.iter().any(|id| !loaded.table.contains_key(*id)) {
+        let missing = |loaded: &LoadedFile, found: &[Option<Arc<[f32]>>]| {
+            passages
+                .iter()
+                .zip(found)
+                .any(|(p, f)| f.is_none() && !loaded.table.contains_key(p.id))
+        };
+        if missing(&loaded, &found) {
             // Another process may have added them since we last looked.
             loaded.refresh()?;
         }
-        Ok(ids
-            .iter()
-            .map(|id| loaded.table.get(*id).cloned())
-            .collect())
+        for (p, f) in passages.iter().zip(found.iter_mut()) {
+            if f.is_none() {
+                *f = loaded.table.get(p.id).cloned();
+            }
+        }
+        Ok(found)
     }
 
     fn put_many(&self, model: &str, collection: &str, entries: &[(&str, &[f32])]) -> Result<()> {
@@ -336,19 +396,29 @@ impl EmbeddingCache for DiskEmbeddingCache {
 mod tests {
     use super::*;
 
+    fn refs<'a>(ids: &[&'a str]) -> Vec<PassageRef<'a>> {
+        ids.iter()
+            .map(|id| PassageRef {
+                id,
+                text: "",
+                ordinal: None,
+            })
+            .collect()
+    }
+
     #[test]
     fn memory_cache_round_trip() {
         let cache = MemoryEmbeddingCache::new();
         cache
             .put_many("m", "c", &[("a", &[1.0, 2.0]), ("b", &[3.0, 4.0])])
             .unwrap();
-        let got = cache.get_many("m", "c", &["b", "x", "a"]).unwrap();
+        let got = cache.get_many("m", "c", &refs(&["b", "x", "a"])).unwrap();
         assert_eq!(got[0].as_deref(), Some(&[3.0, 4.0][..]));
         assert!(got[1].is_none());
         assert_eq!(got[2].as_deref(), Some(&[1.0, 2.0][..]));
         // Other model or collection: nothing.
-        assert!(cache.get_many("m2", "c", &["a"]).unwrap()[0].is_none());
-        assert!(cache.get_many("m", "c2", &["a"]).unwrap()[0].is_none());
+        assert!(cache.get_many("m2", "c", &refs(&["a"])).unwrap()[0].is_none());
+        assert!(cache.get_many("m", "c2", &refs(&["a"])).unwrap()[0].is_none());
     }
 
     #[test]
@@ -360,16 +430,16 @@ mod tests {
             .unwrap();
         let second = DiskEmbeddingCache::new(dir.path());
         assert_eq!(
-            second.get_many("abc", "msmarco", &["d1"]).unwrap()[0].as_deref(),
+            second.get_many("abc", "msmarco", &refs(&["d1"])).unwrap()[0].as_deref(),
             Some(&[0.5, -0.5][..])
         );
         // A write by `second` is visible to `first`, which loaded the file earlier.
-        first.get_many("abc", "msmarco", &["d1"]).unwrap();
+        first.get_many("abc", "msmarco", &refs(&["d1"])).unwrap();
         second
             .put_many("abc", "msmarco", &[("d2", &[1.0, 0.0])])
             .unwrap();
         assert_eq!(
-            first.get_many("abc", "msmarco", &["d2"]).unwrap()[0].as_deref(),
+            first.get_many("abc", "msmarco", &refs(&["d2"])).unwrap()[0].as_deref(),
             Some(&[1.0, 0.0][..])
         );
     }
@@ -387,7 +457,7 @@ mod tests {
         let other = DiskEmbeddingCache::new(dir.path());
         other.put_many("m", "c", &[("b", &[2.0])]).unwrap();
         let fresh = DiskEmbeddingCache::new(dir.path());
-        let got = fresh.get_many("m", "c", &["a", "b"]).unwrap();
+        let got = fresh.get_many("m", "c", &refs(&["a", "b"])).unwrap();
         assert_eq!(got[0].as_deref(), Some(&[1.0][..]));
         assert_eq!(got[1].as_deref(), Some(&[2.0][..]));
     }
@@ -399,7 +469,10 @@ mod tests {
         let path = cache.file_path("m", "c");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, b"hello world, not a cache").unwrap();
-        let text = cache.get_many("m", "c", &["a"]).unwrap_err().to_string();
+        let text = cache
+            .get_many("m", "c", &refs(&["a"]))
+            .unwrap_err()
+            .to_string();
         assert!(text.contains(&path.display().to_string()), "{text}");
     }
 

@@ -312,6 +312,7 @@ pub fn rerank_query(
         .map(|&i| PassageRef {
             id: &q.candidates[i].docid,
             text: &q.candidates[i].text,
+            ordinal: None,
         })
         .collect();
     let neural = reranker.rerank(&q.query, &passages, collection)?;

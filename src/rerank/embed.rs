@@ -1,11 +1,10 @@
-//! A collection's bi-encoder embeddings precomputed into the on-disk cache, so later reranking
-//! encodes only queries. Resumable: already-cached passages are skipped.
+//! A collection's bi-encoder embeddings precomputed into its vector file ([`super::vectors`]), so
+//! later reranking encodes only queries. Resumable: a run starts at the first ordinal not written.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef, RerankError, Reranker};
-use crate::index::{CollectionRegistry, IndexError, Retriever};
+use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
+use crate::index::{embedding_key, CollectionRegistry, IndexError, Retriever};
 use crate::progress::Progress;
 use crate::Config;
 
@@ -33,12 +32,13 @@ pub struct EmbedOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmbedReport {
     pub passages: u64,
-    /// Encoded by this run; the others were already cached.
+    /// Encoded by this run; the others were already in the vector file.
     pub encoded: u64,
     pub model_id: String,
 }
 
-/// Encodes every passage of the collection not yet in the cache; reports passages read.
+/// Encodes every passage of the collection into its vector file, in ordinal order from the
+/// first ordinal not yet written (an interrupted run resumes there); reports passages read.
 pub fn embed_collection(
     config: &Config,
     options: &EmbedOptions,
@@ -50,34 +50,44 @@ pub fn embed_collection(
         .model
         .clone()
         .unwrap_or_else(|| config.default_model_dir());
-    let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
     let model = OnnxReranker::open(
         &model_dir,
         &config.ort_library_path(),
         OnnxOptions::default(),
-    )?
-    .with_cache(cache);
+    )?;
+    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
+    let key = embedding_key(&options.collection, retriever.as_ref());
+    // The model's dimension, for the file's header.
+    let dim = model
+        .embed(&["dimension"])?
+        .first()
+        .map(Vec::len)
+        .unwrap_or_default();
+    let mut writer = cache.vector_writer(model.model_sha256(), &key, dim)?;
+    let start = writer.len();
 
     let total = retriever.num_passages();
     progress.set_length(total);
     let mut encoded = 0u64;
     // The passage walk speaks IndexError; the model's error is kept here with its source.
     let mut model_error = None;
-    let walked = retriever.for_each_passage(options.chunk, |hits| {
+    let walked = retriever.for_each_passage_from(start, options.chunk, |hits| {
         let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
-        let passages: Vec<PassageRef<'_>> = hits
-            .iter()
-            .zip(&texts)
-            .map(|(h, text)| PassageRef { id: &h.id, text })
-            .collect();
-        match model.precompute(&options.collection, &passages) {
-            Ok(n) => encoded += n as u64,
-            Err(e) => {
-                let stop = IndexError::Invalid(e.to_string());
-                model_error = Some(e);
-                return Err(stop);
-            }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let written = model.embed(&refs).and_then(|vectors| {
+            let records: Vec<(u64, &str, &[f32])> = hits
+                .iter()
+                .zip(&vectors)
+                .filter_map(|(h, v)| h.ordinal.map(|ord| (ord, h.id.as_str(), v.as_slice())))
+                .collect();
+            writer.append(&records)
+        });
+        if let Err(e) = written {
+            let stop = IndexError::Invalid(e.to_string());
+            model_error = Some(e);
+            return Err(stop);
         }
+        encoded += hits.len() as u64;
         progress.inc(hits.len() as u64);
         Ok(())
     });
@@ -86,6 +96,7 @@ pub fn embed_collection(
         return Err(e.into());
     }
     walked?;
+    writer.sync()?;
     Ok(EmbedReport {
         passages: total,
         encoded,

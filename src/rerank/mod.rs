@@ -5,7 +5,8 @@
 //! - [`OnnxReranker`] implements it for both model kinds declared by a model directory's
 //!   `manifest.json` ([`ModelManifest`]).
 //! - [`EmbeddingCache`] stores bi-encoder passage embeddings keyed by (collection, passage id, model
-//!   checksum): [`MemoryEmbeddingCache`] and the persistent [`DiskEmbeddingCache`].
+//!   checksum): [`MemoryEmbeddingCache`] and the persistent [`DiskEmbeddingCache`], which reads a
+//!   collection's precomputed vectors from a memory-mapped file by passage ordinal ([`vectors`]).
 //! - [`Fusion`] combines first-stage (BM25) and neural scores.
 //! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's;
 //!   [`embed`] precomputes a collection's embeddings.
@@ -17,6 +18,7 @@ pub mod fusion;
 pub mod manifest;
 pub mod onnx;
 pub mod runtime;
+pub mod vectors;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,6 +69,9 @@ pub struct PassageRef<'a> {
     /// Stable identifier within `collection` (docid, segment id, statement id).
     pub id: &'a str,
     pub text: &'a str,
+    /// The passage's ordinal in its collection's index ([`crate::index::Hit::ordinal`]): where
+    /// its precomputed vector is. `None` for texts that are not passages of an index.
+    pub ordinal: Option<u64>,
 }
 
 /// Scores texts against a query. Implementations are shareable across threads (`&self`), so
@@ -93,6 +98,7 @@ pub trait Reranker: Send + Sync {
 pub struct OwnedPassage {
     pub id: String,
     pub text: String,
+    pub ordinal: Option<u64>,
 }
 
 /// Runs [`Reranker::rerank`] on tokio's blocking pool, so inference never occupies an async worker
@@ -109,6 +115,7 @@ pub async fn rerank_blocking(
             .map(|p| PassageRef {
                 id: &p.id,
                 text: &p.text,
+                ordinal: p.ordinal,
             })
             .collect();
         reranker.rerank(&query, &refs, collection.as_deref())

@@ -255,8 +255,7 @@ impl OnnxReranker {
             path: self.dir.clone(),
             reason: "no embedding cache configured".to_string(),
         })?;
-        let ids: Vec<&str> = passages.iter().map(|p| p.id).collect();
-        let cached = cache.get_many(&self.model_sha256, collection, &ids)?;
+        let cached = cache.get_many(&self.model_sha256, collection, passages)?;
         let missing: Vec<&PassageRef<'_>> = passages
             .iter()
             .zip(&cached)
@@ -299,10 +298,7 @@ impl OnnxReranker {
     ) -> Result<Vec<f32>> {
         let cache = self.cache.as_ref().filter(|_| collection.is_some());
         let mut vectors: Vec<Option<Arc<[f32]>>> = match (cache, collection) {
-            (Some(cache), Some(coll)) => {
-                let ids: Vec<&str> = passages.iter().map(|p| p.id).collect();
-                cache.get_many(&self.model_sha256, coll, &ids)?
-            }
+            (Some(cache), Some(coll)) => cache.get_many(&self.model_sha256, coll, passages)?,
             _ => vec![None; passages.len()],
         };
         let hits = vectors.iter().filter(|v| v.is_some()).count();

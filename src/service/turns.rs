@@ -481,7 +481,7 @@ impl TurnService {
                     model,
                     request.query.clone(),
                     candidates,
-                    Some(target.collection),
+                    Some(target.embedding_key()),
                     TurnSettings::default().fusion,
                 )
                 .await?;
@@ -603,6 +603,7 @@ mod tests {
             retrieval_score: score,
             rerank_score: None,
             score,
+            ordinal: None,
         }
     }
 

@@ -34,7 +34,11 @@ fn tiny_cross_encoder_logits_match_numpy_and_query_stays_whole() {
         .collect();
     let refs: Vec<PassageRef<'_>> = passages
         .iter()
-        .map(|(id, text)| PassageRef { id, text })
+        .map(|(id, text)| PassageRef {
+            id,
+            text,
+            ordinal: None,
+        })
         .collect();
     let want: Vec<f32> = expected["logits"]
         .as_array()

@@ -1,5 +1,6 @@
-//! `convrag embed`: a collection's embeddings computed once into the disk cache; a second run (or
-//! a resumed one) encodes nothing again.
+//! `convrag embed`: a collection's embeddings computed once into its vector file, by passage
+//! ordinal; a second run encodes nothing, an interrupted one resumes where it stopped, and a
+//! search's hits are reranked from the file.
 
 use crate::common;
 
@@ -7,13 +8,15 @@ use std::sync::Arc;
 
 use convrag::collection::Format;
 use convrag::config::Config;
-use convrag::index::{index_collection, CollectionRegistry, IndexOptions, Retriever};
+use convrag::index::{
+    embedding_key, index_collection, CollectionRegistry, IndexOptions, Retriever,
+};
 use convrag::progress::NoProgress;
 use convrag::rerank::embed::{embed_collection, EmbedOptions};
-use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef};
+use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef, Reranker};
 
 #[test]
-fn embed_fills_the_cache_once() {
+fn embed_writes_each_vector_once_and_reranking_reads_them_by_ordinal() {
     let model_dir = common::model_dir("all-MiniLM-L6-v2");
     let library = common::ort_library();
     let home = tempfile::tempdir().unwrap();
@@ -39,37 +42,70 @@ fn embed_fills_the_cache_once() {
         model: None,
         chunk: 16,
     };
-    embed_collection(&config, &args(), &NoProgress).unwrap();
-    embed_collection(&config, &args(), &NoProgress).unwrap();
+    let first = embed_collection(&config, &args(), &NoProgress).unwrap();
+    assert_eq!((first.passages, first.encoded), (40, 40));
+    let again = embed_collection(&config, &args(), &NoProgress).unwrap();
+    assert_eq!(again.encoded, 0, "nothing left to encode");
 
-    // Every passage is now cached under the text the reranker will use for it.
-    let model = OnnxReranker::open(&model_dir, &library, OnnxOptions::default())
-        .unwrap()
-        .with_cache(Arc::new(DiskEmbeddingCache::new(
-            home.path().join("embeddings"),
-        )));
+    let cache = DiskEmbeddingCache::new(home.path().join("embeddings"));
+    let model = OnnxReranker::open(&model_dir, &library, OnnxOptions::default()).unwrap();
     let retriever = CollectionRegistry::new(config.collections_dir())
         .get("demo")
         .unwrap();
-    let mut hits = Vec::new();
-    retriever
-        .for_each_passage(7, |batch| {
-            hits.extend_from_slice(batch);
-            Ok(())
-        })
-        .unwrap();
-    assert_eq!(hits.len(), 40);
+    let key = embedding_key("demo", retriever.as_ref());
+    let path = cache.vector_path(model.model_sha256(), &key);
+    let record = 8 + 4 * 384;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        32 + 40 * record,
+        "one fixed-width record per passage"
+    );
+
+    // An interrupted run: 25 records and part of the 26th. The next run cuts the torn record and
+    // encodes the 15 passages from ordinal 25 on.
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(32 + 25 * record + 100).unwrap();
+    drop(file);
+    let resumed = embed_collection(&config, &args(), &NoProgress).unwrap();
+    assert_eq!(resumed.encoded, 15);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 32 + 40 * record);
+
+    // A search's hits carry ordinals: reranking them reads every passage vector from the file
+    // and encodes only the query, with the scores of encoding everything.
+    let hits = retriever.search("passage topic 3", 10).unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.ordinal.is_some()));
     let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
     let refs: Vec<PassageRef<'_>> = hits
         .iter()
         .zip(&texts)
-        .map(|(h, t)| PassageRef { id: &h.id, text: t })
+        .map(|(h, t)| PassageRef {
+            id: &h.id,
+            text: t,
+            ordinal: h.ordinal,
+        })
         .collect();
-    assert_eq!(
-        model.precompute("demo", &refs).unwrap(),
-        0,
-        "nothing left to encode"
-    );
+    let cached = model.with_cache(Arc::new(DiskEmbeddingCache::new(
+        home.path().join("embeddings"),
+    )));
+    let scores = cached.rerank("passage topic 3", &refs, Some(&key)).unwrap();
+    let stats = cached.stats();
+    assert_eq!(stats.cache_hits, 10, "every vector from the file");
+    assert_eq!(stats.sequences, 1, "only the query was encoded");
+    let plain = OnnxReranker::open(&model_dir, &library, OnnxOptions::default()).unwrap();
+    let want = plain.rerank("passage topic 3", &refs, None).unwrap();
+    for (got, want) in scores.iter().zip(&want) {
+        assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+    }
+    // A wrong ordinal never yields another passage's vector: it is encoded instead.
+    let mut wrong = refs.clone();
+    wrong[0].ordinal = wrong[1].ordinal;
+    cached.reset_stats();
+    let rescored = cached
+        .rerank("passage topic 3", &wrong, Some(&key))
+        .unwrap();
+    assert_eq!(cached.stats().cache_hits, 9);
+    assert!((rescored[0] - want[0]).abs() < 1e-5);
     assert_eq!(retriever.num_passages(), 40);
 
     let err = embed_collection(

@@ -59,7 +59,11 @@ impl Fixture {
     fn refs(&self) -> Vec<PassageRef<'_>> {
         self.passages
             .iter()
-            .map(|(id, text)| PassageRef { id, text })
+            .map(|(id, text)| PassageRef {
+                id,
+                text,
+                ordinal: None,
+            })
             .collect()
     }
 
@@ -223,6 +227,7 @@ fn blocking_helper_runs_off_the_async_workers() {
         .map(|(id, text)| OwnedPassage {
             id: id.clone(),
             text: text.clone(),
+            ordinal: None,
         })
         .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
