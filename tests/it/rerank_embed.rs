@@ -108,6 +108,17 @@ fn embed_writes_each_vector_once_and_reranking_reads_them_by_ordinal() {
     assert!((rescored[0] - want[0]).abs() < 1e-5);
     assert_eq!(retriever.num_passages(), 40);
 
+    // The same passages indexed again under the same name (a rebuilt collection, or another
+    // user's private one) get a key of their own: no vector of this index is ever read for it.
+    let other_home = tempfile::tempdir().unwrap();
+    index_collection(&other_home.path().join("collections"), &options).unwrap();
+    let other = CollectionRegistry::new(other_home.path().join("collections"))
+        .get("demo")
+        .unwrap();
+    let other_key = embedding_key("demo", other.as_ref());
+    assert!(other_key.starts_with("demo.") && key.starts_with("demo."));
+    assert_ne!(other_key, key);
+
     let err = embed_collection(
         &config,
         &EmbedOptions {
