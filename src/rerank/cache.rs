@@ -183,7 +183,7 @@ fn sanitize(name: &str) -> String {
     }
 }
 
-fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
+pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
     RerankError::Cache {
         path: path.to_path_buf(),
         reason: reason.into(),
@@ -273,15 +273,24 @@ struct FileLock(std::os::fd::RawFd);
 impl FileLock {
     fn lock(file: &File, path: &Path) -> Result<Self> {
         use std::os::fd::AsRawFd;
-        // SAFETY: flock on a valid open descriptor has no memory-safety preconditions.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(cache_err(
-                path,
-                format!("cannot lock: {}", std::io::Error::last_os_error()),
-            ));
-        }
+        lock_exclusive(file, path)?;
         Ok(Self(file.as_raw_fd()))
+    }
+}
+
+/// Takes an exclusive advisory `flock` on `file`, waiting for another holder; it is released by
+/// `LOCK_UN` ([`FileLock`]) or when the descriptor is closed (the vector writer).
+pub(super) fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a valid open descriptor has no memory-safety preconditions.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(cache_err(
+            path,
+            format!("cannot lock: {}", std::io::Error::last_os_error()),
+        ))
     }
 }
 

@@ -16,7 +16,8 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::Mmap;
 
-use super::{RerankError, Result};
+use super::cache::{cache_err, lock_exclusive};
+use super::Result;
 
 const MAGIC: &[u8; 8] = b"CVRGVEC1";
 const HEADER: u64 = 32;
@@ -32,13 +33,6 @@ pub fn id_hash(id: &str) -> u64 {
     h.max(1)
 }
 
-fn vec_err(path: &Path, reason: impl Into<String>) -> RerankError {
-    RerankError::Cache {
-        path: path.to_path_buf(),
-        reason: reason.into(),
-    }
-}
-
 fn record_bytes(dim: usize) -> u64 {
     8 + 4 * dim as u64
 }
@@ -47,16 +41,19 @@ fn record_bytes(dim: usize) -> u64 {
 fn read_header(file: &mut File, path: &Path) -> Result<usize> {
     let mut header = [0u8; HEADER as usize];
     file.read_exact(&mut header)
-        .map_err(|e| vec_err(path, format!("cannot read the header: {e}")))?;
+        .map_err(|e| cache_err(path, format!("cannot read the header: {e}")))?;
     if &header[..8] != MAGIC {
-        return Err(vec_err(
+        return Err(cache_err(
             path,
             "not a passage vector file (bad magic); delete it and run `convrag embed` again",
         ));
     }
     let dim = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
     if dim == 0 || dim > MAX_DIM {
-        return Err(vec_err(path, format!("bad dimension {dim} in the header")));
+        return Err(cache_err(
+            path,
+            format!("bad dimension {dim} in the header"),
+        ));
     }
     Ok(dim)
 }
@@ -74,7 +71,7 @@ impl VectorFile {
         let mut file = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(vec_err(path, format!("cannot open: {e}"))),
+            Err(e) => return Err(cache_err(path, format!("cannot open: {e}"))),
         };
         let dim = read_header(&mut file, path)?;
         let map = map_file(&file, path)?;
@@ -110,10 +107,10 @@ impl VectorFile {
         if beyond(&map) {
             // Records may have been appended since the file was mapped.
             let file = File::open(&self.path)
-                .map_err(|e| vec_err(&self.path, format!("cannot open: {e}")))?;
+                .map_err(|e| cache_err(&self.path, format!("cannot open: {e}")))?;
             let grown = file
                 .metadata()
-                .map_err(|e| vec_err(&self.path, e.to_string()))?
+                .map_err(|e| cache_err(&self.path, e.to_string()))?
                 .len();
             if grown > map.len() as u64 {
                 let fresh = Arc::new(map_file(&file, &self.path)?);
@@ -154,7 +151,7 @@ fn map_file(file: &File, path: &Path) -> Result<Mmap> {
     // SAFETY: the file is only ever appended to, and a writer truncates nothing but a torn record
     // past the last complete one; readers index complete records of their mapping only, so no
     // mapped byte they read is changed or removed while mapped.
-    unsafe { Mmap::map(file) }.map_err(|e| vec_err(path, format!("cannot map: {e}")))
+    unsafe { Mmap::map(file) }.map_err(|e| cache_err(path, format!("cannot map: {e}")))
 }
 
 /// The one writer of a vector file: holds its lock until dropped.
@@ -170,14 +167,14 @@ impl VectorWriter {
     /// finish, and cuts a torn last record.
     pub fn open(path: &Path, dim: usize) -> Result<Self> {
         if dim == 0 || dim > MAX_DIM {
-            return Err(vec_err(
+            return Err(cache_err(
                 path,
                 format!("cannot store {dim}-dimensional vectors"),
             ));
         }
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
-                .map_err(|e| vec_err(dir, format!("cannot create directory: {e}")))?;
+                .map_err(|e| cache_err(dir, format!("cannot create directory: {e}")))?;
         }
         let mut file = OpenOptions::new()
             .create(true)
@@ -185,11 +182,11 @@ impl VectorWriter {
             .read(true)
             .write(true)
             .open(path)
-            .map_err(|e| vec_err(path, format!("cannot open for writing: {e}")))?;
+            .map_err(|e| cache_err(path, format!("cannot open for writing: {e}")))?;
         lock_exclusive(&file, path)?;
         let file_len = file
             .metadata()
-            .map_err(|e| vec_err(path, e.to_string()))?
+            .map_err(|e| cache_err(path, e.to_string()))?
             .len();
         if file_len < HEADER {
             // New, or a writer died before finishing the header.
@@ -199,11 +196,11 @@ impl VectorWriter {
             file.set_len(0)
                 .and_then(|_| file.write_all(&header))
                 .and_then(|_| file.flush())
-                .map_err(|e| vec_err(path, format!("cannot write the header: {e}")))?;
+                .map_err(|e| cache_err(path, format!("cannot write the header: {e}")))?;
         } else {
             let stored = read_header(&mut file, path)?;
             if stored != dim {
-                return Err(vec_err(
+                return Err(cache_err(
                     path,
                     format!("holds {stored}-dimensional vectors, the model gives {dim}; delete it to rebuild"),
                 ));
@@ -214,7 +211,7 @@ impl VectorWriter {
         let complete = HEADER + len * record_bytes(dim);
         if file_len > complete {
             file.set_len(complete)
-                .map_err(|e| vec_err(path, format!("cannot cut the torn last record: {e}")))?;
+                .map_err(|e| cache_err(path, format!("cannot cut the torn last record: {e}")))?;
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -241,13 +238,13 @@ impl VectorWriter {
         let mut next = self.len;
         for &(ord, id, vector) in records {
             if ord < next {
-                return Err(vec_err(
+                return Err(cache_err(
                     &self.path,
                     format!("ordinal {ord} is already written (next is {next})"),
                 ));
             }
             if vector.len() != self.dim {
-                return Err(vec_err(
+                return Err(cache_err(
                     &self.path,
                     format!(
                         "a {}-dimensional vector for {id:?} in a {}-dimensional file",
@@ -269,7 +266,7 @@ impl VectorWriter {
             .seek(SeekFrom::End(0))
             .and_then(|_| self.file.write_all(&buf))
             .and_then(|_| self.file.flush())
-            .map_err(|e| vec_err(&self.path, format!("cannot append: {e}")))?;
+            .map_err(|e| cache_err(&self.path, format!("cannot append: {e}")))?;
         self.len = next;
         Ok(())
     }
@@ -278,22 +275,7 @@ impl VectorWriter {
     pub fn sync(&self) -> Result<()> {
         self.file
             .sync_data()
-            .map_err(|e| vec_err(&self.path, format!("cannot sync: {e}")))
-    }
-}
-
-fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a valid open descriptor has no memory-safety preconditions; the lock is
-    // released when the descriptor is closed (the writer is dropped).
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(vec_err(
-            path,
-            format!("cannot lock: {}", std::io::Error::last_os_error()),
-        ))
+            .map_err(|e| cache_err(&self.path, format!("cannot sync: {e}")))
     }
 }
 
