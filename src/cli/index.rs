@@ -4,9 +4,11 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use convrag::collection::{Format, SegmenterConfig};
-use convrag::index::search::{CollectionRegistry, Retriever, SearchOptions, WeightedQuery};
+use convrag::index::search::{
+    CollectionRegistry, Evaluation, Retriever, SearchOptions, WeightedQuery,
+};
 use convrag::index::topics::{read_topics, write_run, Topic};
 use convrag::index::writer::{index_collection, optimize, IndexOptions};
 use convrag::index::{
@@ -73,6 +75,24 @@ pub struct IndexArgs {
     pub quiet: bool,
 }
 
+/// `--evaluation` of `convrag search`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EvaluationArg {
+    /// Block-max MaxScore over the per-block impacts (the default).
+    Pruned,
+    /// Every posting of every query term.
+    Exhaustive,
+}
+
+impl From<EvaluationArg> for Evaluation {
+    fn from(e: EvaluationArg) -> Self {
+        match e {
+            EvaluationArg::Pruned => Evaluation::Pruned,
+            EvaluationArg::Exhaustive => Evaluation::Exhaustive,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct SearchArgs {
     /// Collection name.
@@ -96,6 +116,9 @@ pub struct SearchArgs {
     /// BM25 b (default: the collection's).
     #[arg(long)]
     pub b: Option<f32>,
+    /// How the top k are found; both give identical rankings (exhaustive is the reference).
+    #[arg(long, value_enum, default_value_t = EvaluationArg::Pruned)]
+    pub evaluation: EvaluationArg,
     /// With --topics: run the queries one at a time and print latency percentiles (p50/p95).
     #[arg(long)]
     pub timing: bool,
@@ -171,6 +194,7 @@ pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
     let registry = CollectionRegistry::new(config.collections_dir());
     let retriever = registry.get(&args.collection)?;
     let mut options = SearchOptions::top(args.k);
+    options.evaluation = args.evaluation.into();
     let m = retriever.manifest();
     if args.k1.is_some() || args.b.is_some() {
         options.bm25 = Some(Bm25Params {

@@ -72,7 +72,23 @@ enum Class {
     Other,
 }
 
+/// [`class_of`] for every ASCII character: indexing spends a tenth of its time classifying.
+static ASCII_CLASSES: std::sync::LazyLock<[Class; 128]> = std::sync::LazyLock::new(|| {
+    let mut t = [Class::Other; 128];
+    for (i, c) in t.iter_mut().enumerate() {
+        *c = class_of(char::from(i as u8));
+    }
+    t
+});
+
 fn class(c: char) -> Class {
+    match ASCII_CLASSES.get(c as usize) {
+        Some(k) => *k,
+        None => class_of(c),
+    }
+}
+
+fn class_of(c: char) -> Class {
     match c {
         '_'
         | '\u{203F}'
@@ -238,6 +254,31 @@ fn strip_possessive(word: &str) -> &str {
 }
 
 /// Runs the full analysis chain of `language`, calling `emit(start, end, term)` per kept term.
+/// Words whose Porter stem each indexing thread remembers; past this the memory is cleared.
+const STEM_CACHE_WORDS: usize = 1 << 16;
+
+thread_local! {
+    static STEMS: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// `porter::stem(lower)`, remembered per thread: words follow Zipf's law, so most tokens are
+/// words stemmed before (stemming was 30 % of indexing time; BENCHMARKS.md, "Indexing profile").
+fn cached_stem(lower: String) -> String {
+    STEMS.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        if let Some(stem) = cache.get(&lower) {
+            return stem.clone();
+        }
+        let stem = porter::stem(&lower);
+        if cache.len() >= STEM_CACHE_WORDS {
+            cache.clear();
+        }
+        cache.insert(lower, stem.clone());
+        stem
+    })
+}
+
 pub fn analyze(language: Language, text: &str, emit: &mut dyn FnMut(usize, usize, String)) {
     standard_tokens(text, &mut |s, e| {
         let raw = &text[s..e];
@@ -254,7 +295,7 @@ pub fn analyze(language: Language, text: &str, emit: &mut dyn FnMut(usize, usize
                 if stopwords::LUCENE_ENGLISH.contains(&lower.as_str()) {
                     return;
                 }
-                porter::stem(&lower)
+                cached_stem(lower)
             }
             Language::Polish => {
                 if stopwords::POLISH.contains(&lower.as_str()) {

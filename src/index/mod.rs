@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod background;
 pub mod checksum;
+pub mod impacts;
 mod porter;
 pub mod search;
 pub mod topics;

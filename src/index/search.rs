@@ -108,13 +108,13 @@ impl From<&str> for WeightedQuery {
 #[serde(rename_all = "lowercase")]
 pub enum Evaluation {
     /// Document at a time with block-max MaxScore: skips documents whose score bound is below
-    /// the k-th best score so far. Falls back to exhaustive for parameters the bounds do not
-    /// cover (b outside 0..=1, negative k1, term weights that are not positive and finite).
-    /// Not the default yet: with tantivy's block metadata its bounds are loose, and it measured no
-    /// faster at 400k segments (BENCHMARKS.md, "Pruned top-k").
-    Pruned,
-    /// Term at a time over every posting of every query term: the reference, and the default.
+    /// the k-th best score so far, with per-block bounds from the collection's impacts files
+    /// (`impacts.rs`; tantivy's looser block maxima where a segment has none). Falls back to
+    /// exhaustive for parameters the bounds do not cover (b outside 0..=1, negative k1, term
+    /// weights that are not positive and finite). The default: BENCHMARKS.md, "Pruned top-k".
     #[default]
+    Pruned,
+    /// Term at a time over every posting of every query term: the reference.
     Exhaustive,
 }
 
@@ -205,6 +205,7 @@ pub struct TantivyRetriever {
     manifest: Manifest,
     fields: Fields,
     reader: IndexReader,
+    impacts: super::impacts::ImpactStore,
     _index: Index,
 }
 
@@ -224,6 +225,7 @@ impl TantivyRetriever {
             manifest,
             fields,
             reader,
+            impacts: super::impacts::ImpactStore::new(dir),
             _index: index,
         })
     }
@@ -361,8 +363,13 @@ impl TantivyRetriever {
                         let std::cmp::Reverse(TotalF32(s)) = best.peek().copied().expect("k > 0");
                         s
                     });
-                    let top =
-                        topk::segment_top_k(seg, seg_ord as u32, &plans, bm25, k, floor, dir)?;
+                    let impacts = self.impacts.get(seg.segment_id());
+                    let segment = topk::SegmentToSearch {
+                        reader: seg,
+                        ord: seg_ord as u32,
+                        impacts: impacts.as_deref(),
+                    };
+                    let top = topk::segment_top_k(segment, &plans, bm25, k, floor, dir)?;
                     for c in &top {
                         best.push(std::cmp::Reverse(TotalF32(c.0)));
                         if best.len() > k {

@@ -35,6 +35,7 @@ use tantivy::query::Bm25Weight;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocId, SegmentReader, TERMINATED};
 
+use super::impacts::{SegmentImpacts, TermImpacts};
 use super::search::FieldPlan;
 use super::{io_err, tantivy_err, Bm25Params, IndexError, Result};
 
@@ -101,6 +102,8 @@ struct Cursor<'a> {
     doc: DocId,
     /// (last document of the block, bound of that block), memoized.
     block_bound: (DocId, f64),
+    /// The term's per-block fronts, when the segment has an impacts file with it.
+    impacts: Option<TermImpacts<'a>>,
 }
 
 impl Cursor<'_> {
@@ -149,9 +152,17 @@ impl Cursor<'_> {
     fn current_block_bound(&mut self) -> f64 {
         let last = self.block_last();
         if self.block_bound.0 != last {
+            if let Some(imp) = &self.impacts {
+                if let Some(i) = imp.block_of(last).filter(|&i| imp.last_doc(i) == last) {
+                    let factor = imp.front(i).factor_bound(self.norm_cache);
+                    self.block_bound = (last, f64::from(self.weight) * factor);
+                    return self.block_bound.1;
+                }
+            }
             let scaled = self.postings.block_max_score(&self.fieldnorms, &self.probe) as f64;
             let factor = block_factor_bound(scaled / self.probe_unit, self.coef, self.k1);
-            self.block_bound = (last, self.term_bound * factor);
+            // Both bound the block: the weight times its factor bound, and the whole list's bound.
+            self.block_bound = (last, (f64::from(self.weight) * factor).min(self.term_bound));
         }
         self.block_bound.1
     }
@@ -186,18 +197,25 @@ impl Ord for Entry {
     }
 }
 
+/// One segment to search: its reader, its position in the searcher, its impacts file if any.
+pub(crate) struct SegmentToSearch<'a> {
+    pub(crate) reader: &'a SegmentReader,
+    pub(crate) ord: u32,
+    pub(crate) impacts: Option<&'a SegmentImpacts>,
+}
+
 /// The top `k` live documents of one segment as (score, segment ordinal, doc), leaving out
 /// documents scoring below `floor` (the k-th best score of the segments searched before).
 pub(crate) fn segment_top_k(
-    seg: &SegmentReader,
-    seg_ord: u32,
+    segment: SegmentToSearch<'_>,
     plans: &[FieldPlan],
     bm25: Bm25Params,
     k: usize,
     floor: Option<f32>,
     dir: &Path,
 ) -> Result<Vec<(f32, u32, u32)>> {
-    let mut cursors = open_cursors(seg, plans, bm25, dir)?;
+    let (seg, seg_ord) = (segment.reader, segment.ord);
+    let mut cursors = open_cursors(seg, plans, bm25, segment.impacts, dir)?;
     let n = cursors.len();
     if n == 0 || k == 0 {
         return Ok(Vec::new());
@@ -231,6 +249,7 @@ pub(crate) fn segment_top_k(
     }
     let mut contrib = vec![0f32; n];
     let mut matched = vec![false; n];
+    let mut checked_window: (DocId, u64) = (TERMINATED, 0);
 
     while essential < n {
         let mut doc = TERMINATED;
@@ -249,7 +268,9 @@ pub(crate) fn segment_top_k(
         } else {
             0.0
         };
-        if theta > f64::NEG_INFINITY {
+        // A window is checked again only when it or the threshold changed.
+        if theta > f64::NEG_INFINITY && checked_window != (window_end, theta.to_bits()) {
+            checked_window = (window_end, theta.to_bits());
             let window_bound: f64 = cursors[essential..]
                 .iter_mut()
                 .filter(|c| c.doc != TERMINATED)
@@ -338,6 +359,7 @@ fn open_cursors<'a>(
     seg: &SegmentReader,
     plans: &'a [FieldPlan],
     bm25: Bm25Params,
+    impacts: Option<&'a SegmentImpacts>,
     dir: &Path,
 ) -> Result<Vec<Cursor<'a>>> {
     let mut cursors = Vec::new();
@@ -359,13 +381,26 @@ fn open_cursors<'a>(
             else {
                 continue;
             };
+            let term_impacts = match impacts {
+                Some(imp) => inv
+                    .terms()
+                    .term_ord(term.serialized_value_bytes())
+                    .map_err(io_err(dir))?
+                    .and_then(|ord| imp.term(plan.field, ord)),
+                None => None,
+            };
+            // The whole list's front bounds every contribution; without it, the weight does.
+            let term_bound = match &term_impacts {
+                Some(t) => f64::from(*w) * t.front.factor_bound(&plan.norm_cache),
+                None => f64::from(*w),
+            };
             let mut cursor = Cursor {
                 postings,
                 fieldnorms: fieldnorms.clone(),
                 norm_cache: &plan.norm_cache,
                 weight: *w,
                 canon: cursors.len(),
-                term_bound: f64::from(*w),
+                term_bound,
                 probe: probe.clone(),
                 probe_unit,
                 coef,
@@ -373,6 +408,7 @@ fn open_cursors<'a>(
                 idx: 0,
                 doc: TERMINATED,
                 block_bound: (TERMINATED, 0.0),
+                impacts: term_impacts,
             };
             cursor.doc = cursor.current();
             cursors.push(cursor);

@@ -214,10 +214,11 @@ pub fn index_collection(collections_dir: &Path, opts: &IndexOptions) -> Result<I
         writer.wait_merging_threads().map_err(tantivy_err(&tdir))?;
     }
     if opts.optimize {
-        optimize(&index, &dir)?;
+        merge_all(&index, &dir)?;
     }
     manifest.state = committed_state(&index, &dir)?;
     write_manifest(&dir, &manifest)?;
+    super::impacts::write_impacts(&dir, &index)?;
     // Last, once no file of the directory changes any more.
     super::checksum::write_checksums(&dir)?;
     report.passages_total = manifest.state.passages;
@@ -279,8 +280,16 @@ fn commit_batches(todo: Vec<InputFile>, threads: usize, commit_bytes: u64) -> Ve
     batches
 }
 
-/// Merges all segments into one and removes the files no longer used.
+/// Merges all segments into one, removes the files no longer used, and rewrites the impacts
+/// and the checksum manifest of the new files.
 pub fn optimize(index: &tantivy::Index, dir: &Path) -> Result<()> {
+    merge_all(index, dir)?;
+    super::impacts::write_impacts(dir, index)?;
+    super::checksum::write_checksums(dir)?;
+    Ok(())
+}
+
+fn merge_all(index: &tantivy::Index, dir: &Path) -> Result<()> {
     let tdir = dir.join(TANTIVY_DIR);
     let mut writer: IndexWriter<TantivyDocument> = index
         .writer_with_num_threads(1, 64 << 20)

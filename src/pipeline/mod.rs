@@ -13,6 +13,7 @@ pub mod bench;
 pub mod context;
 pub mod generate;
 pub mod learned;
+pub mod list_references;
 pub mod ptkb;
 pub mod rewrite;
 pub mod rewrite_llm;

@@ -42,8 +42,8 @@ use serde::Serialize;
 
 use super::context::ConversationContext;
 use super::learned::LogisticModel;
-use super::terms;
 use super::Result;
+use super::{list_references, terms};
 
 /// A rewritten query.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -237,6 +237,126 @@ fn replace_first_pronoun(utterance: &str, replacement: &str) -> Option<String> {
         }
     }
     out
+}
+
+/// A possessive pronoun and up to four words after it.
+static POSSESSIVE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"(?i)\b(?:its|their)((?: [A-Za-z0-9\-]+){1,4})").expect("a valid pattern")
+});
+/// Most content words of the noun phrase after a possessive.
+const POSSESSED_WORDS: usize = 3;
+
+/// Function words a phrase copied from the history may keep between two selected terms.
+const PHRASE_GAP_WORDS: &[&str] = &[
+    "of", "for", "at", "in", "the", "and", "on", "to", "with", "from", "a", "an",
+];
+/// Most function words in a row inside a copied phrase.
+const PHRASE_MAX_GAP: usize = 2;
+
+static WORD: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"[A-Za-z0-9]+").expect("a valid pattern"));
+
+/// The selected history terms (lower-case surfaces, most wanted first) written as the phrases
+/// they came in: "interview software engineering position google" → "interview for a software
+/// engineering position at Google". Runs of selected terms, joined by at most
+/// [`PHRASE_MAX_GAP`] function words and nothing but spaces or hyphens, are copied as written,
+/// searching the latest utterances first, then the responses; terms found in no run follow.
+/// Chosen on iKAT 2023 train (BENCHMARKS.md "Rewriting: references to the previous answer").
+fn as_phrases(selected: &[String], ctx: &ConversationContext) -> Vec<String> {
+    let wanted: HashSet<&str> = selected.iter().map(String::as_str).collect();
+    let mut covered: HashSet<String> = HashSet::new();
+    let mut spans: Vec<(usize, String)> = Vec::new();
+    let sources = ctx
+        .history
+        .iter()
+        .rev()
+        .map(|t| t.utterance.as_str())
+        .chain(
+            ctx.history
+                .iter()
+                .rev()
+                .filter_map(|t| t.response.as_deref()),
+        );
+    for src in sources {
+        let words: Vec<regex::Match<'_>> = WORD.find_iter(src).collect();
+        let mut i = 0;
+        while i < words.len() {
+            let w = words[i].as_str().to_lowercase();
+            if !wanted.contains(w.as_str()) || covered.contains(&w) {
+                i += 1;
+                continue;
+            }
+            let (mut last, mut gap) = (i, 0);
+            let mut inside = vec![w];
+            for k in i + 1..words.len() {
+                let between = &src[words[k - 1].end()..words[k].start()];
+                if !between.chars().all(|c| c == ' ' || c == '-') {
+                    break;
+                }
+                let wk = words[k].as_str().to_lowercase();
+                if wanted.contains(wk.as_str()) && !covered.contains(&wk) && !inside.contains(&wk) {
+                    inside.push(wk);
+                    last = k;
+                    gap = 0;
+                } else if PHRASE_GAP_WORDS.contains(&wk.as_str()) && gap < PHRASE_MAX_GAP {
+                    gap += 1;
+                } else {
+                    break;
+                }
+            }
+            let rank = inside
+                .iter()
+                .filter_map(|t| selected.iter().position(|s| s == t))
+                .min()
+                .unwrap_or(usize::MAX);
+            spans.push((rank, src[words[i].start()..words[last].end()].to_string()));
+            covered.extend(inside);
+            i = last + 1;
+        }
+    }
+    spans.sort_by_key(|(rank, _)| *rank);
+    let mut out: Vec<String> = spans.into_iter().map(|(_, s)| s).collect();
+    out.extend(selected.iter().filter(|t| !covered.contains(*t)).cloned());
+    out
+}
+
+/// "What is their size and type?" → "What is the size and type of `terms`?": a possessive
+/// pronoun before a content word becomes "the W of …", as manual rewrites write it (chosen on
+/// iKAT 2023 train; BENCHMARKS.md "Rewriting: references to the previous answer").
+fn possessive_phrase(utterance: &str, terms: &str) -> Option<String> {
+    let c = POSSESSIVE.captures(utterance)?;
+    let after = c.get(1)?;
+    let words: Vec<&str> = after
+        .as_str()
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let content = |w: &str| !terms::is_stopword(&w.to_lowercase());
+    // The noun phrase: the content words right after the pronoun ("its computer science
+    // program"), then "and" with one more ("their size and type").
+    let mut n = words
+        .iter()
+        .take_while(|w| content(w))
+        .count()
+        .min(POSSESSED_WORDS);
+    if n == 0 {
+        return None;
+    }
+    if n == 1 && words.get(1) == Some(&"and") && words.get(2).is_some_and(|w| content(w)) {
+        n = 3;
+    }
+    let phrase = words[..n].join(" ");
+    // Where the phrase ends in the utterance: after the pronoun and the first n words.
+    let mut end = after.start();
+    for w in &words[..n] {
+        end = utterance[end..].find(w).map(|i| end + i + w.len())?;
+    }
+    let start = c.get(0)?.start();
+    Some(format!(
+        "{}the {phrase} of {terms}{}",
+        &utterance[..start],
+        &utterance[end..]
+    ))
 }
 
 impl Default for HistoryRewriter {
@@ -481,17 +601,32 @@ impl HistoryRewriter {
                 terms_out.push((s, 1.0));
             }
         }
-        let context = self.context_terms(ctx, &have, selector);
-        let top = context.iter().map(|c| c.weight).fold(0.0, f32::max);
+        // A reference to a list of the previous answer is written out with its items, in place
+        // of carried-over terms.
+        let listed = ctx
+            .history
+            .last()
+            .and_then(|t| t.response.as_deref())
+            .and_then(|r| list_references::resolve(utterance, r));
         let mut added: Vec<String> = Vec::new();
-        let mut ptkb_surface: Vec<String> = Vec::new();
-        for c in &context {
-            let stem = terms::stem(&c.surface);
-            if have.insert(stem.clone()) {
-                terms_out.push((stem, self.context_weight * c.weight / top.max(1e-6)));
-                added.push(c.surface.clone());
+        if let Some(listed) = &listed {
+            for s in terms::content_stems(listed) {
+                if have.insert(s.clone()) {
+                    terms_out.push((s, self.context_weight));
+                }
+            }
+        } else {
+            let context = self.context_terms(ctx, &have, selector);
+            let top = context.iter().map(|c| c.weight).fold(0.0, f32::max);
+            for c in &context {
+                let stem = terms::stem(&c.surface);
+                if have.insert(stem.clone()) {
+                    terms_out.push((stem, self.context_weight * c.weight / top.max(1e-6)));
+                    added.push(c.surface.clone());
+                }
             }
         }
+        let mut ptkb_surface: Vec<String> = Vec::new();
         let first_person = terms::words(utterance)
             .iter()
             .any(|w| FIRST_PERSON.contains(&w.as_str()));
@@ -516,17 +651,17 @@ impl HistoryRewriter {
                 }
             }
         }
+        let phrases = as_phrases(&added, ctx).join(" ");
         let replaced = if self.replace_pronoun && !added.is_empty() {
-            replace_first_pronoun(utterance, &added.join(" "))
+            possessive_phrase(utterance, &phrases)
+                .or_else(|| replace_first_pronoun(utterance, &phrases))
         } else {
             None
         };
-        let mut text = match replaced {
-            Some(t) => t,
-            None => {
-                added.insert(0, utterance.to_string());
-                added.join(" ")
-            }
+        let mut text = match (listed, replaced) {
+            (Some(t), _) | (None, Some(t)) => t,
+            (None, None) if added.is_empty() => utterance.to_string(),
+            (None, None) => format!("{utterance} {phrases}"),
         };
         if !ptkb_surface.is_empty() {
             text.push(' ');
@@ -663,6 +798,81 @@ mod tests {
         assert_eq!(replace_first_pronoun("Italy, item, bit", "X"), None);
         assert_eq!(replace_first_pronoun("it", "X").as_deref(), Some("X"));
         assert_eq!(replace_first_pronoun("", "X"), None);
+    }
+
+    #[test]
+    fn possessives_become_the_x_of_the_topic() {
+        assert_eq!(
+            possessive_phrase("What is their size and type?", "cars").as_deref(),
+            Some("What is the size and type of cars?")
+        );
+        assert_eq!(
+            possessive_phrase("What is its price?", "iPhone 14").as_deref(),
+            Some("What is the price of iPhone 14?")
+        );
+        assert_eq!(
+            possessive_phrase(
+                "Tell me more about its computer science program.",
+                "Toronto"
+            )
+            .as_deref(),
+            Some("Tell me more about the computer science program of Toronto.")
+        );
+        // "its own": a stopword follows, the pronoun is replaced as before.
+        assert_eq!(possessive_phrase("Does it have its own app?", "x"), None);
+        let r = HistoryRewriter::default()
+            .rewrite(
+                &ctx("What are its symptoms?", &["Tell me about throat cancer."]),
+                &[],
+            )
+            .unwrap();
+        assert!(
+            r.text.starts_with("What are the symptoms of "),
+            "{}",
+            r.text
+        );
+        assert!(r.text.contains("cancer"), "{}", r.text);
+    }
+
+    #[test]
+    fn selected_terms_are_written_as_the_phrases_they_came_in() {
+        let c = ctx(
+            "Can I crack it?",
+            &["I have an interview for a software engineering position at Google."],
+        );
+        let selected: Vec<String> = ["interview", "software", "engineering", "position", "google"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            as_phrases(&selected, &c),
+            vec!["interview for a software engineering position at Google"]
+        );
+        // Phrases in the order of their best-ranked term, then the terms found in no phrase.
+        let selected: Vec<String> = ["budget", "google", "interview"].map(String::from).to_vec();
+        assert_eq!(
+            as_phrases(&selected, &c),
+            vec!["Google", "interview", "budget"]
+        );
+    }
+
+    #[test]
+    fn a_list_in_the_previous_answer_is_written_out() {
+        let mut c = ctx(
+            "Which one is the cheapest?",
+            &["What phones have the best cameras?"],
+        );
+        c.history[0].response =
+            Some("Good choices are the Pixel 8, Galaxy S23, iPhone 15 and Xperia 1.".into());
+        let r = HistoryRewriter::default().rewrite(&c, &[]).unwrap();
+        assert_eq!(
+            r.text,
+            "Which of the Pixel 8, Galaxy S23, iPhone 15, and Xperia 1 is the cheapest?"
+        );
+        assert!(
+            r.terms.iter().any(|(t, w)| t == "xperia" && *w == 0.5),
+            "{:?}",
+            r.terms
+        );
     }
 
     #[test]

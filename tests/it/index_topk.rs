@@ -284,6 +284,17 @@ fn pruned_equals_exhaustive_on_synthetic_segments() {
     );
     assert_eq!(compared, 3 * weighted.len() * DEPTHS.len());
     assert!(with_ties > 0, "no ranking with ties: tie-breaking untested");
+
+    // The indexer wrote one impacts file per segment (the bounds used above) and listed them
+    // in the checksum manifest.
+    let impacts = dir.join("impacts");
+    let written = std::fs::read_dir(&impacts).unwrap().count();
+    assert_eq!(written, segment_count(&dir));
+    assert!(convrag::index::checksum::verify(&dir).unwrap().is_empty());
+    // Without them pruning falls back to tantivy's block maxima, and is still exact.
+    std::fs::remove_dir_all(&impacts).unwrap();
+    let r = TantivyRetriever::open(&dir).unwrap();
+    assert_identical(&r, &weighted, &[options(0.9, 0.4, None)]);
 }
 
 /// Outside the bounds' assumptions (b > 1, a negatively weighted part) the default evaluation
