@@ -355,6 +355,15 @@ impl ImpactStore {
         }
     }
 
+    /// Unmaps the files of segments merged away, so their disk space is freed while a running
+    /// `convrag index` changes a served collection.
+    pub(crate) fn forget_all_but(&self, live: &[SegmentId]) {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if loaded.keys().any(|id| !live.contains(id)) {
+            loaded.retain(|id, _| live.contains(id));
+        }
+    }
+
     /// The segment's impacts. A missing file is looked for again next time: a running
     /// `convrag index` writes them after its last commit, while the new segments are served.
     pub(crate) fn get(&self, id: SegmentId) -> Option<Arc<SegmentImpacts>> {
@@ -471,6 +480,23 @@ mod tests {
         assert_eq!(f.tf, [1, 3, 0, 0]);
         assert_eq!(f.fieldnorm, [5, 40, 0, 0]);
         assert_eq!(Front::of([]).factor_bound(&[1.0; 256]), 0.0);
+    }
+
+    #[test]
+    fn files_are_mapped_once_and_unmapped_when_their_segment_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(IMPACTS_DIR)).unwrap();
+        let empty = [MAGIC.as_slice(), &0u32.to_le_bytes(), &0u32.to_le_bytes()].concat();
+        let (a, b) = (SegmentId::generate_random(), SegmentId::generate_random());
+        for id in [a, b] {
+            std::fs::write(dir.path().join(IMPACTS_DIR).join(file_name(id)), &empty).unwrap();
+        }
+        let store = ImpactStore::new(dir.path());
+        assert!(store.get(a).is_some() && store.get(b).is_some());
+        assert!(store.get(SegmentId::generate_random()).is_none());
+        store.forget_all_but(&[a]);
+        let loaded: Vec<SegmentId> = store.loaded.lock().unwrap().keys().copied().collect();
+        assert_eq!(loaded, vec![a]);
     }
 
     #[test]

@@ -356,6 +356,12 @@ impl TantivyRetriever {
         let mut candidates: Vec<(f32, u32, u32)> = Vec::new();
         match evaluation {
             Evaluation::Pruned if topk::prunable(bm25, &plans) => {
+                let live: Vec<_> = searcher
+                    .segment_readers()
+                    .iter()
+                    .map(|s| s.segment_id())
+                    .collect();
+                self.impacts.forget_all_but(&live);
                 // The k-th best score so far: later segments only keep documents reaching it.
                 let mut best = std::collections::BinaryHeap::new();
                 for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
