@@ -3,9 +3,10 @@
 //! about 8 passages per CPU-second here, so 10M segments would take about 180 hours).
 //!
 //! The file is the one `convrag embed` writes (same path, model key, header, record layout and
-//! ordinal order, through the same `VectorWriter`), so a turn reads it exactly as it reads real
-//! precomputed vectors: one mapped record per candidate, checked against the id's hash. Only the
-//! values are not the model's: rerank *scores* over this file mean nothing, its timing does.
+//! ordinal order, through the same `rerank::embed::write_collection_vectors`), so a turn reads
+//! it exactly as it reads real precomputed vectors: one mapped record per candidate, checked
+//! against the id's hash. Only the values are not the model's: rerank *scores* over this file
+//! mean nothing, its timing does.
 //!
 //! Usage: fill_vectors HOME COLLECTION
 //! (models and ONNX Runtime under HOME as `convrag --home HOME` finds them). Resumes after the
@@ -13,8 +14,8 @@
 
 use std::path::PathBuf;
 
-use convrag::index::{embedding_key, CollectionRegistry, Retriever};
-use convrag::rerank::{vectors::id_hash, DiskEmbeddingCache, OnnxOptions, OnnxReranker};
+use convrag::rerank::embed::write_collection_vectors;
+use convrag::rerank::{vectors::id_hash, OnnxOptions, OnnxReranker};
 use convrag::Config;
 
 /// A unit vector drawn from the id's hash (xorshift64*), the same for the same id.
@@ -34,6 +35,22 @@ fn vector(id: &str, dim: usize) -> Vec<f32> {
     v
 }
 
+/// Prints a line per million passages.
+struct Every1M(std::sync::atomic::AtomicU64, std::time::Instant);
+
+impl convrag::progress::Progress for Every1M {
+    fn set_length(&self, _: u64) {}
+    fn set_position(&self, _: u64) {}
+    fn inc(&self, n: u64) {
+        let done = self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+        if done % 1_000_000 < n {
+            eprintln!("{done} ({:.0} s)", self.1.elapsed().as_secs_f64());
+        }
+    }
+    fn set_message(&self, _: String) {}
+    fn finish(&self) {}
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     anyhow::ensure!(args.len() == 3, "usage: fill_vectors HOME COLLECTION");
@@ -41,8 +58,7 @@ fn main() -> anyhow::Result<()> {
         home: PathBuf::from(&args[1]),
         ..Default::default()
     };
-    let registry = CollectionRegistry::new(config.collections_dir());
-    let retriever = registry.get(&args[2])?;
+    // The model only names the file and gives the dimension.
     let model = OnnxReranker::open(
         &config.default_model_dir(),
         &config.ort_library_path(),
@@ -53,36 +69,20 @@ fn main() -> anyhow::Result<()> {
         .first()
         .map(Vec::len)
         .unwrap_or_default();
-    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
-    let key = embedding_key(&args[2], retriever.as_ref());
-    let mut writer = cache.vector_writer(model.model_sha256(), &key, dim)?;
-    let start = writer.len();
-    let total = retriever.num_passages();
-    let started = std::time::Instant::now();
-    let mut done = start;
-    retriever.for_each_passage_from(start, 10_000, |hits| {
-        let vectors: Vec<Vec<f32>> = hits.iter().map(|h| vector(&h.id, dim)).collect();
-        let records: Vec<(u64, &str, &[f32])> = hits
-            .iter()
-            .zip(&vectors)
-            .filter_map(|(h, v)| h.ordinal.map(|o| (o, h.id.as_str(), v.as_slice())))
-            .collect();
-        writer
-            .append(&records)
-            .map_err(|e| convrag::index::IndexError::Invalid(e.to_string()))?;
-        done += hits.len() as u64;
-        if done % 1_000_000 < hits.len() as u64 {
-            eprintln!("{done}/{total} ({:.0} s)", started.elapsed().as_secs_f64());
-        }
-        Ok(())
-    })?;
-    writer.sync()?;
+    let progress = Every1M(Default::default(), std::time::Instant::now());
+    let (passages, written) = write_collection_vectors(
+        &config,
+        &args[2],
+        model.model_sha256(),
+        dim,
+        10_000,
+        &progress,
+        &mut |hits| Ok(hits.iter().map(|h| vector(&h.id, dim)).collect()),
+    )?;
     eprintln!(
-        "{} vectors of {dim} dimensions for {} ({} were there), {:.0} s",
-        writer.len(),
+        "{written} vectors of {dim} dimensions written for {} ({passages} passages), {:.0} s",
         args[2],
-        start,
-        started.elapsed().as_secs_f64()
+        progress.1.elapsed().as_secs_f64()
     );
     Ok(())
 }

@@ -355,30 +355,30 @@ impl ImpactStore {
         }
     }
 
-    /// Unmaps the files of segments merged away, so their disk space is freed while a running
-    /// `convrag index` changes a served collection.
-    pub(crate) fn forget_all_but(&self, live: &[SegmentId]) {
+    /// The impacts of each of the searcher's segments, under one lock. Files of segments no
+    /// longer searched are unmapped, so a merge's disk space is freed while a running
+    /// `convrag index` changes a served collection. A missing file is looked for again next
+    /// time: the indexer writes them after its last commit, while the new segments are served.
+    pub(crate) fn for_segments(&self, live: &[SegmentId]) -> Vec<Option<Arc<SegmentImpacts>>> {
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         if loaded.keys().any(|id| !live.contains(id)) {
             loaded.retain(|id, _| live.contains(id));
         }
-    }
-
-    /// The segment's impacts. A missing file is looked for again next time: a running
-    /// `convrag index` writes them after its last commit, while the new segments are served.
-    pub(crate) fn get(&self, id: SegmentId) -> Option<Arc<SegmentImpacts>> {
-        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(found) = loaded.get(&id) {
-            return found.clone();
-        }
-        let path = self.dir.join(file_name(id));
-        if !path.exists() {
-            return None;
-        }
-        // A file that is there but unreadable is remembered, so it is warned about once.
-        let found = SegmentImpacts::open(&path).map(Arc::new);
-        loaded.insert(id, found.clone());
-        found
+        live.iter()
+            .map(|&id| {
+                if let Some(found) = loaded.get(&id) {
+                    return found.clone();
+                }
+                let path = self.dir.join(file_name(id));
+                if !path.exists() {
+                    return None;
+                }
+                // A file that is there but unreadable is remembered, so it is warned about once.
+                let found = SegmentImpacts::open(&path).map(Arc::new);
+                loaded.insert(id, found.clone());
+                found
+            })
+            .collect()
     }
 }
 
@@ -492,9 +492,10 @@ mod tests {
             std::fs::write(dir.path().join(IMPACTS_DIR).join(file_name(id)), &empty).unwrap();
         }
         let store = ImpactStore::new(dir.path());
-        assert!(store.get(a).is_some() && store.get(b).is_some());
-        assert!(store.get(SegmentId::generate_random()).is_none());
-        store.forget_all_but(&[a]);
+        let found = store.for_segments(&[a, b, SegmentId::generate_random()]);
+        assert!(found[0].is_some() && found[1].is_some());
+        assert!(found[2].is_none());
+        assert!(store.for_segments(&[a])[0].is_some());
         let loaded: Vec<SegmentId> = store.loaded.lock().unwrap().keys().copied().collect();
         assert_eq!(loaded, vec![a]);
     }

@@ -361,7 +361,7 @@ impl TantivyRetriever {
                     .iter()
                     .map(|s| s.segment_id())
                     .collect();
-                self.impacts.forget_all_but(&live);
+                let impacts = self.impacts.for_segments(&live);
                 // The k-th best score so far: later segments only keep documents reaching it.
                 let mut best = std::collections::BinaryHeap::new();
                 for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
@@ -369,11 +369,10 @@ impl TantivyRetriever {
                         let std::cmp::Reverse(TotalF32(s)) = best.peek().copied().expect("k > 0");
                         s
                     });
-                    let impacts = self.impacts.get(seg.segment_id());
                     let segment = topk::SegmentToSearch {
                         reader: seg,
                         ord: seg_ord as u32,
-                        impacts: impacts.as_deref(),
+                        impacts: impacts[seg_ord].as_deref(),
                     };
                     let top = topk::segment_top_k(segment, &plans, bm25, k, floor, dir)?;
                     for c in &top {

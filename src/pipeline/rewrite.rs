@@ -651,17 +651,19 @@ impl HistoryRewriter {
                 }
             }
         }
-        let phrases = as_phrases(&added, ctx).join(" ");
-        let replaced = if self.replace_pronoun && !added.is_empty() {
-            possessive_phrase(utterance, &phrases)
-                .or_else(|| replace_first_pronoun(utterance, &phrases))
-        } else {
-            None
-        };
-        let mut text = match (listed, replaced) {
-            (Some(t), _) | (None, Some(t)) => t,
-            (None, None) if added.is_empty() => utterance.to_string(),
-            (None, None) => format!("{utterance} {phrases}"),
+        let mut text = match listed {
+            Some(listed) => listed,
+            None if added.is_empty() => utterance.to_string(),
+            None => {
+                let phrases = as_phrases(&added, ctx).join(" ");
+                let replaced = if self.replace_pronoun {
+                    possessive_phrase(utterance, &phrases)
+                        .or_else(|| replace_first_pronoun(utterance, &phrases))
+                } else {
+                    None
+                };
+                replaced.unwrap_or_else(|| format!("{utterance} {phrases}"))
+            }
         };
         if !ptkb_surface.is_empty() {
             text.push(' ');

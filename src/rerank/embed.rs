@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
-use crate::index::{embedding_key, CollectionRegistry, IndexError, Retriever};
+use crate::index::{embedding_key, CollectionRegistry, Hit, IndexError, Retriever};
 use crate::progress::Progress;
 use crate::Config;
 
@@ -44,8 +44,6 @@ pub fn embed_collection(
     options: &EmbedOptions,
     progress: &dyn Progress,
 ) -> Result<EmbedReport, EmbedError> {
-    let registry = CollectionRegistry::new(config.collections_dir());
-    let retriever = registry.get(&options.collection)?;
     let model_dir = options
         .model
         .clone()
@@ -55,26 +53,62 @@ pub fn embed_collection(
         &config.ort_library_path(),
         OnnxOptions::default(),
     )?;
-    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
-    let key = embedding_key(&options.collection, retriever.as_ref());
     // The model's dimension, for the file's header.
     let dim = model
         .embed(&["dimension"])?
         .first()
         .map(Vec::len)
         .unwrap_or_default();
-    let mut writer = cache.vector_writer(model.model_sha256(), &key, dim)?;
+    let (passages, encoded) = write_collection_vectors(
+        config,
+        &options.collection,
+        model.model_sha256(),
+        dim,
+        options.chunk,
+        progress,
+        &mut |hits| {
+            let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            model.embed(&refs)
+        },
+    )?;
+    Ok(EmbedReport {
+        passages,
+        encoded,
+        model_id: model.model_id(),
+    })
+}
+
+/// Vectors of a batch of passages, one per hit, in order.
+pub type PassageEncoder<'a> = dyn FnMut(&[Hit]) -> Result<Vec<Vec<f32>>, RerankError> + 'a;
+
+/// Appends `encode`'s vectors for every passage of `collection` not yet in its vector file of
+/// the model `model_sha256`, in ordinal order from the first ordinal not written, `chunk`
+/// passages at a time; returns (passages in the collection, passages encoded by this run).
+/// [`embed_collection`] encodes with the model; a benchmark may fill the same file otherwise.
+pub fn write_collection_vectors(
+    config: &Config,
+    collection: &str,
+    model_sha256: &str,
+    dim: usize,
+    chunk: usize,
+    progress: &dyn Progress,
+    encode: &mut PassageEncoder<'_>,
+) -> Result<(u64, u64), EmbedError> {
+    let registry = CollectionRegistry::new(config.collections_dir());
+    let retriever = registry.get(collection)?;
+    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
+    let key = embedding_key(collection, retriever.as_ref());
+    let mut writer = cache.vector_writer(model_sha256, &key, dim)?;
     let start = writer.len();
 
     let total = retriever.num_passages();
     progress.set_length(total);
     let mut encoded = 0u64;
-    // The passage walk speaks IndexError; the model's error is kept here with its source.
+    // The passage walk speaks IndexError; the encoder's error is kept here with its source.
     let mut model_error = None;
-    let walked = retriever.for_each_passage_from(start, options.chunk, |hits| {
-        let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let written = model.embed(&refs).and_then(|vectors| {
+    let walked = retriever.for_each_passage_from(start, chunk, |hits| {
+        let written = encode(hits).and_then(|vectors| {
             let records: Vec<(u64, &str, &[f32])> = hits
                 .iter()
                 .zip(&vectors)
@@ -97,9 +131,5 @@ pub fn embed_collection(
     }
     walked?;
     writer.sync()?;
-    Ok(EmbedReport {
-        passages: total,
-        encoded,
-        model_id: model.model_id(),
-    })
+    Ok((total, encoded))
 }

@@ -316,3 +316,52 @@ fn pruned_falls_back_to_exhaustive_outside_its_bounds() {
         .collect();
     assert_identical(&r, &subtracting, &[options(0.9, 0.4, None)]);
 }
+
+/// `convrag search --evaluation`: pruned (the default) and exhaustive write the same run file; an
+/// unknown evaluation is refused, naming the option, and writes nothing.
+#[test]
+fn search_command_evaluations_agree_and_an_unknown_one_is_refused() {
+    let data = crate::common::shared_data("classic-ir/cranfield");
+    let home = tempfile::tempdir().unwrap();
+    index(
+        &home.path().join("collections"),
+        "cran",
+        Format::Smart,
+        vec![data.join("cran.all.1400")],
+    );
+    let topics = home.path().join("topics.tsv");
+    let lines: Vec<String> = cranfield_queries(&data.join("cran.qry"))
+        .iter()
+        .take(40)
+        .enumerate()
+        .map(|(i, q)| format!("{}\t{}", i + 1, q.trim()))
+        .collect();
+    std::fs::write(&topics, lines.join("\n") + "\n").unwrap();
+    let search = |evaluation: &str, out: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_convrag"))
+            .arg("--home")
+            .arg(home.path())
+            .args(["search", "--collection", "cran", "--k", "100", "--topics"])
+            .arg(&topics)
+            .arg("--output")
+            .arg(out)
+            .args(["--evaluation", evaluation])
+            .output()
+            .unwrap()
+    };
+    let (pruned, exhaustive) = (home.path().join("p.trec"), home.path().join("e.trec"));
+    for (evaluation, out) in [("pruned", &pruned), ("exhaustive", &exhaustive)] {
+        let o = search(evaluation, out);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let run = std::fs::read_to_string(&pruned).unwrap();
+    assert_eq!(run.lines().count(), 40 * 100);
+    assert_eq!(run, std::fs::read_to_string(&exhaustive).unwrap());
+
+    let bogus = home.path().join("b.trec");
+    let o = search("wand", &bogus);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--evaluation") && err.contains("wand"), "{err}");
+    assert!(!bogus.exists());
+}
