@@ -362,6 +362,9 @@ fn search_command_evaluations_agree_and_an_unknown_one_is_refused() {
     let o = search("wand", &bogus);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--evaluation") && err.contains("wand"), "{err}");
+    assert!(
+        err.contains("--evaluation") && err.contains("wand"),
+        "{err}"
+    );
     assert!(!bogus.exists());
 }
