@@ -29,6 +29,8 @@ const MAX_EDGE_WORDS: usize = 5;
 const MAX_AVERAGE_WORDS: f64 = 4.0;
 /// Fewest items for "which one" and "of them" (ordinals need two).
 const MIN_ITEMS_FOR_ANY: usize = 3;
+/// Most words kept of a numbered item.
+const MAX_NUMBERED_WORDS: usize = 12;
 
 /// Words that may sit inside an item although they are stopwords ("Bank of America").
 const KEEP_IN_ITEM: &[&str] = &["of", "de", "di"];
@@ -44,19 +46,36 @@ static LEAD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LAST_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(.*?)\s+(?:and|or)\s+(.*)$"));
 static LEADING_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(?:and|or)\s+"));
+/// Nouns a list's items may be called by ("the third step", "the last two options").
+const ITEM_NOUNS: &str = "ones?|options?|types?|items?|choices?|suggestions?|steps?|tips?|points?|ways?|methods?|ideas?|stages?|factors?|recommendations?|strateg(?:y|ies)|approach(?:es)?|techniques?|places?";
+
 static ORDINAL_PAIR: LazyLock<Regex> = LazyLock::new(|| {
-    regex(
-        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?:ones?|options?|types?|items?|choices?))?\b",
-    )
+    regex(&format!(
+        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?:{ITEM_NOUNS}))?\b"
+    ))
 });
 static FIRST_OR_LAST_K: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"(?i)\bthe (first|last) (two|three|four)(?: (?:ones|options|types|items|choices))?\b")
+    regex(&format!(
+        r"(?i)\bthe (first|last) (two|three|four)(?: (?:{ITEM_NOUNS}))?\b"
+    ))
 });
 static ORDINAL_ONE: LazyLock<Regex> = LazyLock::new(|| {
-    regex(
-        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?:one|option|type|item|choice|suggestion)\b",
-    )
+    regex(&format!(
+        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?:{ITEM_NOUNS})\b"
+    ))
 });
+/// "step 3", "number 2", "option 4": an item of a numbered list.
+static NUMBER_ONE: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)\b(?:number|step|option|item|point|tip) (\d{1,2})\b"));
+/// "the best three", "the top two universities": a choice among the items.
+static BEST_K: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)\bthe (?:best|top) (?:two|three|four|five)(?: (?:{ITEM_NOUNS}))?\b"
+    ))
+});
+/// "the other ones", "the other options": the items the utterance does not name.
+static OTHER_ONES: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)\bthe other (?:ones|options|choices|items|suggestions|places)\b"));
 static NUMBERS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bnumbers? (\d+) and (\d+)\b"));
 static BOTH: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(?:the two|both)\b"));
 static WHICH_ONE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bwhich (?:one|ones)\b"));
@@ -79,15 +98,15 @@ fn kept_inside(word: &str) -> bool {
     KEEP_IN_ITEM.contains(&word.to_lowercase().as_str())
 }
 
-/// `text` with numbering markers (`1.`, `2)`, `(3)` after a space or at the start, before a space
-/// or a letter) replaced by ", ", and whitespace runs made single spaces. Markers count only when
-/// both 1 and 2 are among them: "the iPhone 13. It has …" ends a sentence, it does not number.
-fn without_numbering(text: &str) -> String {
-    let chars: Vec<char> = format!(" {text}").chars().collect();
-    // (start, end after the marker and its spaces, number)
+/// Numbering markers of `chars` (`1.`, `2)`, `(3)` after a space or at the start, before a
+/// space or a letter): (start, end after the marker and its spaces, number). Empty unless both 1
+/// and 2 are among them: "the iPhone 13. It has …" ends a sentence, it does not number.
+fn numbering_markers(chars: &[char]) -> Vec<(usize, usize, u32)> {
     let mut markers: Vec<(usize, usize, u32)> = Vec::new();
     for i in 1..chars.len() {
-        if !chars[i - 1].is_whitespace() {
+        // After a space, or glued to the end of a sentence ("… corporation.3) Market …").
+        let glued = matches!(chars[i - 1], '.' | ':') && i >= 2 && chars[i - 2].is_alphabetic();
+        if !chars[i - 1].is_whitespace() && !glued {
             continue;
         }
         let j = if chars[i] == '(' { i + 1 } else { i };
@@ -109,9 +128,20 @@ fn without_numbering(text: &str) -> String {
         }
     }
     let numbered = [1, 2].iter().all(|n| markers.iter().any(|m| m.2 == *n));
+    if !numbered {
+        markers.clear();
+    }
+    markers
+}
+
+/// `text` with its numbering markers ([`numbering_markers`]) replaced by ", ", and whitespace
+/// runs made single spaces.
+fn without_numbering(text: &str) -> String {
+    let chars: Vec<char> = format!(" {text}").chars().collect();
+    let markers = numbering_markers(&chars);
     let mut out = String::with_capacity(chars.len());
     let mut i = 0;
-    let mut next = markers.iter().filter(|_| numbered).peekable();
+    let mut next = markers.iter().peekable();
     while i < chars.len() {
         if let Some(&&(start, end, _)) = next.peek() {
             if start == i {
@@ -125,6 +155,57 @@ fn without_numbering(text: &str) -> String {
         i += 1;
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The items of the numbered list of `text` (markers 1, 2, 3, … in sequence), each cut to its
+/// heading: the words before the first ":" or " - " ("Market Research: Conduct …"), else its
+/// first sentence, at most [`MAX_NUMBERED_WORDS`] words. `None` without such a list.
+pub fn numbered_items(text: &str) -> Option<Vec<String>> {
+    let chars: Vec<char> = format!(" {text}").chars().collect();
+    let markers = numbering_markers(&chars);
+    // The run 1, 2, 3, … from the first marker numbered 1.
+    let first = markers.iter().position(|m| m.2 == 1)?;
+    let mut run: Vec<(usize, usize)> = Vec::new();
+    for m in &markers[first..] {
+        if m.2 as usize == run.len() + 1 {
+            run.push((m.0, m.1));
+        }
+    }
+    if run.len() < 2 {
+        return None;
+    }
+    let mut items = Vec::with_capacity(run.len());
+    for (k, &(_, body_start)) in run.iter().enumerate() {
+        let body_end = run.get(k + 1).map_or(chars.len(), |next| next.0);
+        let body: String = chars[body_start..body_end].iter().collect();
+        let head = match body.find(':').or_else(|| body.find(" - ")) {
+            Some(i) if body[..i].split_whitespace().count() <= MAX_NUMBERED_WORDS => &body[..i],
+            _ => {
+                let end = body
+                    .char_indices()
+                    .find(|&(i, c)| {
+                        matches!(c, '.' | '!' | '?')
+                            && body[i + 1..].chars().next().is_none_or(char::is_whitespace)
+                    })
+                    .map_or(body.len(), |(i, _)| i);
+                &body[..end]
+            }
+        };
+        let mut words: Vec<&str> = head.split_whitespace().take(MAX_NUMBERED_WORDS).collect();
+        // A cut item ends on its last content word.
+        while words.last().is_some_and(|w| is_stop(w)) {
+            words.pop();
+        }
+        let item = words
+            .join(" ")
+            .trim_matches(|c: char| c == ',' || c == ';' || c == '.' || c == ' ')
+            .to_string();
+        if item.is_empty() {
+            return None;
+        }
+        items.push(item);
+    }
+    Some(items)
 }
 
 /// Clauses of `text`: cut after `; ! ? :` followed by a space, at a period followed by spaces and
@@ -322,9 +403,11 @@ fn splice(u: &str, m: &regex::Match<'_>, with: &str) -> String {
 }
 
 /// The utterance with its reference to a list of `previous_response` written out, if it has one.
+/// Ordinals ("the third step", "the last two") pick from the numbered list when the response has
+/// one, else from its longest short-item list; "which one", "of them" and "both" use the latter.
 pub fn resolve(utterance: &str, previous_response: &str) -> Option<String> {
     let lists = lists_in(previous_response);
-    let best = lists
+    let short = lists
         .iter()
         .filter(|l| {
             let words: usize = l.iter().map(|x| x.split_whitespace().count()).sum();
@@ -334,43 +417,14 @@ pub fn resolve(utterance: &str, previous_response: &str) -> Option<String> {
         .fold(None::<&Vec<String>>, |best, l| match best {
             Some(b) if b.len() >= l.len() => Some(b),
             _ => Some(l),
-        })?;
+        });
+    let numbered = numbered_items(previous_response);
+    let ordered = numbered.as_ref().or(short)?;
     let u = utterance;
-    if let Some(c) = ORDINAL_PAIR.captures(u) {
-        let (a, b) = (ordinal(&c[1])?, ordinal(&c[2])?);
-        if a.max(b) < best.len() as isize {
-            let pair = [item(best, a)?.clone(), item(best, b)?.clone()];
-            return Some(splice(u, &c.get(0)?, &join(&pair)));
-        }
+    if let Some(r) = by_position(u, ordered, numbered.is_some()) {
+        return Some(r);
     }
-    if let Some(c) = FIRST_OR_LAST_K.captures(u) {
-        let k = match c[2].to_lowercase().as_str() {
-            "two" => 2,
-            "three" => 3,
-            _ => 4,
-        };
-        if k <= best.len() {
-            let chosen = if c[1].eq_ignore_ascii_case("first") {
-                &best[..k]
-            } else {
-                &best[best.len() - k..]
-            };
-            return Some(splice(u, &c.get(0)?, &join(chosen)));
-        }
-    }
-    if let Some(c) = ORDINAL_ONE.captures(u) {
-        let k = ordinal(&c[1])?;
-        if k < best.len() as isize {
-            return Some(splice(u, &c.get(0)?, item(best, k)?));
-        }
-    }
-    if let Some(c) = NUMBERS.captures(u) {
-        let (a, b): (usize, usize) = (c[1].parse().ok()?, c[2].parse().ok()?);
-        if a >= 1 && b >= 1 && a.max(b) <= best.len() {
-            let pair = [best[a - 1].clone(), best[b - 1].clone()];
-            return Some(splice(u, &c.get(0)?, &join(&pair)));
-        }
-    }
+    let best = short?;
     if best.len() == 2 {
         // "the two" / "both", unless followed by "of" ("both of them" reads on).
         if let Some(m) = BOTH.find_iter(u).find(|m| !u[m.end()..].starts_with(" of")) {
@@ -380,6 +434,25 @@ pub fn resolve(utterance: &str, previous_response: &str) -> Option<String> {
     if best.len() < MIN_ITEMS_FOR_ANY {
         return None;
     }
+    if let Some(m) = OTHER_ONES.find(u) {
+        let named: std::collections::HashSet<String> =
+            terms::content_stems(u).into_iter().collect();
+        let others: Vec<String> = best
+            .iter()
+            .filter(|i| !terms::content_stems(i).iter().any(|s| named.contains(s)))
+            .cloned()
+            .collect();
+        if !others.is_empty() && others.len() < best.len() {
+            return Some(splice(u, &m, &format!("the {}", join(&others))));
+        }
+    }
+    if let Some(m) = BEST_K.find(u) {
+        return Some(splice(
+            u,
+            &m,
+            &format!("{} of the {}", m.as_str(), join(best)),
+        ));
+    }
     if let Some(m) = WHICH_ONE.find(u) {
         // Keep "which" as written ("Which" at the start of a question).
         let which = &u[m.start()..m.start() + 5];
@@ -388,6 +461,56 @@ pub fn resolve(utterance: &str, previous_response: &str) -> Option<String> {
     if let Some(c) = OF_THEM.captures(u) {
         let m = c.get(0)?;
         return Some(splice(u, &m, &format!("{} the {}", &c[1], join(best))));
+    }
+    None
+}
+
+/// References by position: "the first and last ones", "the last two", "the third step",
+/// "numbers 2 and 3", and, in a numbered list (`numbered`), "step 3".
+fn by_position(u: &str, list: &[String], numbered: bool) -> Option<String> {
+    let n = list.len() as isize;
+    if let Some(c) = ORDINAL_PAIR.captures(u) {
+        let (a, b) = (ordinal(&c[1])?, ordinal(&c[2])?);
+        if a.max(b) < n {
+            let pair = [item(list, a)?.clone(), item(list, b)?.clone()];
+            return Some(splice(u, &c.get(0)?, &join(&pair)));
+        }
+    }
+    if let Some(c) = FIRST_OR_LAST_K.captures(u) {
+        let k = match c[2].to_lowercase().as_str() {
+            "two" => 2,
+            "three" => 3,
+            _ => 4,
+        };
+        if k <= list.len() {
+            let chosen = if c[1].eq_ignore_ascii_case("first") {
+                &list[..k]
+            } else {
+                &list[list.len() - k..]
+            };
+            return Some(splice(u, &c.get(0)?, &join(chosen)));
+        }
+    }
+    if let Some(c) = ORDINAL_ONE.captures(u) {
+        let k = ordinal(&c[1])?;
+        if k < n {
+            return Some(splice(u, &c.get(0)?, item(list, k)?));
+        }
+    }
+    if let Some(c) = NUMBERS.captures(u) {
+        let (a, b): (usize, usize) = (c[1].parse().ok()?, c[2].parse().ok()?);
+        if a >= 1 && b >= 1 && a.max(b) <= list.len() {
+            let pair = [list[a - 1].clone(), list[b - 1].clone()];
+            return Some(splice(u, &c.get(0)?, &join(&pair)));
+        }
+    }
+    if numbered {
+        if let Some(c) = NUMBER_ONE.captures(u) {
+            let k: usize = c[1].parse().ok()?;
+            if (1..=list.len()).contains(&k) {
+                return Some(splice(u, &c.get(0)?, &list[k - 1]));
+            }
+        }
     }
     None
 }
@@ -441,6 +564,77 @@ mod tests {
             Some("How are squats and deadlifts different?")
         );
         assert_eq!(resolve("Are both of them hard?", numbered), None);
+    }
+
+    const STEPS: &str = "Here are some steps: 1) Executive Summary: Briefly tell your reader what your company is. 2) Company Description: Include your registered name.3) Market Research: Conduct market research. 4. Financial Plans. Include your growth plans.";
+
+    #[test]
+    fn numbered_items_are_cut_to_their_headings() {
+        assert_eq!(
+            numbered_items(STEPS),
+            Some(vec![
+                "Executive Summary".to_string(),
+                "Company Description".to_string(),
+                "Market Research".to_string(),
+                "Financial Plans".to_string(),
+            ])
+        );
+        let sentences = "Steps: 1. Research and identify your target market. 2. Define your services, and pricing. 3. Create a business plan outlining your goals, strategies, and financial projections for the next five years.";
+        let items = numbered_items(sentences).expect("a numbered list");
+        assert_eq!(items[1], "Define your services, and pricing");
+        // At most MAX_NUMBERED_WORDS words of a long sentence.
+        assert_eq!(
+            items[2],
+            "Create a business plan outlining your goals, strategies, and financial projections"
+        );
+        // A lone "1." is not a list, nor is "2." without a "1.".
+        assert_eq!(
+            numbered_items("It was founded in 1908. 2. Then it grew."),
+            None
+        );
+        assert_eq!(
+            numbered_items("Released in version 1. It has 2 cameras."),
+            None
+        );
+    }
+
+    #[test]
+    fn ordinals_and_numbers_pick_numbered_items() {
+        assert_eq!(
+            resolve("Yes, I'm unsure about the third step.", STEPS).as_deref(),
+            Some("Yes, I'm unsure about Market Research.")
+        );
+        assert_eq!(
+            resolve("Can you compare the first and last stages?", STEPS).as_deref(),
+            Some("Can you compare Executive Summary and Financial Plans?")
+        );
+        assert_eq!(
+            resolve("What goes into step 2?", STEPS).as_deref(),
+            Some("What goes into Company Description?")
+        );
+        // Step 9 does not exist; "step 2" outside a numbered list is left alone.
+        assert_eq!(resolve("What goes into step 9?", STEPS), None);
+        assert_eq!(resolve("What goes into step 2?", PHONES), None);
+        // "the first date" is not an item of a list.
+        assert_eq!(
+            resolve("What should I wear on the first date?", STEPS),
+            None
+        );
+    }
+
+    #[test]
+    fn the_best_of_and_the_other_items() {
+        assert_eq!(
+            resolve("Which are the best three for gaming?", PHONES).as_deref(),
+            Some("Which are the best three of the Samsung Galaxy S22, Xiaomi 12, OPPO Find X5 Pro, and iPhone 13 for gaming?")
+        );
+        assert_eq!(
+            resolve("I know the Xiaomi 12 costs 500 euros. What do the other ones cost?", PHONES)
+                .as_deref(),
+            Some("I know the Xiaomi 12 costs 500 euros. What do the Samsung Galaxy S22, OPPO Find X5 Pro, and iPhone 13 cost?")
+        );
+        // Naming none of the items leaves nothing to exclude: "the other ones" stays.
+        assert_eq!(resolve("What about the other ones?", PHONES), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!
 //! `convrag tune rewrite|ptkb` ([`tuning`]) fits the learned parts ([`learned`]) on training topics.
 
+pub mod accepted_offer;
 pub mod bench;
 pub mod context;
 pub mod generate;

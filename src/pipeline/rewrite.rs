@@ -43,7 +43,7 @@ use serde::Serialize;
 use super::context::ConversationContext;
 use super::learned::LogisticModel;
 use super::Result;
-use super::{list_references, terms};
+use super::{accepted_offer, list_references, terms};
 
 /// A rewritten query.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -406,7 +406,10 @@ impl HistoryRewriter {
             let terms_here = terms::content_terms(&turn.utterance);
             let len = terms_here.len().max(1) as f64;
             for (pos, t) in terms_here.into_iter().enumerate() {
-                if have.contains(&t.stem) || terms::is_anaphor(&t.surface) {
+                if have.contains(&t.stem)
+                    || terms::is_anaphor(&t.surface)
+                    || terms::is_dialogue_word(&t.surface)
+                {
                     continue;
                 }
                 let first_time_in_turn = seen_here.insert(t.stem.clone());
@@ -438,7 +441,10 @@ impl HistoryRewriter {
                 let w = self.response * self.decay.powi((n - i) as i32 - 1);
                 let mut seen_here = HashSet::new();
                 for (pos, t) in terms::content_terms(r).into_iter().enumerate() {
-                    if have.contains(&t.stem) || terms::is_anaphor(&t.surface) {
+                    if have.contains(&t.stem)
+                        || terms::is_anaphor(&t.surface)
+                        || terms::is_dialogue_word(&t.surface)
+                    {
                         continue;
                     }
                     let first_time_in_turn = seen_here.insert(t.stem.clone());
@@ -601,13 +607,16 @@ impl HistoryRewriter {
                 terms_out.push((s, 1.0));
             }
         }
-        // A reference to a list of the previous answer is written out with its items, in place
-        // of carried-over terms.
+        // A reference to a list of the previous answer is written out with its items, and an
+        // accepted offer with its subject, in place of carried-over terms.
         let listed = ctx
             .history
             .last()
             .and_then(|t| t.response.as_deref())
-            .and_then(|r| list_references::resolve(utterance, r));
+            .and_then(|r| {
+                list_references::resolve(utterance, r)
+                    .or_else(|| accepted_offer::resolve(utterance, r))
+            });
         let mut added: Vec<String> = Vec::new();
         if let Some(listed) = &listed {
             for s in terms::content_stems(listed) {
@@ -875,6 +884,37 @@ mod tests {
             "{:?}",
             r.terms
         );
+    }
+
+    #[test]
+    fn an_accepted_offer_is_written_with_its_subject() {
+        let mut c = ctx("Yes please!", &["Hello! I have IBS. What can I eat?"]);
+        c.history[0].response = Some(
+            "Many people with IBS avoid fried food. Would you like me to tell you about the low FODMAP diet?"
+                .into(),
+        );
+        let r = HistoryRewriter::default().rewrite(&c, &[]).unwrap();
+        assert_eq!(r.text, "Yes please! the low FODMAP diet");
+        assert!(r.terms.iter().any(|(t, _)| t == "fodmap"), "{:?}", r.terms);
+    }
+
+    #[test]
+    fn greetings_and_thanks_are_not_carried_over() {
+        let rw = HistoryRewriter::default();
+        let c = ctx(
+            "Is it treatable?",
+            &["Hello there, thanks! I am curious about throat cancer."],
+        );
+        let have: HashSet<String> = terms::content_stems(&c.utterance).into_iter().collect();
+        let stems: Vec<String> = rw
+            .term_candidates(&c, &have)
+            .into_iter()
+            .map(|t| t.stem)
+            .collect();
+        assert!(stems.contains(&"throat".to_string()), "{stems:?}");
+        for dialogue in ["hello", "thank", "curiou"] {
+            assert!(!stems.iter().any(|s| s.starts_with(dialogue)), "{stems:?}");
+        }
     }
 
     #[test]

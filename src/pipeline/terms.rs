@@ -50,6 +50,49 @@ pub fn is_stopword(word: &str) -> bool {
     stopwords::CONVERSATIONAL_ENGLISH.contains(&word)
 }
 
+/// Words that manage the conversation rather than say what it is about: greetings, thanks,
+/// reactions ("Hello! …", "Wow, that sounds intriguing!", "Thanks for that suggestion").
+const DIALOGUE: &[&str] = &[
+    "hello",
+    "hi",
+    "hey",
+    "thanks",
+    "thank",
+    "sorry",
+    "please",
+    "wow",
+    "ok",
+    "okay",
+    "yes",
+    "yeah",
+    "sure",
+    "great",
+    "awesome",
+    "cool",
+    "nice",
+    "excited",
+    "intriguing",
+    "interesting",
+    "helpful",
+    "valuable",
+    "curious",
+    "wondering",
+    "sounds",
+    "really",
+    "potentially",
+    "meant",
+    "guidance",
+    "suggestion",
+    "suggestions",
+    "appreciate",
+];
+
+/// Whether `word` (lower-case) manages the conversation (a greeting, thanks, a reaction): never
+/// carried into another turn's rewrite.
+pub fn is_dialogue_word(word: &str) -> bool {
+    DIALOGUE.contains(&word)
+}
+
 /// Whether `word` (lower-case) refers back to earlier turns.
 pub fn is_anaphor(word: &str) -> bool {
     ANAPHORA.contains(&word)
@@ -107,6 +150,13 @@ mod tests {
     fn empty_and_punctuation_only_text_has_no_terms() {
         assert!(content_terms("").is_empty());
         assert!(content_terms("?!  ...").is_empty());
+    }
+
+    #[test]
+    fn dialogue_words_are_told_from_content() {
+        assert!(is_dialogue_word("hello"));
+        assert!(is_dialogue_word("thanks"));
+        assert!(!is_dialogue_word("hotel"));
     }
 
     #[test]

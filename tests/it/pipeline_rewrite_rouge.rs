@@ -34,8 +34,9 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
 /// Raw utterances score recall 0.7006 (iKAT 2023 test) / 0.7565 (CAsT 2019) / 0.6573 (CAsT 2020).
 /// The default rewriter carries the history terms its learned selector picks (weights fitted by
 /// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 only, see BENCHMARKS.md), written as the
-/// phrases they came in, and writes out references to a list of the previous answer: measured
-/// recall 0.7401 / 0.8872 / 0.7633, F1 0.7000 / 0.8096 / 0.7209. CAsT 2019 was fitted on (a
+/// phrases they came in, writes out references to a list of the previous answer (numbered items
+/// included) and the subject of an accepted offer: measured recall 0.7410 / 0.8881 / 0.7633, F1
+/// 0.7019 / 0.8085 / 0.7203. CAsT 2019 was fitted on (a
 /// regression guard, not a figure); iKAT 2023 test and CAsT 2020 were not. Thresholds sit just
 /// under.
 #[test]
@@ -44,13 +45,13 @@ fn rewrite_quality_stays_above_measured() {
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.740 && f > 0.699, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.740 && f > 0.701, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",
         "trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv",
     ) {
-        assert!(r > 0.887 && f > 0.809, "CAsT 2019 recall {r} F1 {f}");
+        assert!(r > 0.888 && f > 0.808, "CAsT 2019 recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
