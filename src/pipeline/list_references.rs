@@ -13,7 +13,11 @@
 //! parts (the last one split at its first " and "/" or ") trim to items: the first keeps its
 //! trailing run of content words after "such as", "including", "are", … (at most 5 words), the
 //! last its leading run (at most 5), the middle ones at most 6 words. Of the lists whose items
-//! average at most 4 words, the longest is used.
+//! average at most 4 words, the longest is used. A numbered list (markers 1, 2, 3, … in sequence)
+//! gives [`numbered_items`], each cut to its heading ("3) Market Research: Conduct …"); ordinals
+//! ("the third step", "step 3") pick from it first. "The best three" and "the other ones" (the
+//! items the utterance does not name) were added with the numbered lists (2026-11-25, chosen on
+//! train: 5 turns fire there, all better).
 
 use std::sync::LazyLock;
 
@@ -46,22 +50,27 @@ static LEAD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LAST_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(.*?)\s+(?:and|or)\s+(.*)$"));
 static LEADING_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(?:and|or)\s+"));
-/// Nouns a list's items may be called by ("the third step", "the last two options").
-const ITEM_NOUNS: &str = "ones?|options?|types?|items?|choices?|suggestions?|steps?|tips?|points?|ways?|methods?|ideas?|stages?|factors?|recommendations?|strateg(?:y|ies)|approach(?:es)?|techniques?|places?";
+/// Nouns a list's items may be called by ("the last two options", "the third step"). Not
+/// "place": "in the first place" is an idiom.
+const ITEM_NOUNS: &str = "ones?|options?|types?|items?|choices?|suggestions?|steps?|tips?|points?|ways?|methods?|ideas?|stages?|factors?|recommendations?|strateg(?:y|ies)|approach(?:es)?|techniques?";
+/// The nouns that may name the items of any list; the others ("the first step") name items of
+/// a numbered list only: a comma list in prose is rarely a sequence of steps.
+const ANY_LIST_NOUN: &str = r"(?i)^(?:ones?|options?|types?|items?|choices?|suggestions?)$";
+static ANY_LIST: LazyLock<Regex> = LazyLock::new(|| regex(ANY_LIST_NOUN));
 
 static ORDINAL_PAIR: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?:{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?P<noun>{ITEM_NOUNS}))?\b"
     ))
 });
 static FIRST_OR_LAST_K: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)\bthe (first|last) (two|three|four)(?: (?:{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (first|last) (two|three|four)(?: (?P<noun>{ITEM_NOUNS}))?\b"
     ))
 });
 static ORDINAL_ONE: LazyLock<Regex> = LazyLock::new(|| {
     regex(&format!(
-        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?:{ITEM_NOUNS})\b"
+        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?P<noun>{ITEM_NOUNS})\b"
     ))
 });
 /// "step 3", "number 2", "option 4": an item of a numbered list.
@@ -469,14 +478,18 @@ pub fn resolve(utterance: &str, previous_response: &str) -> Option<String> {
 /// "numbers 2 and 3", and, in a numbered list (`numbered`), "step 3".
 fn by_position(u: &str, list: &[String], numbered: bool) -> Option<String> {
     let n = list.len() as isize;
-    if let Some(c) = ORDINAL_PAIR.captures(u) {
+    // The noun after the ordinal may name items of this list.
+    let fits = |c: &regex::Captures<'_>| {
+        numbered || c.name("noun").is_none_or(|m| ANY_LIST.is_match(m.as_str()))
+    };
+    if let Some(c) = ORDINAL_PAIR.captures(u).filter(fits) {
         let (a, b) = (ordinal(&c[1])?, ordinal(&c[2])?);
         if a.max(b) < n {
             let pair = [item(list, a)?.clone(), item(list, b)?.clone()];
             return Some(splice(u, &c.get(0)?, &join(&pair)));
         }
     }
-    if let Some(c) = FIRST_OR_LAST_K.captures(u) {
+    if let Some(c) = FIRST_OR_LAST_K.captures(u).filter(fits) {
         let k = match c[2].to_lowercase().as_str() {
             "two" => 2,
             "three" => 3,
@@ -491,7 +504,7 @@ fn by_position(u: &str, list: &[String], numbered: bool) -> Option<String> {
             return Some(splice(u, &c.get(0)?, &join(chosen)));
         }
     }
-    if let Some(c) = ORDINAL_ONE.captures(u) {
+    if let Some(c) = ORDINAL_ONE.captures(u).filter(fits) {
         let k = ordinal(&c[1])?;
         if k < n {
             return Some(splice(u, &c.get(0)?, item(list, k)?));

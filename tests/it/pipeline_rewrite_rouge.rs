@@ -35,8 +35,8 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
 /// The default rewriter carries the history terms its learned selector picks (weights fitted by
 /// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 only, see BENCHMARKS.md), written as the
 /// phrases they came in, writes out references to a list of the previous answer (numbered items
-/// included) and the subject of an accepted offer: measured recall 0.7410 / 0.8881 / 0.7633, F1
-/// 0.7019 / 0.8085 / 0.7203. CAsT 2019 was fitted on (a
+/// included) and the subject of an accepted offer: measured recall 0.7418 / 0.8881 / 0.7633, F1
+/// 0.7023 / 0.8085 / 0.7203. CAsT 2019 was fitted on (a
 /// regression guard, not a figure); iKAT 2023 test and CAsT 2020 were not. Thresholds sit just
 /// under.
 #[test]
@@ -45,7 +45,7 @@ fn rewrite_quality_stays_above_measured() {
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.740 && f > 0.701, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.741 && f > 0.701, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",
