@@ -262,7 +262,9 @@ static WORD: LazyLock<regex::Regex> =
 /// [`PHRASE_MAX_GAP`] function words and nothing but spaces or hyphens, are copied as written,
 /// searching the latest utterances first, then the responses; terms found in no run follow.
 /// Chosen on iKAT 2023 train (BENCHMARKS.md "Rewriting: references to the previous answer").
-fn as_phrases(selected: &[String], ctx: &ConversationContext) -> Vec<String> {
+/// With `articles`, a phrase keeps the "the" it came with ("the University of Toronto"): for a
+/// phrase written in place of a pronoun, not for one appended.
+fn as_phrases(selected: &[String], ctx: &ConversationContext, articles: bool) -> Vec<String> {
     let wanted: HashSet<&str> = selected.iter().map(String::as_str).collect();
     let mut covered: HashSet<String> = HashSet::new();
     let mut spans: Vec<(usize, String)> = Vec::new();
@@ -309,7 +311,17 @@ fn as_phrases(selected: &[String], ctx: &ConversationContext) -> Vec<String> {
                 .filter_map(|t| selected.iter().position(|s| s == t))
                 .min()
                 .unwrap_or(usize::MAX);
-            spans.push((rank, src[words[i].start()..words[last].end()].to_string()));
+            let start = match i.checked_sub(1).map(|k| &words[k]) {
+                Some(w)
+                    if articles
+                        && w.as_str().eq_ignore_ascii_case("the")
+                        && &src[w.end()..words[i].start()] == " " =>
+                {
+                    w.start()
+                }
+                _ => words[i].start(),
+            };
+            spans.push((rank, src[start..words[last].end()].to_string()));
             covered.extend(inside);
             i = last + 1;
         }
@@ -357,6 +369,74 @@ fn possessive_phrase(utterance: &str, terms: &str) -> Option<String> {
         &utterance[..start],
         &utterance[end..]
     ))
+}
+
+/// A place the user said they are in or going to: "I am going to Rome", "visiting Doha",
+/// "restaurants in Kansas City" (capitalized, up to three words; not a month or a day).
+static PLACE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?:\bin|\bgoing to|\btravell?ing to|\btrip to|\bvisit|\bvisiting|\bflying to|\bmoving to)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2})",
+    )
+    .expect("a valid pattern")
+});
+const NOT_PLACES: &[&str] = &[
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+
+/// The place the conversation is set in: the last one the user's earlier utterances named
+/// (responses name many places the user never chose). Manual rewrites keep it ("restaurants in
+/// Doha", "hotels in Rome"; chosen on iKAT 2023 train, BENCHMARKS.md "Rewriting: the place").
+fn conversation_place(ctx: &ConversationContext) -> Option<String> {
+    ctx.history
+        .iter()
+        .flat_map(|t| PLACE.captures_iter(&t.utterance))
+        .filter_map(|c| c.get(1))
+        .map(|m| m.as_str())
+        .filter(|p| !NOT_PLACES.iter().any(|n| p.starts_with(n)))
+        .last()
+        .map(str::to_string)
+}
+
+/// `text` set in `place`: "in {place}" where the text already carries the place's name, else
+/// appended; `None` when the utterance names it itself.
+fn in_place(utterance: &str, text: &str, place: &str) -> Option<String> {
+    let named = |t: &str| {
+        let words = terms::words(t).join(" ");
+        format!(" {words} ").contains(&format!(" {} ", place.to_lowercase()))
+    };
+    if named(utterance) {
+        return None;
+    }
+    if let Some(i) = text.find(place) {
+        let before = &text[..i];
+        let whole = !before.ends_with(|c: char| c.is_alphanumeric())
+            && !text[i + place.len()..].starts_with(|c: char| c.is_alphanumeric());
+        if whole {
+            if before.to_lowercase().ends_with("in ") {
+                return None;
+            }
+            return Some(format!("{before}in {}", &text[i..]));
+        }
+    }
+    Some(format!("{text} in {place}"))
 }
 
 impl Default for HistoryRewriter {
@@ -664,16 +744,28 @@ impl HistoryRewriter {
             Some(listed) => listed,
             None if added.is_empty() => utterance.to_string(),
             None => {
-                let phrases = as_phrases(&added, ctx).join(" ");
                 let replaced = if self.replace_pronoun {
+                    let phrases = as_phrases(&added, ctx, true).join(" ");
                     possessive_phrase(utterance, &phrases)
                         .or_else(|| replace_first_pronoun(utterance, &phrases))
                 } else {
                     None
                 };
-                replaced.unwrap_or_else(|| format!("{utterance} {phrases}"))
+                replaced.unwrap_or_else(|| {
+                    format!("{utterance} {}", as_phrases(&added, ctx, false).join(" "))
+                })
             }
         };
+        if let Some(place) = conversation_place(ctx) {
+            if let Some(set) = in_place(utterance, &text, &place) {
+                text = set;
+                for s in terms::content_stems(&place) {
+                    if have.insert(s.clone()) {
+                        terms_out.push((s, self.context_weight));
+                    }
+                }
+            }
+        }
         if !ptkb_surface.is_empty() {
             text.push(' ');
             text.push_str(&ptkb_surface.join(" "));
@@ -855,13 +947,13 @@ mod tests {
             .map(String::from)
             .to_vec();
         assert_eq!(
-            as_phrases(&selected, &c),
+            as_phrases(&selected, &c, false),
             vec!["interview for a software engineering position at Google"]
         );
         // Phrases in the order of their best-ranked term, then the terms found in no phrase.
         let selected: Vec<String> = ["budget", "google", "interview"].map(String::from).to_vec();
         assert_eq!(
-            as_phrases(&selected, &c),
+            as_phrases(&selected, &c, false),
             vec!["Google", "interview", "budget"]
         );
     }
@@ -915,6 +1007,49 @@ mod tests {
         for dialogue in ["hello", "thank", "curiou"] {
             assert!(!stems.iter().any(|s| s.starts_with(dialogue)), "{stems:?}");
         }
+    }
+
+    #[test]
+    fn the_place_the_user_named_is_kept() {
+        let c = ctx(
+            "Any with breakfast?",
+            &[
+                "I am going to Rome in December and need a hotel.",
+                "Something near the Spanish Steps, please.",
+            ],
+        );
+        // The last place an utterance named; months are not places.
+        assert_eq!(conversation_place(&c).as_deref(), Some("Rome"));
+        assert_eq!(
+            in_place("Any with breakfast?", "Any with breakfast? hotel", "Rome").as_deref(),
+            Some("Any with breakfast? hotel in Rome")
+        );
+        // Already carried: "in" is written before it, once.
+        assert_eq!(
+            in_place(
+                "Any with breakfast?",
+                "Any with breakfast? Rome hotel",
+                "Rome"
+            )
+            .as_deref(),
+            Some("Any with breakfast? in Rome hotel")
+        );
+        assert_eq!(in_place("Any?", "Any? hotel in Rome", "Rome"), None);
+        // The utterance names it itself, or names a longer word that contains it.
+        assert_eq!(in_place("Hotels in Rome?", "Hotels in Rome?", "Rome"), None);
+        assert_eq!(
+            in_place("Any with a view?", "Any with a view? Romero", "Rome").as_deref(),
+            Some("Any with a view? Romero in Rome")
+        );
+        let r = HistoryRewriter::default().rewrite(&c, &[]).unwrap();
+        assert!(r.text.contains(" in Rome"), "{}", r.text);
+        assert_eq!(r.text.matches("Rome").count(), 1, "{}", r.text);
+        assert!(r.terms.iter().any(|(t, _)| t == "rome"), "{:?}", r.terms);
+        // Nothing named: nothing added.
+        assert_eq!(
+            conversation_place(&ctx("Is it safe?", &["What is a VPN?"])),
+            None
+        );
     }
 
     #[test]

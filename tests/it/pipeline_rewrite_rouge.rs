@@ -35,8 +35,8 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
 /// The default rewriter carries the history terms its learned selector picks (weights fitted by
 /// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 only, see BENCHMARKS.md), written as the
 /// phrases they came in, writes out references to a list of the previous answer (numbered items
-/// included) and the subject of an accepted offer: measured recall 0.7418 / 0.8881 / 0.7633, F1
-/// 0.7023 / 0.8085 / 0.7203. CAsT 2019 was fitted on (a
+/// included) and the subject of an accepted offer, and keeps the place the user named: measured
+/// recall 0.7431 / 0.8928 / 0.7723, F1 0.6998 / 0.8025 / 0.7219. CAsT 2019 was fitted on (a
 /// regression guard, not a figure); iKAT 2023 test and CAsT 2020 were not. Thresholds sit just
 /// under.
 #[test]
@@ -45,20 +45,20 @@ fn rewrite_quality_stays_above_measured() {
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.741 && f > 0.701, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.742 && f > 0.699, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",
         "trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv",
     ) {
-        assert!(r > 0.888 && f > 0.808, "CAsT 2019 recall {r} F1 {f}");
+        assert!(r > 0.892 && f > 0.802, "CAsT 2019 recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
     ) {
-        // 0.763 is above the bar, 0.05 over the raw utterance (0.6573), on a set not tuned on.
-        assert!(r > 0.763 && f > 0.720, "CAsT 2020 recall {r} F1 {f}");
+        // 0.772 is above the bar, 0.05 over the raw utterance (0.6573), on a set not tuned on.
+        assert!(r > 0.772 && f > 0.721, "CAsT 2020 recall {r} F1 {f}");
     }
 }
 
