@@ -64,11 +64,7 @@ fn main() -> anyhow::Result<()> {
         &config.ort_library_path(),
         OnnxOptions::default(),
     )?;
-    let dim = model
-        .embed(&["dimension"])?
-        .first()
-        .map(Vec::len)
-        .unwrap_or_default();
+    let dim = model.embedding_dim()?;
     let progress = Every1M(Default::default(), std::time::Instant::now());
     let (passages, written) = write_collection_vectors(
         &config,

@@ -54,11 +54,7 @@ pub fn embed_collection(
         OnnxOptions::default(),
     )?;
     // The model's dimension, for the file's header.
-    let dim = model
-        .embed(&["dimension"])?
-        .first()
-        .map(Vec::len)
-        .unwrap_or_default();
+    let dim = model.embedding_dim()?;
     let (passages, encoded) = write_collection_vectors(
         config,
         &options.collection,

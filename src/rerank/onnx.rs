@@ -246,6 +246,16 @@ impl OnnxReranker {
         self.run_batches(&sequences)
     }
 
+    /// The bi-encoder's embedding dimension (one text encoded: the ONNX graph need not declare
+    /// it).
+    pub fn embedding_dim(&self) -> Result<usize> {
+        Ok(self
+            .embed(&["dimension"])?
+            .first()
+            .map(Vec::len)
+            .unwrap_or_default())
+    }
+
     /// Encodes those of `passages` not yet cached for `collection` and stores them; returns how
     /// many were encoded. This is the bulk fill behind `convrag embed` (call it chunk by chunk:
     /// an interrupted fill resumes where it stopped).
