@@ -104,6 +104,7 @@ pub struct TunePtkbArgs {
 pub enum ObjectiveArg {
     Recall,
     F1,
+    F2,
 }
 
 #[derive(Debug, Args)]
@@ -119,7 +120,7 @@ pub struct TuneRewriteArgs {
     #[arg(long, default_value_t = 5)]
     pub folds: usize,
     /// What the cross-validation maximizes.
-    #[arg(long, value_enum, default_value_t = ObjectiveArg::Recall)]
+    #[arg(long, value_enum, default_value_t = ObjectiveArg::F2)]
     pub objective: ObjectiveArg,
     /// Where to write the fitted selector (JSON); without it only the figures are printed.
     #[arg(long)]
@@ -259,8 +260,8 @@ fn examples_of(spec: &str) -> anyhow::Result<Vec<RewriteExample>> {
 
 fn row(name: &str, m: &RougeMeans) -> String {
     format!(
-        "  {name:<28} recall {:.4}  precision {:.4}  F1 {:.4}  tokens {:.1}",
-        m.recall, m.precision, m.f1, m.tokens
+        "  {name:<28} recall {:.4}  precision {:.4}  F1 {:.4}  F2 {:.4}  tokens {:.1}",
+        m.recall, m.precision, m.f1, m.f2, m.tokens
     )
 }
 
@@ -272,6 +273,7 @@ fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
     let objective = match args.objective {
         ObjectiveArg::Recall => RewriteObjective::Recall,
         ObjectiveArg::F1 => RewriteObjective::F1,
+        ObjectiveArg::F2 => RewriteObjective::F2,
     };
     let bar = Bar::items("folds", false);
     let tuning = tune_rewrite(&train, args.folds, &RewriteGrid::default(), objective, &bar)?;
@@ -286,6 +288,13 @@ fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
     println!("{}", row("raw utterance", &tuning.raw));
     println!("{}", row("decayed weights", &tuning.decayed));
     println!("{}", row("learned (cross-validated)", &tuning.best.cv));
+    for (k, m) in &tuning.ptkb_first_person {
+        println!("{}", row(&format!("  with {k} first-person PTKB"), m));
+    }
+    println!(
+        "chosen: {} PTKB words in first-person rewrites",
+        tuning.selector.ptkb_terms_first_person
+    );
     let mut held_out = Vec::new();
     for spec in &args.report {
         let examples = examples_of(spec)?;

@@ -18,7 +18,8 @@
 //!    ([`TERM_FEATURES`]; candidates then include terms of earlier responses) keeps the
 //!    candidates whose probability of appearing in a manual rewrite is at least the tuned
 //!    threshold, at most `max_terms` of them ([`TermSelector`], fitted by `convrag tune rewrite`
-//!    on training topics only). With [`TermSelection::Decayed`]:
+//!    on training topics only, the setting chosen by cross-validated ROUGE-1 F2). A term of a
+//!    multi-word name brings the rest of the name ("University of British Columbia"). With [`TermSelection::Decayed`]:
 //!    the budget is `base_terms`, plus `anaphora_terms` when the utterance refers back (a pronoun
 //!    such as *it*, *they*, *those*) or has fewer than three content terms (ellipsis: "What about
 //!    the DASH diet?"). The best candidates within the budget are appended in conversation order,
@@ -26,7 +27,8 @@
 //! 4. Up to `ptkb_terms` content terms of the selected PTKB statements are appended, best
 //!    statement first (default 0: the manual rewrites rarely spell the persona out, and appended
 //!    statement words cost ROUGE-1 F1 0.025 per term on iKAT 2023), or `ptkb_terms_first_person`
-//!    (default 2) when the utterance speaks of the user (*I*, *my*, ...); up to
+//!    (chosen by `convrag tune rewrite`; 0 on the committed training data) when the utterance
+//!    speaks of the user (*I*, *my*, ...); up to
 //!    `ptkb_query_terms` of them go into the weighted retrieval terms only.
 //!
 //! The rewrite also carries weighted stems for retrieval: the utterance's at 1, context terms at
@@ -142,6 +144,11 @@ pub const TERM_FEATURES: &[&str] = &[
     "history_turns",
     "first_person",
     "relative_position",
+    "capitalized",
+    "acronym",
+    "in_previous_response_opening",
+    "after_determiner",
+    "verb_like_suffix",
 ];
 
 /// A learned choice of history terms: the terms whose probability of appearing in a manual
@@ -151,6 +158,8 @@ pub struct TermSelector {
     pub model: LogisticModel,
     pub threshold: f64,
     pub max_terms: usize,
+    /// [`HistoryRewriter::ptkb_terms_first_person`], chosen with the selector.
+    pub ptkb_terms_first_person: usize,
 }
 
 static LEARNED_SELECTOR: LazyLock<TermSelector> = LazyLock::new(|| {
@@ -222,8 +231,12 @@ fn replace_first_pronoun(utterance: &str, replacement: &str) -> Option<String> {
         if let (true, Some(s)) = (end_here, start) {
             let e = if word_char { i + c.len_utf8() } else { i };
             let followed_by_apostrophe = !word_char && c == '\'';
+            let word = utterance[s..e].to_lowercase();
+            // "this" is a pronoun only where a clause ends ("more about this?"); before a noun
+            // it is a determiner ("this day").
+            let closing = utterance[e..].starts_with(['?', '.', '!', ',']) || e == utterance.len();
             if !followed_by_apostrophe
-                && REPLACEABLE.contains(&utterance[s..e].to_lowercase().as_str())
+                && (REPLACEABLE.contains(&word.as_str()) || (word == "this" && closing))
             {
                 out = Some(format!(
                     "{}{}{}",
@@ -272,14 +285,14 @@ fn as_phrases(selected: &[String], ctx: &ConversationContext, articles: bool) ->
         .history
         .iter()
         .rev()
-        .map(|t| t.utterance.as_str())
+        .map(|t| (true, t.utterance.as_str()))
         .chain(
             ctx.history
                 .iter()
                 .rev()
-                .filter_map(|t| t.response.as_deref()),
+                .filter_map(|t| t.response.as_deref().map(|r| (false, r))),
         );
-    for src in sources {
+    for (is_utterance, src) in sources {
         let words: Vec<regex::Match<'_>> = WORD.find_iter(src).collect();
         let mut i = 0;
         while i < words.len() {
@@ -311,10 +324,11 @@ fn as_phrases(selected: &[String], ctx: &ConversationContext, articles: bool) ->
                 .filter_map(|t| selected.iter().position(|s| s == t))
                 .min()
                 .unwrap_or(usize::MAX);
+            // The user's "my" stays with what it owns ("my first date"), appended or not.
             let start = match i.checked_sub(1).map(|k| &words[k]) {
                 Some(w)
-                    if articles
-                        && w.as_str().eq_ignore_ascii_case("the")
+                    if ((articles && w.as_str().eq_ignore_ascii_case("the"))
+                        || (is_utterance && w.as_str().eq_ignore_ascii_case("my")))
                         && &src[w.end()..words[i].start()] == " " =>
                 {
                     w.start()
@@ -329,6 +343,58 @@ fn as_phrases(selected: &[String], ctx: &ConversationContext, articles: bool) ->
     spans.sort_by_key(|(rank, _)| *rank);
     let mut out: Vec<String> = spans.into_iter().map(|(_, s)| s).collect();
     out.extend(selected.iter().filter(|t| !covered.contains(*t)).cloned());
+    out
+}
+
+/// A name of several capitalized words ("University of British Columbia", "Souk Waqif").
+static NAME: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"\b[A-Z][A-Za-z0-9\-]*(?:\s+(?:of\s+|de\s+|di\s+)?[A-Z][A-Za-z0-9\-]*)+")
+        .expect("a valid pattern")
+});
+
+/// The selected history terms (lower-case surfaces) with the rest of the one name each belongs
+/// to: "columbia" → also "university", "british" when the history names the "University of
+/// British Columbia" and no other name with "columbia". Manual rewrites carry names whole.
+/// A name's first word counts only when it is capitalized somewhere other than at a sentence
+/// start ("Visit Souk Waqif" names "Souk Waqif"). Chosen on iKAT 2023 train and CAsT 2019
+/// (BENCHMARKS.md "Rewriting: whole names").
+fn with_whole_names(selected: &[String], ctx: &ConversationContext) -> Vec<String> {
+    let mut cues = terms::WordCues::default();
+    let mut names: Vec<Vec<String>> = Vec::new();
+    for text in ctx
+        .history
+        .iter()
+        .flat_map(|t| std::iter::once(t.utterance.as_str()).chain(t.response.as_deref()))
+    {
+        cues.add(text);
+        for m in NAME.find_iter(text) {
+            names.push(
+                terms::content_terms(m.as_str())
+                    .into_iter()
+                    .map(|t| t.surface)
+                    .collect(),
+            );
+        }
+    }
+    for name in &mut names {
+        if name.first().is_some_and(|w| !cues.capitalized.contains(w)) {
+            name.remove(0);
+        }
+    }
+    names.retain(|n| n.len() >= 2);
+    names.sort();
+    names.dedup();
+    let mut out: Vec<String> = selected.to_vec();
+    for term in selected {
+        let mut holding = names.iter().filter(|n| n.contains(term));
+        if let (Some(name), None) = (holding.next(), holding.next()) {
+            for w in name {
+                if !out.contains(w) {
+                    out.push(w.clone());
+                }
+            }
+        }
+    }
     out
 }
 
@@ -449,9 +515,8 @@ impl Default for HistoryRewriter {
             first: 0.6,
             response: 0.3,
             ptkb_terms: 0,
-            // iKAT 2023 test: ROUGE-1 recall 0.7085 -> 0.7119 (F1 0.7466 -> 0.7181); the rewrite
-            // a user reads says which statement personalized it.
-            ptkb_terms_first_person: 2,
+            // Chosen by `convrag tune rewrite` on training topics (cross-validated).
+            ptkb_terms_first_person: learned_term_selector().ptkb_terms_first_person,
             ptkb_query_terms: 6,
             context_weight: 0.5,
             ptkb_weight: 0.3,
@@ -460,6 +525,24 @@ impl Default for HistoryRewriter {
             selection: TermSelection::Learned,
         }
     }
+}
+
+/// Endings of verbs and adverbs ("experiencing", "related", "usually"), which rewrites rarely
+/// carry, unlike the nouns around them.
+fn verb_like(word: &str) -> bool {
+    word.len() > 5 && (word.ends_with("ing") || word.ends_with("ed") || word.ends_with("ly"))
+}
+
+/// `text` up to the end of its first sentence ('.', '!' or '?' followed by a space or the end).
+fn first_sentence(text: &str) -> &str {
+    let t = text.trim_start();
+    let mut chars = t.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|(_, n)| n.is_whitespace()) {
+            return &t[..i + c.len_utf8()];
+        }
+    }
+    t
 }
 
 /// Positions of terms of a response come after those of the same turn's utterance.
@@ -574,6 +657,24 @@ impl HistoryRewriter {
             .last()
             .map(|t| terms::content_stems(&t.utterance).into_iter().collect())
             .unwrap_or_default();
+        let mut written = terms::WordCues::default();
+        for t in &ctx.history {
+            written.add(&t.utterance);
+            if let Some(r) = &t.response {
+                written.add(r);
+            }
+        }
+        // The previous answer's first sentence names what it is about.
+        let opening_stems: HashSet<String> = ctx
+            .history
+            .last()
+            .and_then(|t| t.response.as_deref())
+            .map(|r| {
+                terms::content_stems(first_sentence(r))
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default();
         let flag = |b: bool| if b { 1.0 } else { 0.0 };
         let mut v: Vec<TermCandidate> = cands.into_values().collect();
         for c in &mut v {
@@ -612,6 +713,11 @@ impl HistoryRewriter {
                 (1.0 + n as f64).ln(),
                 flag(first_person),
                 rel,
+                flag(written.capitalized.contains(&c.surface)),
+                flag(written.acronyms.contains(&c.surface)),
+                flag(opening_stems.contains(&c.stem)),
+                flag(written.after_determiner.contains(&c.surface)),
+                flag(verb_like(&c.surface)),
             ];
         }
         // Deterministic order before selection: heaviest first, ties to the most recent.
@@ -712,6 +818,13 @@ impl HistoryRewriter {
                 if have.insert(stem.clone()) {
                     terms_out.push((stem, self.context_weight * c.weight / top.max(1e-6)));
                     added.push(c.surface.clone());
+                }
+            }
+            for w in with_whole_names(&added, ctx).split_off(added.len()) {
+                let stem = terms::stem(&w);
+                if have.insert(stem.clone()) {
+                    terms_out.push((stem, self.context_weight));
+                    added.push(w);
                 }
             }
         }
@@ -956,6 +1069,82 @@ mod tests {
             as_phrases(&selected, &c, false),
             vec!["Google", "interview", "budget"]
         );
+    }
+
+    #[test]
+    fn this_is_replaced_only_where_a_clause_ends() {
+        assert_eq!(
+            replace_first_pronoun("Can you tell me more about this?", "GIS").as_deref(),
+            Some("Can you tell me more about GIS?")
+        );
+        assert_eq!(
+            replace_first_pronoun("What is the significance of this day?", "X"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_users_my_stays_with_what_it_owns() {
+        let c = ctx(
+            "Can you give me some good clothing options?",
+            &["I am looking for tips for going on my first date."],
+        );
+        let selected: Vec<String> = ["first", "date"].map(String::from).to_vec();
+        assert_eq!(as_phrases(&selected, &c, false), vec!["my first date"]);
+        // Not from an answer: "my" there is the assistant's.
+        let mut c = ctx("And then?", &["Hi"]);
+        c.history[0].response = Some("In my first date advice, be yourself.".into());
+        assert_eq!(as_phrases(&selected, &c, false), vec!["first date"]);
+    }
+
+    #[test]
+    fn a_term_of_one_name_brings_the_whole_name() {
+        let mut c = ctx(
+            "Am I eligible?",
+            &["How about the University of British Columbia?"],
+        );
+        c.history[0].response = Some("Columbia is a strong choice. Visit Souk Waqif.".into());
+        let out = with_whole_names(&["columbia".to_string()], &c);
+        assert_eq!(out, vec!["columbia", "university", "british"]);
+        // "Visit" opens a sentence: not part of the name.
+        let out = with_whole_names(&["waqif".to_string()], &c);
+        assert_eq!(out, vec!["waqif", "souk"]);
+        // A word of two names picks neither.
+        c.history[0].utterance =
+            "Compare the University of Toronto and Simon Fraser University.".into();
+        assert_eq!(
+            with_whole_names(&["university".to_string()], &c),
+            vec!["university"]
+        );
+    }
+
+    #[test]
+    fn the_first_sentence_ends_at_sentence_punctuation() {
+        assert_eq!(first_sentence("  GIS helps. It maps water."), "GIS helps.");
+        assert_eq!(first_sentence("Version 2.5 is out"), "Version 2.5 is out");
+    }
+
+    #[test]
+    fn names_and_acronyms_of_the_history_are_features() {
+        let mut c = ctx(
+            "Are there any medications available?",
+            &["Tell me about digestion."],
+        );
+        c.history[0].response = Some(
+            "Irritable bowel syndrome (IBS) affects digestion. Many people in Doha have IBS."
+                .into(),
+        );
+        let cands = HistoryRewriter::default().term_candidates(&c, &HashSet::new());
+        let feature = |stem: &str, name: &str| {
+            let k = TERM_FEATURES.iter().position(|f| *f == name).unwrap();
+            cands.iter().find(|c| c.stem == stem).unwrap().features[k]
+        };
+        assert_eq!(feature("ibs", "acronym"), 1.0);
+        assert_eq!(feature("digest", "acronym"), 0.0);
+        assert_eq!(feature("ibs", "in_previous_response_opening"), 1.0);
+        assert_eq!(feature("peopl", "in_previous_response_opening"), 0.0);
+        assert_eq!(feature("doha", "capitalized"), 1.0);
+        assert_eq!(feature("bowel", "capitalized"), 0.0);
     }
 
     #[test]

@@ -124,6 +124,70 @@ pub fn content_terms(text: &str) -> Vec<Term> {
         .collect()
 }
 
+/// How words were written in a text: names are what manual rewrites carry ("Souk Waqif", "GIS").
+#[derive(Debug, Default, Clone)]
+pub struct WordCues {
+    /// Lower-case words written capitalized other than at the start of a sentence.
+    pub capitalized: std::collections::HashSet<String>,
+    /// Lower-case words written in capitals (two letters or more: "IBS", "GIS").
+    pub acronyms: std::collections::HashSet<String>,
+    /// Lower-case words written right after an article, a possessive or a preposition ("the
+    /// hotel", "about GIS"): a noun-like position, where the words rewrites carry stand.
+    pub after_determiner: std::collections::HashSet<String>,
+}
+
+/// Words after which a noun phrase starts.
+const DETERMINERS: &[&str] = &[
+    "the", "a", "an", "my", "your", "our", "their", "its", "of", "about", "for", "in", "on",
+    "with", "from", "at", "some", "any", "these", "those", "this", "that",
+];
+
+impl WordCues {
+    /// Adds the words of `text`.
+    pub fn add(&mut self, text: &str) {
+        // A sentence starts at the beginning and after '.', '!', '?', ':' or a line break.
+        let mut sentence_start = true;
+        let mut word = String::new();
+        let mut flush = |word: &mut String, at_start: bool| {
+            if word.is_empty() {
+                return;
+            }
+            let letters = word.chars().filter(|c| c.is_alphabetic()).count();
+            let lower = word.to_lowercase();
+            if letters >= 2 && word.chars().all(|c| !c.is_lowercase()) {
+                self.acronyms.insert(lower.clone());
+            }
+            if !at_start && word.chars().next().is_some_and(char::is_uppercase) {
+                self.capitalized.insert(lower);
+            }
+            word.clear();
+        };
+        let mut word_at_start = true;
+        let mut previous = String::new();
+        for w in words(text) {
+            if DETERMINERS.contains(&previous.as_str()) && !is_stopword(&w) {
+                self.after_determiner.insert(w.clone());
+            }
+            previous = w;
+        }
+        for c in text.chars() {
+            if c.is_alphanumeric() {
+                if word.is_empty() {
+                    word_at_start = sentence_start;
+                }
+                word.push(c);
+                sentence_start = false;
+            } else {
+                flush(&mut word, word_at_start);
+                if matches!(c, '.' | '!' | '?' | ':' | '\n') {
+                    sentence_start = true;
+                }
+            }
+        }
+        flush(&mut word, word_at_start);
+    }
+}
+
 /// Stems of the content terms of `text`.
 pub fn content_stems(text: &str) -> Vec<String> {
     content_terms(text).into_iter().map(|t| t.stem).collect()
@@ -137,6 +201,30 @@ mod tests {
     fn content_terms_drop_function_words_and_stem() {
         let t = content_stems("Can you tell me about the running shoes I bought?");
         assert_eq!(t, vec!["run", "shoe", "bought"]);
+    }
+
+    #[test]
+    fn names_and_acronyms_are_told_from_sentence_starts() {
+        let mut w = WordCues::default();
+        w.add("Visit the Souk Waqif. Markets are open! IBS is common: Doha has the GIS. It has data for GIS.");
+        for name in ["souk", "waqif", "ibs", "gis"] {
+            assert!(
+                w.capitalized.contains(name) || w.acronyms.contains(name),
+                "{name}"
+            );
+        }
+        assert!(w.acronyms.contains("ibs") && w.acronyms.contains("gis"));
+        assert!(!w.capitalized.contains("visit"));
+        assert!(!w.capitalized.contains("markets"));
+        assert!(
+            !w.capitalized.contains("doha"),
+            "a sentence start after ':'"
+        );
+        assert!(!w.acronyms.contains("souk"));
+        for noun in ["souk", "gis"] {
+            assert!(w.after_determiner.contains(noun), "{noun}");
+        }
+        assert!(!w.after_determiner.contains("open"));
     }
 
     #[test]

@@ -36,29 +36,29 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
 /// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 only, see BENCHMARKS.md), written as the
 /// phrases they came in, writes out references to a list of the previous answer (numbered items
 /// included) and the subject of an accepted offer, and keeps the place the user named: measured
-/// recall 0.7431 / 0.8928 / 0.7723, F1 0.6998 / 0.8025 / 0.7219. CAsT 2019 was fitted on (a
-/// regression guard, not a figure); iKAT 2023 test and CAsT 2020 were not. Thresholds sit just
-/// under.
+/// recall 0.7451 / 0.8834 / 0.7613, F1 0.7256 / 0.8313 / 0.7470 (the selector's setting is chosen
+/// by cross-validated ROUGE-1 F2). CAsT 2019 was fitted on (a regression guard, not a figure);
+/// iKAT 2023 test and CAsT 2020 were not. Thresholds sit just under.
 #[test]
 fn rewrite_quality_stays_above_measured() {
     if let Some((r, f)) = rouge(
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.742 && f > 0.699, "iKAT recall {r} F1 {f}");
+        assert!(r > 0.745 && f > 0.725, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",
         "trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv",
     ) {
-        assert!(r > 0.892 && f > 0.802, "CAsT 2019 recall {r} F1 {f}");
+        assert!(r > 0.883 && f > 0.831, "CAsT 2019 recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
     ) {
-        // 0.772 is above the bar, 0.05 over the raw utterance (0.6573), on a set not tuned on.
-        assert!(r > 0.772 && f > 0.721, "CAsT 2020 recall {r} F1 {f}");
+        // 0.761 is above the bar, 0.05 over the raw utterance (0.6573), on a set not tuned on.
+        assert!(r > 0.761 && f > 0.746, "CAsT 2020 recall {r} F1 {f}");
     }
 }
 
