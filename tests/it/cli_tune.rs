@@ -45,6 +45,40 @@ fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
     assert!(!output.exists());
 }
 
+/// The committed term selector of the rewriter (and its count of first-person PTKB words) is
+/// exactly what the documented command fits on iKAT 2023 train + CAsT 2019 (BENCHMARKS.md).
+/// About 2.5 minutes in a debug build.
+#[test]
+fn the_committed_rewrite_selector_is_the_tuning_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("rewrite_terms.json");
+    let ikat = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let cast = crate::common::shared_data("trec-cast/2019/evaluation_topics_v1.0.json");
+    let cast_refs =
+        crate::common::shared_data("trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv");
+    let cast_train = format!("{}={}", cast.display(), cast_refs.display());
+    let r = tune(&[
+        "tune",
+        "rewrite",
+        "--train",
+        ikat.to_str().unwrap(),
+        "--train",
+        &cast_train,
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let fitted = std::fs::read_to_string(&output).unwrap();
+    let committed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/pipeline/weights/rewrite_terms.json"),
+    )
+    .unwrap();
+    assert_eq!(fitted, committed, "re-run the command in BENCHMARKS.md");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(stdout.contains("chosen by cross-validated F2"), "{stdout}");
+}
+
 /// The committed stopping rule of the extractive answer is exactly what the documented command
 /// fits on the iKAT 2023 training topics (the test topics are only reported, never fitted on).
 #[test]
