@@ -10,6 +10,28 @@ fn tune(args: &[&str]) -> std::process::Output {
         .expect("run convrag")
 }
 
+/// Runs `convrag tune <args> --output <dir>/<weights>` and returns its output with the fitted
+/// file and the committed `src/pipeline/weights/<weights>`.
+fn tune_committed(
+    dir: &std::path::Path,
+    args: &[&str],
+    weights: &str,
+) -> (std::process::Output, String, String) {
+    let output = dir.join(weights);
+    let mut all = args.to_vec();
+    all.extend(["--output", output.to_str().unwrap()]);
+    let r = tune(&all);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let fitted = std::fs::read_to_string(&output).unwrap();
+    let committed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/pipeline/weights")
+            .join(weights),
+    )
+    .unwrap();
+    (r, fitted, committed)
+}
+
 #[test]
 fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
@@ -51,29 +73,23 @@ fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
 #[test]
 fn the_committed_rewrite_selector_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let output = dir.path().join("rewrite_terms.json");
     let ikat = crate::common::shared_data("ikat/official/2023_train_topics.json");
     let cast = crate::common::shared_data("trec-cast/2019/evaluation_topics_v1.0.json");
     let cast_refs =
         crate::common::shared_data("trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv");
     let cast_train = format!("{}={}", cast.display(), cast_refs.display());
-    let r = tune(&[
-        "tune",
-        "rewrite",
-        "--train",
-        ikat.to_str().unwrap(),
-        "--train",
-        &cast_train,
-        "--output",
-        output.to_str().unwrap(),
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let fitted = std::fs::read_to_string(&output).unwrap();
-    let committed = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/pipeline/weights/rewrite_terms.json"),
-    )
-    .unwrap();
+    let (r, fitted, committed) = tune_committed(
+        dir.path(),
+        &[
+            "tune",
+            "rewrite",
+            "--train",
+            ikat.to_str().unwrap(),
+            "--train",
+            &cast_train,
+        ],
+        "rewrite_terms.json",
+    );
     assert_eq!(fitted, committed, "re-run the command in BENCHMARKS.md");
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(stdout.contains("chosen by cross-validated F2"), "{stdout}");
@@ -84,25 +100,14 @@ fn the_committed_rewrite_selector_is_the_tuning_output() {
 #[test]
 fn the_committed_extractive_stopping_rule_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let output = dir.path().join("extractive_stop.json");
     let topics = crate::common::shared_data("ikat/official/2023_train_topics.json");
     let passages = crate::common::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
     let train = format!("{}={}", topics.display(), passages.display());
-    let r = tune(&[
-        "tune",
-        "extractive",
-        "--train",
-        &train,
-        "--output",
-        output.to_str().unwrap(),
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let fitted = std::fs::read_to_string(&output).unwrap();
-    let committed = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/pipeline/weights/extractive_stop.json"),
-    )
-    .unwrap();
+    let (_, fitted, committed) = tune_committed(
+        dir.path(),
+        &["tune", "extractive", "--train", &train],
+        "extractive_stop.json",
+    );
     assert_eq!(fitted, committed, "re-run the command in src/cli/tune.rs");
 
     // A passage file with a broken line is refused, naming it and the line.
