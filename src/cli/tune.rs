@@ -267,8 +267,12 @@ fn row(name: &str, m: &RougeMeans) -> String {
 
 fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
     let mut train = Vec::new();
-    for spec in &args.train {
-        train.extend(examples_of(spec)?);
+    for (set, spec) in args.train.iter().enumerate() {
+        train.extend(
+            examples_of(spec)?
+                .into_iter()
+                .map(|e| RewriteExample { set, ..e }),
+        );
     }
     let objective = match args.objective {
         ObjectiveArg::Recall => RewriteObjective::Recall,
@@ -288,6 +292,16 @@ fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
     println!("{}", row("raw utterance", &tuning.raw));
     println!("{}", row("decayed weights", &tuning.decayed));
     println!("{}", row("learned (cross-validated)", &tuning.best.cv));
+    for ((spec, raw), cv) in args
+        .train
+        .iter()
+        .zip(&tuning.raw_by_set)
+        .zip(&tuning.best.cv_by_set)
+    {
+        println!("  training set {spec}:");
+        println!("{}", row("  raw utterance", raw));
+        println!("{}", row("  learned (cross-validated)", cv));
+    }
     for (k, m) in &tuning.ptkb_first_person {
         println!("{}", row(&format!("  with {k} first-person PTKB"), m));
     }

@@ -496,7 +496,13 @@ fn in_place(utterance: &str, text: &str, place: &str) -> Option<String> {
         let whole = !before.ends_with(|c: char| c.is_alphanumeric())
             && !text[i + place.len()..].starts_with(|c: char| c.is_alphanumeric());
         if whole {
-            if before.to_lowercase().ends_with("in ") {
+            // Already "in Rome"; or the place opens a sentence of the rewritten utterance, where
+            // it begins a phrase standing in for a pronoun ("Doha Souk Waqif sounds
+            // wonderful"), not a location to mark.
+            let appended = text.starts_with(utterance) && i >= utterance.len();
+            let opens = !appended
+                && (before.trim_end().is_empty() || before.trim_end().ends_with(['.', '!', '?']));
+            if before.to_lowercase().ends_with("in ") || opens {
                 return None;
             }
             return Some(format!("{before}in {}", &text[i..]));
@@ -531,18 +537,6 @@ impl Default for HistoryRewriter {
 /// carry, unlike the nouns around them.
 fn verb_like(word: &str) -> bool {
     word.len() > 5 && (word.ends_with("ing") || word.ends_with("ed") || word.ends_with("ly"))
-}
-
-/// `text` up to the end of its first sentence ('.', '!' or '?' followed by a space or the end).
-fn first_sentence(text: &str) -> &str {
-    let t = text.trim_start();
-    let mut chars = t.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|(_, n)| n.is_whitespace()) {
-            return &t[..i + c.len_utf8()];
-        }
-    }
-    t
 }
 
 /// Positions of terms of a response come after those of the same turn's utterance.
@@ -670,9 +664,10 @@ impl HistoryRewriter {
             .last()
             .and_then(|t| t.response.as_deref())
             .map(|r| {
-                terms::content_stems(first_sentence(r))
-                    .into_iter()
-                    .collect()
+                crate::text::sentences::split_sentences(r)
+                    .first()
+                    .map(|s| terms::content_stems(s).into_iter().collect())
+                    .unwrap_or_default()
             })
             .unwrap_or_default();
         let flag = |b: bool| if b { 1.0 } else { 0.0 };
@@ -1119,12 +1114,6 @@ mod tests {
     }
 
     #[test]
-    fn the_first_sentence_ends_at_sentence_punctuation() {
-        assert_eq!(first_sentence("  GIS helps. It maps water."), "GIS helps.");
-        assert_eq!(first_sentence("Version 2.5 is out"), "Version 2.5 is out");
-    }
-
-    #[test]
     fn names_and_acronyms_of_the_history_are_features() {
         let mut c = ctx(
             "Are there any medications available?",
@@ -1224,6 +1213,19 @@ mod tests {
             Some("Any with breakfast? in Rome hotel")
         );
         assert_eq!(in_place("Any?", "Any? hotel in Rome", "Rome"), None);
+        // A phrase standing in for a pronoun at a sentence start is not marked as a location.
+        assert_eq!(
+            in_place(
+                "It sounds wonderful. Any shops?",
+                "Doha Souk Waqif sounds wonderful. Any shops?",
+                "Doha"
+            ),
+            None
+        );
+        assert_eq!(
+            in_place("Thanks! It is open?", "Thanks! Doha Souk is open?", "Doha"),
+            None
+        );
         // The utterance names it itself, or names a longer word that contains it.
         assert_eq!(in_place("Hotels in Rome?", "Hotels in Rome?", "Rome"), None);
         assert_eq!(

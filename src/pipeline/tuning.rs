@@ -34,6 +34,8 @@ pub struct RewriteExample {
     /// Texts of the PTKB statements the ranker selected.
     pub selected_ptkb: Vec<String>,
     pub reference: String,
+    /// Which training set (`--train` position) the turn comes from, for per-set figures.
+    pub set: usize,
 }
 
 /// The turns of `topics` that have a reference, as an automatic run sees them.
@@ -62,6 +64,7 @@ pub fn rewrite_examples(
                 ctx,
                 selected_ptkb,
                 reference: reference.clone(),
+                set: 0,
             });
         }
     }
@@ -98,6 +101,24 @@ impl RougeMeans {
             m.tokens += crate::text::rouge_tokens::tokenize(rewrite, false).len() as f64 / n;
         }
         m
+    }
+
+    /// Each set's means, sets in increasing order of their index.
+    fn by_set(pairs: &[(&str, String)], sets: &[usize]) -> Vec<Self> {
+        let mut ids: Vec<usize> = sets.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter()
+            .map(|id| {
+                let part: Vec<(&str, String)> = pairs
+                    .iter()
+                    .zip(sets)
+                    .filter(|(_, s)| **s == id)
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                RougeMeans::of(&part)
+            })
+            .collect()
     }
 }
 
@@ -152,6 +173,8 @@ pub struct GridPoint {
     pub threshold: f64,
     pub max_terms: usize,
     pub cv: RougeMeans,
+    /// Each training set's cross-validated means, in `--train` order.
+    pub cv_by_set: Vec<RougeMeans>,
 }
 
 /// The outcome of [`tune_rewrite`].
@@ -172,6 +195,8 @@ pub struct RewriteTuning {
     pub ptkb_first_person: Vec<(usize, RougeMeans)>,
     /// The raw utterance and the decayed-weight rewriter on the same training turns.
     pub raw: RougeMeans,
+    /// The raw utterance on each training set, in `--train` order (beside `best.cv_by_set`).
+    pub raw_by_set: Vec<RougeMeans>,
     pub decayed: RougeMeans,
     /// The final selector, fitted on all training turns with the chosen setting.
     pub selector: TermSelector,
@@ -299,9 +324,10 @@ pub fn tune_rewrite(
     let refs: Vec<&str> = examples.iter().map(|e| e.reference.as_str()).collect();
     let pair =
         |texts: Vec<String>| -> Vec<(&str, String)> { refs.iter().copied().zip(texts).collect() };
-    let raw = RougeMeans::of(&pair(
-        examples.iter().map(|e| e.ctx.utterance.clone()).collect(),
-    ));
+    let sets: Vec<usize> = examples.iter().map(|e| e.set).collect();
+    let raw_pairs = pair(examples.iter().map(|e| e.ctx.utterance.clone()).collect());
+    let raw = RougeMeans::of(&raw_pairs);
+    let raw_by_set = RougeMeans::by_set(&raw_pairs, &sets);
     let decayed = RougeMeans::of(&pair(rewrite_all(&rw, &all, None)?));
 
     progress.set_length((grid.l2.len() * folds) as u64);
@@ -343,12 +369,15 @@ pub fn tune_rewrite(
     let mut best: Option<GridPoint> = None;
     let mut table = Vec::with_capacity(points.len());
     for (pi, &(l, threshold, max_terms)) in points.iter().enumerate() {
-        let cv = RougeMeans::of(&pair(std::mem::take(&mut rewrites[pi])));
+        let pairs = pair(std::mem::take(&mut rewrites[pi]));
+        let cv = RougeMeans::of(&pairs);
+        let cv_by_set = RougeMeans::by_set(&pairs, &sets);
         let point = GridPoint {
             l2: grid.l2[l],
             threshold,
             max_terms,
             cv,
+            cv_by_set,
         };
         let better = best
             .as_ref()
@@ -385,6 +414,7 @@ pub fn tune_rewrite(
         grid: table,
         ptkb_first_person: ptkb_choices,
         raw,
+        raw_by_set,
         decayed,
         selector,
     })
@@ -669,5 +699,20 @@ mod tests {
             RewriteObjective::Recall.value(&shorter),
             RewriteObjective::Recall.value(&m)
         );
+    }
+
+    #[test]
+    fn means_by_set_follow_the_set_index_not_the_turn_order() {
+        let pairs = [
+            ("a b", "a b".to_string()),
+            ("a b", "a".to_string()),
+            ("a b", "x".to_string()),
+        ];
+        let by = RougeMeans::by_set(&pairs, &[1, 0, 1]);
+        assert_eq!(by.len(), 2);
+        assert!((by[0].recall - 0.5).abs() < 1e-9, "{by:?}");
+        assert!((by[1].recall - 0.5).abs() < 1e-9 && (by[1].precision - 0.5).abs() < 1e-9);
+        let one = RougeMeans::by_set(&pairs, &[0, 0, 0]);
+        assert_eq!(one, vec![RougeMeans::of(&pairs)]);
     }
 }

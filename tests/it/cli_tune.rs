@@ -93,6 +93,8 @@ fn the_committed_rewrite_selector_is_the_tuning_output() {
     assert_eq!(fitted, committed, "re-run the command in BENCHMARKS.md");
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(stdout.contains("chosen by cross-validated F2"), "{stdout}");
+    // Each training set's cross-validated figures are reported beside the pooled ones.
+    assert_eq!(stdout.matches("  training set ").count(), 2, "{stdout}");
 }
 
 /// The committed stopping rule of the extractive answer is exactly what the documented command
