@@ -84,41 +84,62 @@ pub struct RougeMeans {
 }
 
 impl RougeMeans {
-    fn of(pairs: &[(&str, String)]) -> Self {
-        let n = pairs.len().max(1) as f64;
+    /// One rewrite's figures against its reference.
+    fn one(reference: &str, rewrite: &str) -> Self {
+        let s = rouge1(reference, rewrite, false);
+        let f2 = if s.recall + s.precision > 0.0 {
+            5.0 * s.precision * s.recall / (4.0 * s.precision + s.recall)
+        } else {
+            0.0
+        };
+        RougeMeans {
+            recall: s.recall,
+            precision: s.precision,
+            f1: s.fmeasure,
+            f2,
+            tokens: crate::text::rouge_tokens::tokenize(rewrite, false).len() as f64,
+        }
+    }
+
+    /// The mean of per-turn figures.
+    fn mean<'a>(turns: impl ExactSizeIterator<Item = &'a RougeMeans>) -> Self {
+        let n = turns.len().max(1) as f64;
         let mut m = RougeMeans::default();
-        for (reference, rewrite) in pairs {
-            let s = rouge1(reference, rewrite, false);
-            m.recall += s.recall / n;
-            m.precision += s.precision / n;
-            m.f1 += s.fmeasure / n;
-            let f2 = if s.recall + s.precision > 0.0 {
-                5.0 * s.precision * s.recall / (4.0 * s.precision + s.recall)
-            } else {
-                0.0
-            };
-            m.f2 += f2 / n;
-            m.tokens += crate::text::rouge_tokens::tokenize(rewrite, false).len() as f64 / n;
+        for t in turns {
+            m.recall += t.recall / n;
+            m.precision += t.precision / n;
+            m.f1 += t.f1 / n;
+            m.f2 += t.f2 / n;
+            m.tokens += t.tokens / n;
         }
         m
     }
 
-    /// Each set's means, sets in increasing order of their index.
-    fn by_set(pairs: &[(&str, String)], sets: &[usize]) -> Vec<Self> {
+    fn of(pairs: &[(&str, String)]) -> Self {
+        let turns: Vec<RougeMeans> = pairs.iter().map(|(r, w)| Self::one(r, w)).collect();
+        Self::mean(turns.iter())
+    }
+
+    /// The means over all turns and over each set's turns (sets in increasing order of their
+    /// index), from one ROUGE computation per turn.
+    fn pooled_and_by_set(pairs: &[(&str, String)], sets: &[usize]) -> (Self, Vec<Self>) {
+        let turns: Vec<RougeMeans> = pairs.iter().map(|(r, w)| Self::one(r, w)).collect();
         let mut ids: Vec<usize> = sets.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter()
+        let by_set = ids
+            .into_iter()
             .map(|id| {
-                let part: Vec<(&str, String)> = pairs
+                let part: Vec<&RougeMeans> = turns
                     .iter()
                     .zip(sets)
                     .filter(|(_, s)| **s == id)
-                    .map(|(p, _)| p.clone())
+                    .map(|(t, _)| t)
                     .collect();
-                RougeMeans::of(&part)
+                Self::mean(part.into_iter())
             })
-            .collect()
+            .collect();
+        (Self::mean(turns.iter()), by_set)
     }
 }
 
@@ -326,8 +347,7 @@ pub fn tune_rewrite(
         |texts: Vec<String>| -> Vec<(&str, String)> { refs.iter().copied().zip(texts).collect() };
     let sets: Vec<usize> = examples.iter().map(|e| e.set).collect();
     let raw_pairs = pair(examples.iter().map(|e| e.ctx.utterance.clone()).collect());
-    let raw = RougeMeans::of(&raw_pairs);
-    let raw_by_set = RougeMeans::by_set(&raw_pairs, &sets);
+    let (raw, raw_by_set) = RougeMeans::pooled_and_by_set(&raw_pairs, &sets);
     let decayed = RougeMeans::of(&pair(rewrite_all(&rw, &all, None)?));
 
     progress.set_length((grid.l2.len() * folds) as u64);
@@ -370,8 +390,7 @@ pub fn tune_rewrite(
     let mut table = Vec::with_capacity(points.len());
     for (pi, &(l, threshold, max_terms)) in points.iter().enumerate() {
         let pairs = pair(std::mem::take(&mut rewrites[pi]));
-        let cv = RougeMeans::of(&pairs);
-        let cv_by_set = RougeMeans::by_set(&pairs, &sets);
+        let (cv, cv_by_set) = RougeMeans::pooled_and_by_set(&pairs, &sets);
         let point = GridPoint {
             l2: grid.l2[l],
             threshold,
@@ -708,11 +727,12 @@ mod tests {
             ("a b", "a".to_string()),
             ("a b", "x".to_string()),
         ];
-        let by = RougeMeans::by_set(&pairs, &[1, 0, 1]);
+        let (pooled, by) = RougeMeans::pooled_and_by_set(&pairs, &[1, 0, 1]);
+        assert_eq!(pooled, RougeMeans::of(&pairs));
         assert_eq!(by.len(), 2);
         assert!((by[0].recall - 0.5).abs() < 1e-9, "{by:?}");
         assert!((by[1].recall - 0.5).abs() < 1e-9 && (by[1].precision - 0.5).abs() < 1e-9);
-        let one = RougeMeans::by_set(&pairs, &[0, 0, 0]);
+        let (_, one) = RougeMeans::pooled_and_by_set(&pairs, &[0, 0, 0]);
         assert_eq!(one, vec![RougeMeans::of(&pairs)]);
     }
 }
