@@ -286,8 +286,12 @@ fn run_rewrite(args: TuneRewriteArgs) -> anyhow::Result<()> {
         tuning.training_turns, tuning.training_examples, tuning.positives, tuning.folds
     );
     println!(
-        "chosen by cross-validated {:?}: l2 {}, threshold {}, at most {} terms",
-        tuning.objective, tuning.best.l2, tuning.best.threshold, tuning.best.max_terms
+        "chosen by cross-validated {:?}: l2 {}, threshold {}, at most {} terms and {} more from answers",
+        tuning.objective,
+        tuning.best.l2,
+        tuning.best.threshold,
+        tuning.best.max_terms,
+        tuning.best.answer_terms
     );
     println!("{}", row("raw utterance", &tuning.raw));
     println!("{}", row("decayed weights", &tuning.decayed));

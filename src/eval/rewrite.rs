@@ -7,7 +7,7 @@
 //!   `text`/`answer` for the text, see [`TextRole`]).
 //! - **JSON arrays** of iKAT topics (`number` + `turns[].turn_id`; reference `resolved_utterance`,
 //!   raw `utterance`), CAsT topics (`number` + `turn[].number`; reference
-//!   `manual_rewritten_utterance`, raw `raw_utterance`), QReCC / SCAI records (`Conversation_no` +
+//!   `manual_rewritten_utterance`, raw `raw_utterance`, or `utterance` in CAsT 2022), QReCC / SCAI records (`Conversation_no` +
 //!   `Turn_no`; reference `Rewrite`/`Truth_rewrite`, run `Model_rewrite`, raw `Question`), or
 //!   `{"id", "rewrite"}` objects.
 //!
@@ -132,12 +132,13 @@ pub fn read_texts(path: &Path, role: TextRole) -> Result<Texts> {
                         .get("number")
                         .and_then(scalar)
                         .ok_or_else(|| missing("turn number"))?;
-                    let field = if role == TextRole::RunRewrite {
-                        "raw_utterance"
+                    // CAsT 2022 names the raw text `utterance`; its system turns have neither.
+                    let text = if role == TextRole::RunRewrite {
+                        t.get("raw_utterance").or_else(|| t.get("utterance"))
                     } else {
-                        "manual_rewritten_utterance"
+                        t.get("manual_rewritten_utterance")
                     };
-                    if let Some(s) = t.get(field).and_then(Value::as_str) {
+                    if let Some(s) = text.and_then(Value::as_str) {
                         out.push((format!("{num}_{tid}"), s.to_string()));
                     }
                 }

@@ -36,7 +36,9 @@ pub struct IkatTopic {
 #[derive(Debug, Clone, PartialEq)]
 pub struct IkatTurn {
     pub line: usize,
-    pub turn_id: u32,
+    /// The turn's number within its topic: an integer in iKAT and CAsT 2019/2020, `1-1`
+    /// (branch-turn) in CAsT 2022.
+    pub turn_id: String,
     pub utterance: String,
     pub resolved_utterance: Option<String>,
     /// The canonical system response (visible to later turns).
@@ -44,6 +46,16 @@ pub struct IkatTurn {
     /// Ids of the relevant PTKB statements (manual runs only).
     pub ptkb_provenance: Vec<String>,
     pub response_provenance: Vec<String>,
+}
+
+/// Every turn of `topics` once, as (topic, turn index): a CAsT 2022 topic tree is read as one
+/// conversation per branch, and branches share their opening turns.
+pub fn distinct_turns(topics: &[IkatTopic]) -> impl Iterator<Item = (&IkatTopic, usize)> {
+    let mut seen = std::collections::HashSet::new();
+    topics
+        .iter()
+        .flat_map(|t| (0..t.turns.len()).map(move |i| (t, i)))
+        .filter(move |(t, i)| seen.insert(t.turn_key(&t.turns[*i])))
 }
 
 impl IkatTopic {
@@ -219,7 +231,8 @@ fn parse_turn(
         .get("turn_id")
         .and_then(Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
-        .ok_or("`turn_id` must be a non-negative integer")?;
+        .ok_or("`turn_id` must be a non-negative integer")?
+        .to_string();
     let utterance = t
         .get("utterance")
         .or_else(|| t.get("user_utterance"))
@@ -770,7 +783,7 @@ mod tests {
     fn topic() -> IkatTopic {
         let turn = |id: u32, u: &str, r: &str, p: &[&str]| IkatTurn {
             line: 0,
-            turn_id: id,
+            turn_id: id.to_string(),
             utterance: u.into(),
             resolved_utterance: Some(format!("{u} (resolved)")),
             response: Some(r.into()),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::context::ConversationContext;
 use super::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
-use crate::formats::ikat::{IkatTopic, RunType};
+use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
 use crate::index::{CollectionRegistry, IndexError, Retriever};
 use crate::progress::Progress;
 use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
@@ -104,13 +104,10 @@ impl TurnBench {
         topics: &[IkatTopic],
         options: &BenchOptions,
     ) -> Result<Self, BenchError> {
-        let contexts: Vec<(String, ConversationContext)> = topics
-            .iter()
-            .flat_map(|topic| {
-                topic.turns.iter().enumerate().filter_map(move |(i, turn)| {
-                    ConversationContext::from_ikat(topic, i, RunType::Automatic)
-                        .map(|ctx| (format!("{}_{}", topic.number, turn.turn_id), ctx))
-                })
+        let contexts: Vec<(String, ConversationContext)> = distinct_turns(topics)
+            .filter_map(|(topic, i)| {
+                ConversationContext::from_ikat(topic, i, RunType::Automatic)
+                    .map(|ctx| (topic.turn_key(&topic.turns[i]), ctx))
             })
             .take(options.turns)
             .collect();

@@ -86,7 +86,7 @@ mod tests {
     fn topic() -> IkatTopic {
         let turn = |id: u32, u: &str| IkatTurn {
             line: 0,
-            turn_id: id,
+            turn_id: id.to_string(),
             utterance: u.into(),
             resolved_utterance: Some(format!("resolved {u}")),
             response: Some(format!("response {id}")),

@@ -17,8 +17,9 @@
 //! 3. By default ([`TermSelection::Learned`]) a logistic model over each candidate's features
 //!    ([`TERM_FEATURES`]; candidates then include terms of earlier responses) keeps the
 //!    candidates whose probability of appearing in a manual rewrite is at least the tuned
-//!    threshold, at most `max_terms` of them ([`TermSelector`], fitted by `convrag tune rewrite`
-//!    on training topics only, the setting chosen by cross-validated ROUGE-1 F2). A term of a
+//!    threshold, at most `max_terms` of them, then up to `answer_terms` more that only earlier
+//!    answers said ([`TermSelector`], fitted by `convrag tune rewrite` on training topics only,
+//!    the setting chosen by cross-validated ROUGE-1 F2). A term of a
 //!    multi-word name brings the rest of the name ("University of British Columbia"). With [`TermSelection::Decayed`]:
 //!    the budget is `base_terms`, plus `anaphora_terms` when the utterance refers back (a pronoun
 //!    such as *it*, *they*, *those*) or has fewer than three content terms (ellipsis: "What about
@@ -149,17 +150,67 @@ pub const TERM_FEATURES: &[&str] = &[
     "in_previous_response_opening",
     "after_determiner",
     "verb_like_suffix",
+    "answer_only_x_capitalized",
+    "answer_only_x_refers_back",
+    "previous_response_x_elliptic",
+    "opening_x_refers_back",
 ];
 
 /// A learned choice of history terms: the terms whose probability of appearing in a manual
-/// rewrite is at least `threshold`, at most `max_terms` of them, most probable first.
+/// rewrite is at least `threshold`, at most `max_terms` of them, most probable first, then up
+/// to `answer_terms` more that only earlier answers said.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct TermSelector {
     pub model: LogisticModel,
     pub threshold: f64,
     pub max_terms: usize,
+    /// Slots beyond `max_terms` for words of earlier answers: the words a rewrite most often
+    /// lacks in conversations with answers (iKAT 2023, CAsT 2022; BENCHMARKS.md "Rewriting:
+    /// CAsT 2022 as training data; slots for answer words").
+    pub answer_terms: usize,
     /// [`HistoryRewriter::ptkb_terms_first_person`], chosen with the selector.
     pub ptkb_terms_first_person: usize,
+}
+
+impl TermSelector {
+    /// Each candidate with its probability under the model, most probable first (ties keep
+    /// the candidates' order).
+    pub fn score(&self, candidates: Vec<TermCandidate>) -> Vec<(f64, TermCandidate)> {
+        let mut scored: Vec<(f64, TermCandidate)> = candidates
+            .into_iter()
+            .map(|c| (self.model.probability(&c.features), c))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored
+    }
+
+    /// The terms to add, from candidates as [`Self::score`] orders them, in conversation order:
+    /// those at or above the threshold, at most `max_terms`, then up to `answer_terms` of the
+    /// rest that only answers said. A chosen term's weight is its probability.
+    pub fn choose(&self, scored: &[(f64, TermCandidate)]) -> Vec<TermCandidate> {
+        let mut out: Vec<TermCandidate> = Vec::new();
+        let mut answer_slots = self.answer_terms;
+        for (p, c) in scored.iter().take_while(|(p, _)| *p >= self.threshold) {
+            let take = if out.len() < self.max_terms {
+                true
+            } else if answer_slots == 0 {
+                break;
+            } else if c.response_only {
+                answer_slots -= 1;
+                true
+            } else {
+                false
+            };
+            if take {
+                out.push(TermCandidate {
+                    weight: *p as f32,
+                    ..c.clone()
+                });
+            }
+        }
+        out.sort_by_key(|c| c.at);
+        out
+    }
 }
 
 static LEARNED_SELECTOR: LazyLock<TermSelector> = LazyLock::new(|| {
@@ -186,6 +237,8 @@ pub struct TermCandidate {
     pub weight: f32,
     /// (turn index, position) of the last occurrence: the output order.
     pub at: (usize, usize),
+    /// Said only in responses, never by the user.
+    pub response_only: bool,
     pub features: Vec<f64>,
 }
 
@@ -577,6 +630,7 @@ impl HistoryRewriter {
                         stem: t.stem.clone(),
                         weight: 0.0,
                         at: (0, 0),
+                        response_only: false,
                         features: Vec::new(),
                     });
                 let s = seen.entry(t.stem).or_insert((0, 0, 0.0));
@@ -629,6 +683,7 @@ impl HistoryRewriter {
                                     stem: t.stem,
                                     weight: 0.0,
                                     at: (i, RESPONSE_POSITION + pos),
+                                    response_only: false,
                                     features: Vec::new(),
                                 },
                             );
@@ -680,6 +735,7 @@ impl HistoryRewriter {
             let in_previous_response = r_turns > 0 && r_last + 1 == n;
             let in_first = first_stems.contains(&c.stem);
             let in_previous = previous_stems.contains(&c.stem);
+            c.response_only = response_only;
             c.features = vec![
                 c.weight as f64,
                 if response_only {
@@ -713,6 +769,10 @@ impl HistoryRewriter {
                 flag(opening_stems.contains(&c.stem)),
                 flag(written.after_determiner.contains(&c.surface)),
                 flag(verb_like(&c.surface)),
+                flag(response_only && written.capitalized.contains(&c.surface)),
+                flag(response_only && refers_back),
+                flag(in_previous_response) * elliptic,
+                flag(opening_stems.contains(&c.stem) && refers_back),
             ];
         }
         // Deterministic order before selection: heaviest first, ties to the most recent.
@@ -733,34 +793,16 @@ impl HistoryRewriter {
         selector: Option<&TermSelector>,
     ) -> Vec<TermCandidate> {
         let mut v = self.term_candidates(ctx, have);
-        match selector {
-            Some(sel) => {
-                let mut scored: Vec<(f64, TermCandidate)> = v
-                    .into_iter()
-                    .map(|c| (sel.model.probability(&c.features), c))
-                    .filter(|(p, _)| *p >= sel.threshold)
-                    .collect();
-                scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-                scored.truncate(sel.max_terms);
-                v = scored
-                    .into_iter()
-                    .map(|(p, mut c)| {
-                        // The weight of a selected term for retrieval is its probability.
-                        c.weight = p as f32;
-                        c
-                    })
-                    .collect();
-            }
-            None => {
-                v.retain(|c| c.weight > 0.0);
-                let refers_back = terms::words(&ctx.utterance)
-                    .iter()
-                    .any(|w| TRIGGERS.contains(&w.as_str()))
-                    || have.len() < self.short_below;
-                let budget = self.base_terms + if refers_back { self.anaphora_terms } else { 0 };
-                v.truncate(budget);
-            }
+        if let Some(sel) = selector {
+            return sel.choose(&sel.score(v));
         }
+        v.retain(|c| c.weight > 0.0);
+        let refers_back = terms::words(&ctx.utterance)
+            .iter()
+            .any(|w| TRIGGERS.contains(&w.as_str()))
+            || have.len() < self.short_below;
+        let budget = self.base_terms + if refers_back { self.anaphora_terms } else { 0 };
+        v.truncate(budget);
         v.sort_by_key(|c| c.at);
         v
     }
@@ -771,6 +813,19 @@ impl HistoryRewriter {
         ctx: &ConversationContext,
         selected_ptkb: &[&str],
         selector: Option<&TermSelector>,
+    ) -> Result<Rewrite> {
+        self.rewrite_choosing(ctx, selected_ptkb, &mut |have| {
+            self.context_terms(ctx, have, selector)
+        })
+    }
+
+    /// The rewrite with the context terms `choose` returns, in conversation order, given the
+    /// utterance's own stems. Tuning scores each turn's candidates once and tries many choices.
+    pub fn rewrite_choosing(
+        &self,
+        ctx: &ConversationContext,
+        selected_ptkb: &[&str],
+        choose: &mut dyn FnMut(&HashSet<String>) -> Vec<TermCandidate>,
     ) -> Result<Rewrite> {
         let utterance = ctx.utterance.trim();
         if utterance.is_empty() {
@@ -806,7 +861,7 @@ impl HistoryRewriter {
                 }
             }
         } else {
-            let context = self.context_terms(ctx, &have, selector);
+            let context = choose(&have);
             let top = context.iter().map(|c| c.weight).fold(0.0, f32::max);
             for c in &context {
                 let stem = terms::stem(&c.surface);
@@ -946,6 +1001,65 @@ mod tests {
         let sel = learned_term_selector();
         sel.model.check_features(TERM_FEATURES).unwrap();
         assert!(sel.max_terms > 0 && sel.threshold > 0.0 && sel.threshold < 1.0);
+    }
+
+    /// A candidate whose only feature is its probability's logit, for [`TermSelector::choose`].
+    fn scored(list: &[(&str, f64, bool)]) -> (TermSelector, Vec<(f64, TermCandidate)>) {
+        let sel = TermSelector {
+            model: LogisticModel {
+                features: vec!["logit".into()],
+                mean: vec![0.0],
+                scale: vec![1.0],
+                weights: vec![1.0],
+                bias: 0.0,
+            },
+            threshold: 0.5,
+            max_terms: 2,
+            answer_terms: 1,
+            ptkb_terms_first_person: 1,
+        };
+        let candidates = list
+            .iter()
+            .enumerate()
+            .map(|(i, &(w, p, response_only))| TermCandidate {
+                surface: w.into(),
+                stem: w.into(),
+                weight: 0.0,
+                at: (0, i),
+                response_only,
+                features: vec![(p / (1.0 - p)).ln()],
+            })
+            .collect();
+        let scored = sel.score(candidates);
+        (sel, scored)
+    }
+
+    #[test]
+    fn answer_slots_take_only_answer_words_beyond_the_term_limit() {
+        let (sel, scored) = scored(&[
+            ("said", 0.7, false),
+            ("top", 0.9, true),
+            ("second", 0.8, false),
+            ("user", 0.65, false),
+            ("answer", 0.6, true),
+            ("low", 0.4, true),
+        ]);
+        let stems = |v: Vec<TermCandidate>| v.into_iter().map(|c| c.stem).collect::<Vec<_>>();
+        // Two by probability, one more that only an answer said, above the threshold; in
+        // conversation order, each weighted by its probability.
+        let chosen = sel.choose(&scored);
+        assert!((chosen[0].weight - 0.9).abs() < 1e-6);
+        assert_eq!(stems(chosen), ["top", "second", "answer"]);
+        let none = TermSelector {
+            answer_terms: 0,
+            ..sel.clone()
+        };
+        assert_eq!(stems(none.choose(&scored)), ["top", "second"]);
+        let strict = TermSelector {
+            threshold: 0.62,
+            ..sel
+        };
+        assert_eq!(stems(strict.choose(&scored)), ["top", "second"]);
     }
 
     #[test]

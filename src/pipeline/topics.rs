@@ -1,7 +1,7 @@
 //! The PTKB and rewrite stages over whole topic files, for measurement with `convrag eval ptkb`
 //! and `convrag eval rewrite`.
 //!
-//! Topics: iKAT (any year, [`crate::formats::ikat::read_topics`]) or CAsT 2019/2020 topics
+//! Topics: iKAT (any year, [`crate::formats::ikat::read_topics`]) or CAsT 2019, 2020 and 2022 topics
 //! ([`crate::formats::cast`]).
 
 use std::path::Path;
@@ -14,7 +14,9 @@ use super::rewrite::Rewriter;
 use super::rewrite_llm::LlmRewriter;
 use super::{PipelineError, Result};
 use crate::formats::cast::{is_cast_topics, read_cast_topics};
-use crate::formats::ikat::{read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, RunType};
+use crate::formats::ikat::{
+    distinct_turns, read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, RunType,
+};
 use crate::formats::read_text;
 use crate::progress::Progress;
 
@@ -27,7 +29,7 @@ pub enum ProvenanceList {
     All,
 }
 
-/// Reads iKAT topics, or CAsT 2019/2020 topics converted to the same shape.
+/// Reads iKAT topics, or CAsT topics converted to the same shape.
 pub fn read_conversations(path: &Path) -> Result<Vec<IkatTopic>> {
     let text = read_text(path)?;
     match serde_json::from_str::<Value>(&text) {
@@ -44,12 +46,10 @@ pub fn rank_topics(
     ranker: &dyn PtkbRanker,
 ) -> Result<Vec<(String, PtkbRanking)>> {
     let mut out = Vec::new();
-    for topic in topics {
-        for (i, turn) in topic.turns.iter().enumerate() {
-            let ctx = ConversationContext::from_ikat(topic, i, run_type)
-                .expect("index within the topic's turns");
-            out.push((topic.turn_key(turn), ranker.rank(&ctx)?));
-        }
+    for (topic, i) in distinct_turns(topics) {
+        let ctx = ConversationContext::from_ikat(topic, i, run_type)
+            .expect("index within the topic's turns");
+        out.push((topic.turn_key(&topic.turns[i]), ranker.rank(&ctx)?));
     }
     Ok(out)
 }
@@ -63,16 +63,14 @@ fn map_turns(
     mut rewrite: impl FnMut(&str, &ConversationContext, &[&str]) -> Result<String>,
 ) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for topic in topics {
-        for (i, turn) in topic.turns.iter().enumerate() {
-            let ctx = ConversationContext::from_ikat(topic, i, run_type)
-                .expect("index within the topic's turns");
-            let ranking = ranker.rank(&ctx)?;
-            let selected: Vec<&str> = ranking.selected().map(|s| s.text.as_str()).collect();
-            let key = topic.turn_key(turn);
-            let text = rewrite(&key, &ctx, &selected)?;
-            out.push((key, text));
-        }
+    for (topic, i) in distinct_turns(topics) {
+        let ctx = ConversationContext::from_ikat(topic, i, run_type)
+            .expect("index within the topic's turns");
+        let ranking = ranker.rank(&ctx)?;
+        let selected: Vec<&str> = ranking.selected().map(|s| s.text.as_str()).collect();
+        let key = topic.turn_key(&topic.turns[i]);
+        let text = rewrite(&key, &ctx, &selected)?;
+        out.push((key, text));
     }
     Ok(out)
 }
@@ -114,7 +112,7 @@ pub fn llm_rewrite_topics(
         .enable_all()
         .build()
         .map_err(|e| PipelineError::Input(format!("cannot start the async runtime: {e}")))?;
-    progress.set_length(topics.iter().map(|t| t.turns.len() as u64).sum());
+    progress.set_length(distinct_turns(topics).count() as u64);
     let (mut asked, mut fallbacks) = (0, Vec::new());
     let rewrites = map_turns(topics, run_type, ranker, |key, ctx, selected| {
         let base = rewriter.rewrite(ctx, selected)?;

@@ -6,8 +6,10 @@
 //! utterance lacks ([`HistoryRewriter::term_candidates`]) is an example, positive when its surface
 //! form occurs in the manual rewrite (ROUGE-1 counts surface forms). A [`LogisticModel`] is fitted
 //! per fold on the other folds; the held-out turns are rewritten with it for every
-//! (L2, threshold, term limit) of the grid, and the setting with the best mean cross-validated
-//! ROUGE-1 (the chosen objective) is refitted on all training turns.
+//! (L2, threshold, term limit, answer slots) of the grid, and the setting with the best mean
+//! cross-validated ROUGE-1 (the chosen objective) is refitted on all training turns. Each turn's
+//! candidates are scored once per fold model; a choice of terms already rendered for the turn
+//! is not rendered again.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,13 +18,13 @@ use serde::Serialize;
 use super::context::ConversationContext;
 use super::learned::{topic_folds, LogisticModel};
 use super::ptkb::{statement_features, PtkbRanker, StatementModel, TextSimilarity};
-use super::rewrite::{HistoryRewriter, TermSelector, TERM_FEATURES};
+use super::rewrite::{HistoryRewriter, TermCandidate, TermSelector, TERM_FEATURES};
 use super::{PipelineError, Result};
 use crate::eval::measures::Measure;
 use crate::eval::ptkb::evaluate_ptkb;
 use crate::eval::rouge::rouge1;
 use crate::eval::trec::{Qrels, Run};
-use crate::formats::ikat::{IkatTopic, RunType};
+use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
 use crate::progress::Progress;
 
 /// One turn with what a rewrite may read and the manual rewrite it is scored against.
@@ -45,28 +47,27 @@ pub fn rewrite_examples(
     ranker: &dyn PtkbRanker,
 ) -> Result<Vec<RewriteExample>> {
     let mut out = Vec::new();
-    for topic in topics {
-        for (i, turn) in topic.turns.iter().enumerate() {
-            let key = topic.turn_key(turn);
-            let Some(reference) = references.get(&key) else {
-                continue;
-            };
-            let ctx = ConversationContext::from_ikat(topic, i, RunType::Automatic)
-                .expect("index within the topic's turns");
-            let selected_ptkb = ranker
-                .rank(&ctx)?
-                .selected()
-                .map(|s| s.text.clone())
-                .collect();
-            out.push(RewriteExample {
-                conversation: topic.number.clone(),
-                key,
-                ctx,
-                selected_ptkb,
-                reference: reference.clone(),
-                set: 0,
-            });
-        }
+    for (topic, i) in distinct_turns(topics) {
+        let key = topic.turn_key(&topic.turns[i]);
+        let Some(reference) = references.get(&key) else {
+            continue;
+        };
+        let ctx = ConversationContext::from_ikat(topic, i, RunType::Automatic)
+            .expect("index within the topic's turns");
+        let selected_ptkb = ranker
+            .rank(&ctx)?
+            .selected()
+            .map(|s| s.text.clone())
+            .collect();
+        out.push(RewriteExample {
+            // Folds group by topic number, so the branches of a CAsT 2022 tree stay together.
+            conversation: topic.number.clone(),
+            key,
+            ctx,
+            selected_ptkb,
+            reference: reference.clone(),
+            set: 0,
+        });
     }
     Ok(out)
 }
@@ -173,6 +174,7 @@ pub struct RewriteGrid {
     pub l2: Vec<f64>,
     pub thresholds: Vec<f64>,
     pub max_terms: Vec<usize>,
+    pub answer_terms: Vec<usize>,
 }
 
 impl Default for RewriteGrid {
@@ -183,6 +185,8 @@ impl Default for RewriteGrid {
                 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
             ],
             max_terms: vec![1, 2, 3, 4, 5, 6, 8, 10, 12],
+            // Ascending: on a tie the fewer slots win.
+            answer_terms: vec![0, 1, 2, 3],
         }
     }
 }
@@ -193,6 +197,7 @@ pub struct GridPoint {
     pub l2: f64,
     pub threshold: f64,
     pub max_terms: usize,
+    pub answer_terms: usize,
     pub cv: RougeMeans,
     /// Each training set's cross-validated means, in `--train` order.
     pub cv_by_set: Vec<RougeMeans>,
@@ -228,20 +233,61 @@ pub struct RewriteTuning {
 /// contract; cross-validated F2 on the committed training data: 0 words 0.8486, 1 word 0.8478).
 const PTKB_FIRST_PERSON_CHOICES: [usize; 3] = [1, 2, 3];
 
-/// Candidate features and labels of one turn.
-fn labelled(rw: &HistoryRewriter, ex: &RewriteExample) -> (Vec<Vec<f64>>, Vec<bool>) {
+/// One turn's candidate terms, as the rewrite sees them, and their features and labels.
+struct Labelled {
+    candidates: Vec<TermCandidate>,
+    features: Vec<Vec<f64>>,
+    labels: Vec<bool>,
+}
+
+fn labelled(rw: &HistoryRewriter, ex: &RewriteExample) -> Labelled {
     let have: HashSet<String> = super::terms::content_stems(&ex.ctx.utterance)
         .into_iter()
         .collect();
     let reference: HashSet<String> = super::terms::words(&ex.reference).into_iter().collect();
     let said: HashSet<String> = super::terms::words(&ex.ctx.utterance).into_iter().collect();
-    rw.term_candidates(&ex.ctx, &have)
-        .into_iter()
+    let candidates = rw.term_candidates(&ex.ctx, &have);
+    let (features, labels) = candidates
+        .iter()
         .map(|c| {
             let positive = reference.contains(&c.surface) && !said.contains(&c.surface);
-            (c.features, positive)
+            (c.features.clone(), positive)
         })
-        .unzip()
+        .unzip();
+    Labelled {
+        candidates,
+        features,
+        labels,
+    }
+}
+
+/// One held-out turn's rewrites under one fold model: its candidates scored once, and the text
+/// of each choice of terms already rendered.
+struct HeldOutTurn<'a> {
+    example: &'a RewriteExample,
+    scored: Vec<(f64, TermCandidate)>,
+    rendered: HashMap<Vec<String>, String>,
+}
+
+impl HeldOutTurn<'_> {
+    fn rewrite(&mut self, rw: &HistoryRewriter, sel: &TermSelector) -> Result<String> {
+        let chosen = sel.choose(&self.scored);
+        let key: Vec<String> = chosen.iter().map(|c| c.stem.clone()).collect();
+        if let Some(text) = self.rendered.get(&key) {
+            return Ok(text.clone());
+        }
+        let ptkb: Vec<&str> = self
+            .example
+            .selected_ptkb
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let text = rw
+            .rewrite_choosing(&self.example.ctx, &ptkb, &mut |_| chosen.clone())?
+            .text;
+        self.rendered.insert(key, text.clone());
+        Ok(text)
+    }
 }
 
 fn rewrite_all(
@@ -260,15 +306,15 @@ fn rewrite_all(
 
 /// The features and labels of the turns outside `fold` (`None`: every turn).
 fn outside_fold(
-    data: &[(Vec<Vec<f64>>, Vec<bool>)],
+    data: &[Labelled],
     fold_of: &[usize],
     fold: Option<usize>,
 ) -> (Vec<Vec<f64>>, Vec<bool>) {
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
-    for ((x, y), &f) in data.iter().zip(fold_of) {
+    for (d, &f) in data.iter().zip(fold_of) {
         if Some(f) != fold {
-            xs.extend(x.iter().cloned());
-            ys.extend(y.iter().copied());
+            xs.extend(d.features.iter().cloned());
+            ys.extend(d.labels.iter().copied());
         }
     }
     (xs, ys)
@@ -279,7 +325,7 @@ fn outside_fold(
 fn ptkb_first_person_choices(
     rw: &HistoryRewriter,
     examples: &[RewriteExample],
-    data: &[(Vec<Vec<f64>>, Vec<bool>)],
+    data: &[Labelled],
     fold_of: &[usize],
     folds: usize,
     best: &GridPoint,
@@ -304,6 +350,7 @@ fn ptkb_first_person_choices(
                 model: model.clone(),
                 threshold: best.threshold,
                 max_terms: best.max_terms,
+                answer_terms: best.answer_terms,
                 ptkb_terms_first_person: k,
             };
             let held: Vec<usize> = (0..examples.len())
@@ -340,7 +387,7 @@ pub fn tune_rewrite(
     };
     let ids: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
     let fold_of = topic_folds(&ids, folds);
-    let data: Vec<(Vec<Vec<f64>>, Vec<bool>)> = examples.iter().map(|e| labelled(&rw, e)).collect();
+    let data: Vec<Labelled> = examples.iter().map(|e| labelled(&rw, e)).collect();
     let all: Vec<&RewriteExample> = examples.iter().collect();
     let refs: Vec<&str> = examples.iter().map(|e| e.reference.as_str()).collect();
     let pair =
@@ -352,34 +399,45 @@ pub fn tune_rewrite(
 
     progress.set_length((grid.l2.len() * folds) as u64);
     // rewrites[grid point][turn]
-    let points: Vec<(usize, f64, usize)> = (0..grid.l2.len())
+    let points: Vec<(usize, f64, usize, usize)> = (0..grid.l2.len())
         .flat_map(|l| {
-            grid.thresholds
-                .iter()
-                .flat_map(move |&t| grid.max_terms.iter().map(move |&k| (l, t, k)))
+            grid.thresholds.iter().flat_map(move |&t| {
+                grid.max_terms
+                    .iter()
+                    .flat_map(move |&k| grid.answer_terms.iter().map(move |&a| (l, t, k, a)))
+            })
         })
         .collect();
     let mut rewrites: Vec<Vec<String>> = vec![vec![String::new(); examples.len()]; points.len()];
     for (li, &l2) in grid.l2.iter().enumerate() {
         for fold in 0..folds {
             let (xs, ys) = outside_fold(&data, &fold_of, Some(fold));
-            let model = LogisticModel::fit(TERM_FEATURES, &xs, &ys, l2)?;
-            let held: Vec<usize> = (0..examples.len())
+            let mut sel = TermSelector {
+                model: LogisticModel::fit(TERM_FEATURES, &xs, &ys, l2)?,
+                threshold: 0.0,
+                max_terms: 0,
+                answer_terms: 0,
+                ptkb_terms_first_person: rw.ptkb_terms_first_person,
+            };
+            let mut held: Vec<(usize, HeldOutTurn)> = (0..examples.len())
                 .filter(|&i| fold_of[i] == fold)
+                .map(|i| {
+                    let turn = HeldOutTurn {
+                        example: &examples[i],
+                        scored: sel.score(data[i].candidates.clone()),
+                        rendered: HashMap::new(),
+                    };
+                    (i, turn)
+                })
                 .collect();
-            for (pi, &(l, threshold, max_terms)) in points.iter().enumerate() {
+            for (pi, &(l, threshold, max_terms, answer_terms)) in points.iter().enumerate() {
                 if l != li {
                     continue;
                 }
-                let sel = TermSelector {
-                    model: model.clone(),
-                    threshold,
-                    max_terms,
-                    ptkb_terms_first_person: rw.ptkb_terms_first_person,
-                };
-                let exs: Vec<&RewriteExample> = held.iter().map(|&i| &examples[i]).collect();
-                for (&i, text) in held.iter().zip(rewrite_all(&rw, &exs, Some(&sel))?) {
-                    rewrites[pi][i] = text;
+                (sel.threshold, sel.max_terms, sel.answer_terms) =
+                    (threshold, max_terms, answer_terms);
+                for (i, turn) in &mut held {
+                    rewrites[pi][*i] = turn.rewrite(&rw, &sel)?;
                 }
             }
             progress.inc(1);
@@ -388,13 +446,14 @@ pub fn tune_rewrite(
     progress.finish();
     let mut best: Option<GridPoint> = None;
     let mut table = Vec::with_capacity(points.len());
-    for (pi, &(l, threshold, max_terms)) in points.iter().enumerate() {
+    for (pi, &(l, threshold, max_terms, answer_terms)) in points.iter().enumerate() {
         let pairs = pair(std::mem::take(&mut rewrites[pi]));
         let (cv, cv_by_set) = RougeMeans::pooled_and_by_set(&pairs, &sets);
         let point = GridPoint {
             l2: grid.l2[l],
             threshold,
             max_terms,
+            answer_terms,
             cv,
             cv_by_set,
         };
@@ -421,6 +480,7 @@ pub fn tune_rewrite(
         model: LogisticModel::fit(TERM_FEATURES, &xs, &ys, best.l2)?,
         threshold: best.threshold,
         max_terms: best.max_terms,
+        answer_terms: best.answer_terms,
         ptkb_terms_first_person,
     };
     Ok(RewriteTuning {
@@ -487,20 +547,18 @@ pub fn ptkb_turns(
     similarity: Option<&dyn TextSimilarity>,
     progress: &dyn Progress,
 ) -> Result<Vec<PtkbTurn>> {
-    progress.set_length(topics.iter().map(|t| t.turns.len() as u64).sum());
+    progress.set_length(distinct_turns(topics).count() as u64);
     let mut out = Vec::new();
-    for topic in topics {
-        for (i, turn) in topic.turns.iter().enumerate() {
-            let ctx = ConversationContext::from_ikat(topic, i, RunType::Automatic)
-                .expect("index within the topic's turns");
-            out.push(PtkbTurn {
-                conversation: topic.number.clone(),
-                key: topic.turn_key(turn),
-                ids: ctx.ptkb.iter().map(|s| s.id.clone()).collect(),
-                features: statement_features(&ctx, similarity)?,
-            });
-            progress.inc(1);
-        }
+    for (topic, i) in distinct_turns(topics) {
+        let ctx = ConversationContext::from_ikat(topic, i, RunType::Automatic)
+            .expect("index within the topic's turns");
+        out.push(PtkbTurn {
+            conversation: topic.number.clone(),
+            key: topic.turn_key(&topic.turns[i]),
+            ids: ctx.ptkb.iter().map(|s| s.id.clone()).collect(),
+            features: statement_features(&ctx, similarity)?,
+        });
+        progress.inc(1);
     }
     progress.finish();
     Ok(out)
@@ -718,6 +776,56 @@ mod tests {
             RewriteObjective::Recall.value(&shorter),
             RewriteObjective::Recall.value(&m)
         );
+    }
+
+    #[test]
+    fn a_tuning_rewrite_is_the_served_rewrite_rendered_once_per_choice() {
+        use crate::pipeline::context::HistoryTurn;
+        let ctx = ConversationContext {
+            utterance: "Which of them is closest to the beach?".into(),
+            history: vec![HistoryTurn {
+                utterance: "I need a hotel in Rome for December.".into(),
+                response: Some(
+                    "Hotel Raphael and Hotel Navona are near Piazza Navona; the Boutique Hotel \
+                     Rome is close to Vatican City."
+                        .into(),
+                ),
+            }],
+            ..Default::default()
+        };
+        let example = RewriteExample {
+            conversation: "1".into(),
+            key: "1_2".into(),
+            ctx,
+            selected_ptkb: vec!["I like quiet places.".into()],
+            reference: "Which hotel in Rome is closest to the beach?".into(),
+            set: 0,
+        };
+        let rw = HistoryRewriter::default();
+        let data = labelled(&rw, &example);
+        for answer_terms in [0, 3] {
+            let sel = TermSelector {
+                answer_terms,
+                ..crate::pipeline::rewrite::learned_term_selector().clone()
+            };
+            let mut turn = HeldOutTurn {
+                example: &example,
+                scored: sel.score(data.candidates.clone()),
+                rendered: HashMap::new(),
+            };
+            let served = rw
+                .rewrite_with(&example.ctx, &["I like quiet places."], Some(&sel))
+                .unwrap()
+                .text;
+            assert_eq!(turn.rewrite(&rw, &sel).unwrap(), served);
+            assert_eq!(turn.rendered.len(), 1);
+            assert_eq!(turn.rewrite(&rw, &sel).unwrap(), served);
+            assert_eq!(
+                turn.rendered.len(),
+                1,
+                "the second time comes from the memo"
+            );
+        }
     }
 
     #[test]

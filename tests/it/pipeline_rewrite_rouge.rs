@@ -33,32 +33,35 @@ fn rouge(topics: &str, reference: &str) -> Option<(f64, f64)> {
 
 /// Raw utterances score recall 0.7006 (iKAT 2023 test) / 0.7565 (CAsT 2019) / 0.6573 (CAsT 2020).
 /// The default rewriter carries the history terms its learned selector picks (weights fitted by
-/// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 only, see BENCHMARKS.md), written as the
-/// phrases they came in, writes out references to a list of the previous answer (numbered items
-/// included) and the subject of an accepted offer, and keeps the place the user named: measured
-/// recall 0.7457 / 0.8834 / 0.7613, F1 0.7259 / 0.8314 / 0.7470 (the selector's setting is chosen
-/// by cross-validated ROUGE-1 F2). CAsT 2019 was fitted on (a regression guard, not a figure);
-/// iKAT 2023 test and CAsT 2020 were not. Thresholds sit just under.
+/// `convrag tune rewrite` on iKAT 2023 train + CAsT 2019 + CAsT 2022 only, see BENCHMARKS.md),
+/// with two more slots for words only earlier answers said, written as the phrases they came in,
+/// writes out references to a list of the previous answer (numbered items included) and the
+/// subject of an accepted offer, and keeps the place the user named: measured recall
+/// 0.7525 / 0.8830 / 0.7669, F1 0.7149 / 0.8239 / 0.7445 (the selector's setting is chosen by
+/// cross-validated ROUGE-1 F2, which trades precision for recall). CAsT 2019 was fitted on (a
+/// regression guard, not a figure); iKAT 2023 test and CAsT 2020 were not. Thresholds sit just
+/// under.
 #[test]
 fn rewrite_quality_stays_above_measured() {
     if let Some((r, f)) = rouge(
         "ikat/official/2023_test_topics.json",
         "ikat/official/2023_test_topics.json",
     ) {
-        assert!(r > 0.745 && f > 0.725, "iKAT recall {r} F1 {f}");
+        // 0.752 is above the bar, 0.05 over the raw utterance (0.7006), on a set not tuned on.
+        assert!(r > 0.752 && f > 0.714, "iKAT recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2019/evaluation_topics_v1.0.json",
         "trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv",
     ) {
-        assert!(r > 0.883 && f > 0.831, "CAsT 2019 recall {r} F1 {f}");
+        assert!(r > 0.882 && f > 0.823, "CAsT 2019 recall {r} F1 {f}");
     }
     if let Some((r, f)) = rouge(
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
         "trec-cast/2020/2020_manual_evaluation_topics_v1.0.json",
     ) {
         // 0.761 is above the bar, 0.05 over the raw utterance (0.6573), on a set not tuned on.
-        assert!(r > 0.761 && f > 0.746, "CAsT 2020 recall {r} F1 {f}");
+        assert!(r > 0.766 && f > 0.744, "CAsT 2020 recall {r} F1 {f}");
     }
 }
 
