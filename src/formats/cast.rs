@@ -358,6 +358,30 @@ mod tests {
     }
 
     #[test]
+    fn parents_that_form_a_cycle_and_a_system_turn_that_answers_nothing_are_errors() {
+        let cycle = r#"[{"number": 140, "turn": [
+            {"number": "1-1", "parent": "1-2", "participant": "User", "utterance": "a"},
+            {"number": "1-2", "parent": "1-1", "participant": "System", "response": "b"},
+            {"number": "1-3", "parent": "1-2", "participant": "User", "utterance": "c"}
+        ]}]"#;
+        let e = read(cycle).unwrap_err().to_string();
+        assert!(
+            e.contains("topic 140 turn 1-3: its parents form a cycle"),
+            "{e}"
+        );
+        let stray = r#"[{"number": 141, "turn": [
+            {"number": "1-1", "participant": "System", "response": "Hello."},
+            {"number": "1-2", "parent": "1-1", "participant": "User", "utterance": "Hi"}
+        ]}]"#;
+        let e = read(stray).unwrap_err().to_string();
+        assert!(
+            e.contains("turn 1-1: a System turn must answer a User turn"),
+            "{e}"
+        );
+        assert!(e.contains("t.json:2"), "{e}");
+    }
+
+    #[test]
     fn linear_topics_keep_integer_turn_numbers() {
         let topics = read(
             r#"[{"number": 31, "turn": [{"number": 1, "raw_utterance": "a"},
