@@ -19,6 +19,7 @@ pub mod rerank;
 pub mod service;
 pub mod store;
 pub mod text;
+pub mod tune;
 
 pub use config::Config;
 pub use store::Store;

@@ -1,11 +1,11 @@
 //! `convrag pipeline bench-turns`: the arguments, the progress bar and the printed report of the
-//! library's turn benchmark (`convrag::pipeline::bench`).
+//! library's turn benchmark (`convrag::service::bench`).
 
 use std::path::PathBuf;
 
 use clap::Args;
 use convrag::config::Config;
-use convrag::pipeline::bench::{summarize, BenchOptions, TurnBench};
+use convrag::service::bench::{summarize, BenchOptions, TurnBench};
 use convrag::pipeline::turn::TurnSettings;
 
 #[derive(Debug, Args, Clone)]
@@ -56,7 +56,7 @@ impl convrag::progress::Progress for BarProgress {
 }
 
 pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
-    let topics = convrag::pipeline::topics::read_conversations(&args.topics)?;
+    let topics = convrag::tune::topics::read_conversations(&args.topics)?;
     let options = BenchOptions {
         collection: args.collection.clone(),
         turns: args.turns,

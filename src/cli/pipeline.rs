@@ -14,7 +14,7 @@ use convrag::pipeline::ptkb::{
 };
 use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter, TermSelection};
 use convrag::pipeline::rewrite_llm::llm_stages_from_config;
-use convrag::pipeline::topics::{
+use convrag::tune::topics::{
     llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics, read_conversations, rewrite_topics,
     rewrites_tsv, ProvenanceList,
 };

@@ -1,6 +1,6 @@
 //! `convrag tune ...`: fits the learned parts of the pipeline on training topics, with
 //! topic-level cross-validation, writes the weights the code ships as its defaults, and measures
-//! held-out sets (library half: `convrag::pipeline::tuning`).
+//! held-out sets (library half: `convrag::tune`).
 //!
 //! Reproduce the committed weights:
 //! ```text
@@ -28,13 +28,13 @@ use convrag::eval::rewrite::{read_texts, TextRole};
 use convrag::eval::trec::{Qrels, Run};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::{IkatTopic, RunType};
-use convrag::pipeline::generate::stopping::{
+use convrag::tune::answers::{
     answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
 };
 use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
 use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
-use convrag::pipeline::topics::{rank_topics, read_conversations};
-use convrag::pipeline::tuning::{
+use convrag::tune::topics::{rank_topics, read_conversations};
+use convrag::tune::rewrite_ptkb::{
     evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
     PtkbFigures, PtkbTurn, RewriteExample, RewriteGrid, RewriteObjective, RougeMeans,
 };

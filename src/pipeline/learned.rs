@@ -1,8 +1,8 @@
 //! Small learned models for the pipeline's decisions (which history terms a rewrite carries,
 //! how PTKB statements rank): L2-regularized logistic regression over standardized features.
 //!
-//! Training (`convrag tune`, [`crate::pipeline::tuning`]) fits [`LogisticModel`]s on training
-//! topics only, with topic-level cross-validation ([`topic_folds`]); serving reads the fitted
+//! Training (`convrag tune`, `crate::tune`) fits [`LogisticModel`]s on training
+//! topics only, with topic-level cross-validation (`crate::tune::folds`); serving reads the fitted
 //! weights from small JSON files committed under `src/pipeline/weights/` and evaluates them in
 //! pure Rust. A model names its features, so weights fitted for another feature list are refused.
 
@@ -165,26 +165,6 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Result<Vec<f64>> {
     Ok(x)
 }
 
-/// The topic a conversation id belongs to: iKAT's `9-1` and `9-2` are one topic told by two
-/// personas, so they share a fold (otherwise a fold would see its own topic in training).
-pub fn topic_of(conversation: &str) -> &str {
-    conversation.split('-').next().unwrap_or(conversation)
-}
-
-/// Fold (0..k) of each conversation id: distinct topics in sorted order, dealt round-robin.
-pub fn topic_folds(conversations: &[String], k: usize) -> Vec<usize> {
-    let mut topics: Vec<&str> = conversations.iter().map(|c| topic_of(c)).collect();
-    topics.sort_unstable();
-    topics.dedup();
-    conversations
-        .iter()
-        .map(|c| {
-            let t = topic_of(c);
-            topics.iter().position(|x| *x == t).unwrap_or(0) % k.max(1)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,16 +193,5 @@ mod tests {
     fn fit_refuses_inconsistent_input() {
         assert!(LogisticModel::fit(&["a"], &[], &[], 1.0).is_err());
         assert!(LogisticModel::fit(&["a"], &[vec![1.0, 2.0]], &[true], 1.0).is_err());
-    }
-
-    #[test]
-    fn personas_of_a_topic_share_a_fold() {
-        let ids: Vec<String> = ["9-1", "9-2", "10-1", "11-1", "12-1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let folds = topic_folds(&ids, 2);
-        assert_eq!(folds[0], folds[1]);
-        assert_eq!(folds, vec![1, 1, 0, 1, 0]);
     }
 }

@@ -3,14 +3,13 @@
 //! [`context::ConversationContext`], and response generation with citations ([`generate`]).
 //! This module holds the types the stages share.
 //!
-//! Command line (`convrag pipeline ...`, the binary's `cli::pipeline`; loops in [`topics`]):
+//! Command line (`convrag pipeline ...`, the binary's `cli::pipeline`; loops in `crate::tune::topics`):
 //! - `ptkb --topics F --run-type automatic|manual --output RUN.json [--ranking RUN.trec]`
 //! - `rewrite --topics F [--run-type automatic|manual] --output REWRITES.tsv`
 //!
-//! `convrag tune rewrite|ptkb` ([`tuning`]) fits the learned parts ([`learned`]) on training topics.
+//! `convrag tune rewrite|ptkb` (`crate::tune`) fits the learned parts ([`learned`]) on training topics.
 
 pub mod accepted_offer;
-pub mod bench;
 pub mod context;
 pub mod generate;
 pub mod learned;
@@ -19,8 +18,6 @@ pub mod ptkb;
 pub mod rewrite;
 pub mod rewrite_llm;
 pub mod terms;
-pub mod topics;
-pub mod tuning;
 pub mod turn;
 
 use std::path::PathBuf;

@@ -9,6 +9,7 @@
 //! * [`manifests`]: servers sharing a database serve only collections whose checksum
 //!   manifest matches the one recorded for the name.
 
+pub mod bench;
 pub mod collections;
 pub mod manifests;
 pub mod rate;

@@ -69,7 +69,7 @@ fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
 
 /// The committed term selector of the rewriter (and its count of first-person PTKB words) is
 /// exactly what the documented command fits on iKAT 2023 train + CAsT 2019 + CAsT 2022
-/// (BENCHMARKS.md); CAsT 2022 is kept with the weights (`src/pipeline/weights/training/`).
+/// (BENCHMARKS.md); CAsT 2022 is kept with the weights (`src/tune/training/`).
 #[test]
 fn the_committed_rewrite_selector_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,7 +79,7 @@ fn the_committed_rewrite_selector_is_the_tuning_output() {
         crate::common::shared_data("trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv");
     let cast_train = format!("{}={}", cast.display(), cast_refs.display());
     let cast2022 = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/pipeline/weights/training/cast2022_evaluation_topics_tree_v1.0.json");
+        .join("src/tune/training/cast2022_evaluation_topics_tree_v1.0.json");
     let (r, fitted, committed) = tune_committed(
         dir.path(),
         &[

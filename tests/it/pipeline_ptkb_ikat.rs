@@ -8,7 +8,7 @@ use convrag::eval::trec::Run;
 use convrag::formats::ikat::{read_topics, IkatTopic, RunType};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::{default_ranker, PtkbRanker, PtkbRanking};
-use convrag::pipeline::topics::{ptkb_run, rank_topics, read_conversations, ProvenanceList};
+use convrag::tune::topics::{ptkb_run, rank_topics, read_conversations, ProvenanceList};
 
 fn shared(rel: &str) -> Option<PathBuf> {
     Some(crate::common::shared_data(rel))

@@ -8,7 +8,7 @@ use convrag::formats::ikat::{read_topics, RunType};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::default_ranker;
 use convrag::pipeline::rewrite::{HistoryRewriter, Rewriter};
-use convrag::pipeline::topics::{read_conversations, rewrite_topics};
+use convrag::tune::topics::{read_conversations, rewrite_topics};
 
 fn shared(rel: &str) -> Option<PathBuf> {
     Some(crate::common::shared_data(rel))

@@ -8,11 +8,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::context::ConversationContext;
-use super::ptkb::{PtkbRanker, PtkbRanking};
-use super::rewrite::Rewriter;
-use super::rewrite_llm::LlmRewriter;
-use super::{PipelineError, Result};
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::ptkb::{PtkbRanker, PtkbRanking};
+use crate::pipeline::rewrite::Rewriter;
+use crate::pipeline::rewrite_llm::LlmRewriter;
+use crate::pipeline::{PipelineError, Result};
 use crate::formats::cast::{is_cast_topics, read_cast_topics};
 use crate::formats::ikat::{
     distinct_turns, read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, RunType,

@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::context::ConversationContext;
-use super::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
 use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
 use crate::index::{CollectionRegistry, IndexError, Retriever};
 use crate::progress::Progress;
 use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
-use crate::service::{ServiceError, TurnService};
+use super::{ServiceError, TurnService};
 
 /// Errors of the benchmark.
 #[derive(Debug, thiserror::Error)]

@@ -15,11 +15,12 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::context::ConversationContext;
-use super::learned::{topic_folds, LogisticModel};
-use super::ptkb::{statement_features, PtkbRanker, StatementModel, TextSimilarity};
-use super::rewrite::{HistoryRewriter, TermCandidate, TermSelector, TERM_FEATURES};
-use super::{PipelineError, Result};
+use super::folds::topic_folds;
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::learned::LogisticModel;
+use crate::pipeline::ptkb::{statement_features, PtkbRanker, StatementModel, TextSimilarity};
+use crate::pipeline::rewrite::{HistoryRewriter, TermCandidate, TermSelector, TERM_FEATURES};
+use crate::pipeline::{PipelineError, Result};
 use crate::eval::measures::Measure;
 use crate::eval::ptkb::evaluate_ptkb;
 use crate::eval::rouge::rouge1;

@@ -1,0 +1,376 @@
+//! Fitting where the extractive answer stops (`convrag tune extractive`): the marginal-relevance
+//! threshold of [`StopRule`], chosen on training conversations with topic-level cross-validation,
+//! and the measures it is judged by.
+//!
+//! The reference is the conversation's own response: iKAT 2023 responses were written from the
+//! passages listed in `response_provenance`, whose text the topics ship. Every turn with such
+//! passages is an example; its candidates are the provenance passages of the whole conversation
+//! (the turn's own and its neighbours', on the same subject), ranked by BM25 of the resolved
+//! utterance, so the generator must pick the right sentences among plausible ones. Measures:
+//! ROUGE-1 (no stemming) against the response, and a lexical nugget recall: each response sentence
+//! with at least two content terms is a nugget, matched when half its distinct terms occur in
+//! the answer. Both are approximations of a human nugget judgment, not the track's evaluation.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::folds::topic_folds;
+use crate::eval::rouge::rouge1;
+use crate::formats::ikat::IkatTopic;
+use crate::pipeline::generate::stopping::StopRule;
+use crate::pipeline::generate::{
+    ContextTurn, ExtractiveConfig, ExtractiveGenerator, GenerationRequest, WordLimit,
+};
+use crate::pipeline::{Passage, PipelineError, Result};
+use crate::text::sentences::split_sentences;
+use crate::text::terms::terms;
+
+/// One turn: the generation request an automatic run would make, and the written response.
+#[derive(Debug, Clone)]
+pub struct AnswerExample {
+    pub conversation: String,
+    pub key: String,
+    pub request: GenerationRequest,
+    pub reference: String,
+}
+
+/// Mean figures over a set of answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct AnswerMeans {
+    pub rouge_recall: f64,
+    pub rouge_precision: f64,
+    pub rouge_f1: f64,
+    pub nugget_recall: f64,
+    pub words: f64,
+    pub sentences: f64,
+    pub turns: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct AnswerScore {
+    rouge_recall: f64,
+    rouge_precision: f64,
+    rouge_f1: f64,
+    nugget_recall: f64,
+    words: f64,
+    sentences: f64,
+}
+
+/// The examples of `topics`: turns with a response and at least one provenance passage whose
+/// text is in `passages` (id `doc:passage` → text). At most `max_passages` candidates per turn.
+pub fn answer_examples(
+    topics: &[IkatTopic],
+    passages: &HashMap<String, String>,
+    max_passages: usize,
+    limit: WordLimit,
+) -> Vec<AnswerExample> {
+    let mut out = Vec::new();
+    for topic in topics {
+        let mut pool: Vec<&str> = Vec::new();
+        for turn in &topic.turns {
+            for id in &turn.response_provenance {
+                if passages.contains_key(id) && !pool.contains(&id.as_str()) {
+                    pool.push(id);
+                }
+            }
+        }
+        let pool_terms: Vec<Vec<String>> = pool.iter().map(|id| terms(&passages[*id])).collect();
+        let mut context = Vec::new();
+        for turn in &topic.turns {
+            let own = turn
+                .response_provenance
+                .iter()
+                .any(|id| passages.contains_key(id));
+            if let (Some(response), true) = (&turn.response, own) {
+                let query = turn
+                    .resolved_utterance
+                    .as_deref()
+                    .unwrap_or(&turn.utterance);
+                let ranked = rank_pool(query, &pool_terms, max_passages);
+                let candidates = ranked
+                    .into_iter()
+                    .map(|(i, score)| Passage {
+                        id: pool[i].to_string(),
+                        text: passages[pool[i]].clone(),
+                        score,
+                        ..Passage::default()
+                    })
+                    .collect();
+                let mut request = GenerationRequest::new(query, candidates, limit);
+                request.context.clone_from(&context);
+                out.push(AnswerExample {
+                    conversation: topic.number.clone(),
+                    key: topic.turn_key(turn),
+                    request,
+                    reference: response.clone(),
+                });
+            }
+            context.push(ContextTurn {
+                user: turn.utterance.clone(),
+                response: turn.response.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// BM25 (k1 1.2, b 0.75, IDF over the pool) of `query` against each passage; the best `k`,
+/// ties in pool order.
+fn rank_pool(query: &str, pool: &[Vec<String>], k: usize) -> Vec<(usize, f64)> {
+    let n = pool.len() as f64;
+    let avgdl = (pool.iter().map(Vec::len).sum::<usize>() as f64 / n.max(1.0)).max(1.0);
+    let mut query_terms = terms(query);
+    query_terms.sort_unstable();
+    query_terms.dedup();
+    let mut scored: Vec<(usize, f64)> = pool
+        .iter()
+        .enumerate()
+        .map(|(i, doc)| {
+            let dl = doc.len() as f64;
+            let score = query_terms
+                .iter()
+                .map(|t| {
+                    let tf = doc.iter().filter(|d| *d == t).count() as f64;
+                    if tf == 0.0 {
+                        return 0.0;
+                    }
+                    let df = pool.iter().filter(|d| d.contains(t)).count() as f64;
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl))
+                })
+                .sum();
+            (i, score)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.truncate(k);
+    scored
+}
+
+/// Lexical nugget recall of `answer` against `reference` (see the module comment).
+pub fn nugget_recall(reference: &str, answer: &str) -> Option<f64> {
+    let answer: HashSet<String> = terms(answer).into_iter().collect();
+    let nuggets: Vec<HashSet<String>> = split_sentences(reference)
+        .iter()
+        .map(|s| terms(s).into_iter().collect::<HashSet<_>>())
+        .filter(|t| t.len() >= 2)
+        .collect();
+    if nuggets.is_empty() {
+        return None;
+    }
+    let matched = nuggets
+        .iter()
+        .filter(|n| 2 * n.iter().filter(|t| answer.contains(*t)).count() >= n.len())
+        .count();
+    Some(matched as f64 / nuggets.len() as f64)
+}
+
+fn score(example: &AnswerExample, generator: &ExtractiveGenerator) -> Result<AnswerScore> {
+    let generation = generator.generate_sync(&example.request)?;
+    let text = generation.response_text();
+    let rouge = rouge1(&example.reference, &text, false);
+    Ok(AnswerScore {
+        rouge_recall: rouge.recall,
+        rouge_precision: rouge.precision,
+        rouge_f1: rouge.fmeasure,
+        nugget_recall: nugget_recall(&example.reference, &text).unwrap_or(0.0),
+        words: generation.diagnostics.words as f64,
+        sentences: generation.sentences.len() as f64,
+    })
+}
+
+fn means<'a>(scores: impl IntoIterator<Item = &'a AnswerScore>) -> AnswerMeans {
+    let mut m = AnswerMeans::default();
+    for s in scores {
+        m.rouge_recall += s.rouge_recall;
+        m.rouge_precision += s.rouge_precision;
+        m.rouge_f1 += s.rouge_f1;
+        m.nugget_recall += s.nugget_recall;
+        m.words += s.words;
+        m.sentences += s.sentences;
+        m.turns += 1;
+    }
+    let n = m.turns.max(1) as f64;
+    for v in [
+        &mut m.rouge_recall,
+        &mut m.rouge_precision,
+        &mut m.rouge_f1,
+        &mut m.nugget_recall,
+        &mut m.words,
+        &mut m.sentences,
+    ] {
+        *v /= n;
+    }
+    m
+}
+
+/// Figures of the extractive generator with `base` and the stopping threshold `min_marginal`.
+pub fn evaluate_answers(
+    examples: &[AnswerExample],
+    base: &ExtractiveConfig,
+    min_marginal: Option<f64>,
+) -> Result<AnswerMeans> {
+    let generator = ExtractiveGenerator::new(ExtractiveConfig {
+        min_marginal,
+        ..base.clone()
+    });
+    let scores = examples
+        .iter()
+        .map(|e| score(e, &generator))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(means(&scores))
+}
+
+/// The thresholds tried (`None`: fill the limit).
+pub fn default_grid() -> Vec<Option<f64>> {
+    std::iter::once(None)
+        .chain((0..=14).map(|i| Some(f64::from(i) * 0.05)))
+        .collect()
+}
+
+/// What [`tune_stopping`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct StopTuning {
+    pub rule: StopRule,
+    pub folds: usize,
+    /// Each held-out fold answered with the threshold chosen on the other folds.
+    pub cv: AnswerMeans,
+    /// The same cross-validation, without stopping (fill the limit).
+    pub fill: AnswerMeans,
+    /// Every threshold on all training turns (threshold, figures).
+    pub grid: Vec<(Option<f64>, AnswerMeans)>,
+}
+
+/// Chooses the threshold maximizing mean ROUGE-1 F1, by topic-level cross-validation on
+/// `examples`, then on all of them for the committed rule.
+pub fn tune_stopping(
+    examples: &[AnswerExample],
+    base: &ExtractiveConfig,
+    folds: usize,
+    grid: &[Option<f64>],
+) -> Result<StopTuning> {
+    if examples.is_empty() || grid.is_empty() {
+        return Err(PipelineError::Input(
+            "no training turn with a response and its passages".into(),
+        ));
+    }
+    // scores[g][e]: example e answered with grid point g (generation is deterministic).
+    let scores: Vec<Vec<AnswerScore>> = grid
+        .iter()
+        .map(|&t| {
+            let generator = ExtractiveGenerator::new(ExtractiveConfig {
+                min_marginal: t,
+                ..base.clone()
+            });
+            examples.iter().map(|e| score(e, &generator)).collect()
+        })
+        .collect::<Result<_>>()?;
+    let best_on = |members: &dyn Fn(usize) -> bool| -> usize {
+        let f1 = |g: usize| {
+            let s: Vec<f64> = (0..examples.len())
+                .filter(|&e| members(e))
+                .map(|e| scores[g][e].rouge_f1)
+                .collect();
+            s.iter().sum::<f64>() / s.len().max(1) as f64
+        };
+        // The first (lowest) threshold among equals: stop no earlier than the data asks.
+        (0..grid.len()).fold(0, |best, g| if f1(g) > f1(best) { g } else { best })
+    };
+    let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
+    let fold_of = topic_folds(&conversations, folds);
+    let mut held_out = vec![AnswerScore::default(); examples.len()];
+    for f in 0..folds.max(1) {
+        let g = best_on(&|e| fold_of[e] != f);
+        for e in (0..examples.len()).filter(|&e| fold_of[e] == f) {
+            held_out[e] = scores[g][e];
+        }
+    }
+    let chosen = best_on(&|_| true);
+    let fill = grid.iter().position(Option::is_none);
+    Ok(StopTuning {
+        rule: StopRule {
+            min_marginal: grid[chosen],
+            objective: "rouge1_f1".into(),
+            training_turns: examples.len(),
+        },
+        folds,
+        cv: means(&held_out),
+        fill: fill.map(|g| means(&scores[g])).unwrap_or_default(),
+        grid: grid
+            .iter()
+            .zip(&scores)
+            .map(|(t, s)| (*t, means(s)))
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nuggets_are_matched_by_half_their_terms() {
+        let reference =
+            "Paris has the Eiffel Tower. Gustave Eiffel designed the wrought iron lattice. Ok.";
+        // Nugget 1 {paris, eiffel, tower}: 2 of 3; nugget 2 {gustave, eiffel, designed, wrought,
+        // iron, lattice}: 1 of 6; "Ok." has one term and is no nugget.
+        assert_eq!(
+            nugget_recall(reference, "The Eiffel Tower is tall."),
+            Some(0.5)
+        );
+        assert_eq!(nugget_recall("Ok.", "anything"), None);
+    }
+
+    #[test]
+    fn the_pool_is_ranked_by_bm25() {
+        let pool = vec![
+            terms("cats sleep a lot"),
+            terms("dogs bark at cats and dogs"),
+        ];
+        let ranked = rank_pool("why do dogs bark", &pool, 1);
+        assert_eq!(ranked.len(), 1);
+        assert_eq!(ranked[0].0, 1);
+    }
+
+    fn example(conversation: &str, query: &str, passage: &str, reference: &str) -> AnswerExample {
+        AnswerExample {
+            conversation: conversation.into(),
+            key: format!("{conversation}_1"),
+            request: GenerationRequest::new(
+                query,
+                vec![Passage {
+                    id: "p".into(),
+                    text: passage.into(),
+                    score: 1.0,
+                    ..Passage::default()
+                }],
+                WordLimit::IKAT,
+            ),
+            reference: reference.into(),
+        }
+    }
+
+    #[test]
+    fn tuning_stops_when_the_extra_sentences_are_off_the_reference() {
+        // The answer the reference wants is the first sentence; the rest only mention the query
+        // in passing, so filling the limit costs precision.
+        let passage = "Otters crack clams with stones on their bellies. Gulls crack clams by dropping them onto rocks from a height. Clams bury themselves in sand when otters or crabs come near the shore. Some clams live for more than a century in cold northern water.";
+        let examples: Vec<AnswerExample> = (0..6)
+            .map(|i| {
+                example(
+                    &format!("{i}-1"),
+                    "how do otters crack clams",
+                    passage,
+                    "Otters crack clams with stones.",
+                )
+            })
+            .collect();
+        let tuning =
+            tune_stopping(&examples, &ExtractiveConfig::default(), 3, &default_grid()).unwrap();
+        assert!(tuning.rule.min_marginal.is_some(), "{:?}", tuning.grid);
+        assert!(tuning.cv.rouge_f1 > tuning.fill.rouge_f1, "{tuning:?}");
+        assert!(tuning.cv.sentences < tuning.fill.sentences);
+        assert!(tune_stopping(&[], &ExtractiveConfig::default(), 3, &default_grid()).is_err());
+    }
+}
