@@ -20,6 +20,7 @@ pub mod service;
 pub mod store;
 pub mod text;
 pub mod tune;
+pub mod web;
 
 pub use config::Config;
 pub use store::Store;

@@ -6,7 +6,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use sha2::{Digest, Sha256};
 
-use super::error::{ApiError, ErrorCode};
+use crate::web::error::{ApiError, ErrorCode};
 
 /// One compiled-in file.
 pub struct Asset {

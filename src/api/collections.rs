@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
-use super::error::{ApiError, ErrorCode};
-use super::extract::{ApiJson, ApiQuery, AuthUser};
-use super::AppState;
 use crate::service::{SearchRequest, ServiceError, UploadedFile};
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::extract::{ApiJson, ApiQuery, AuthUser};
+use crate::web::AppState;
 
 /// Largest `k` and rerank depth one request may ask for.
 const MAX_K: usize = 1000;

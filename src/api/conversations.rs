@@ -3,14 +3,13 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
-use super::error::{ApiError, ErrorCode};
-use super::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser, REPLAYED_HEADER};
 use super::ptkb::StatementInput;
-use super::AppState;
 use crate::store::ptkb::Statement;
 use crate::store::{Conversation, ConversationPatch, NewConversation, NewStatement};
+use crate::web::error::ApiError;
+use crate::web::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser, REPLAYED_HEADER};
+use crate::web::AppState;
 
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -59,14 +58,6 @@ pub struct ConversationList {
     pub conversations: Vec<Conversation>,
 }
 
-/// The `{conversation_id}` of a route.
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)] // documents the path; handlers parse it with `parse_uuid` to name it in errors
-pub struct ConversationPath {
-    pub conversation_id: Uuid,
-}
-
 /// Distinguishes an absent field (None) from an explicit null (Some(None)).
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
@@ -103,18 +94,10 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
     let key = idempotency_key(&req, "POST /v1/conversations", &body)?;
-    if let Some(collection) = &body.collection {
-        check_collection(&state, user.id, collection).await?;
-    }
     let new = NewConversation {
         title: body.title,
         external_id: body.external_id,
-        collection: body.collection.or_else(|| {
-            state
-                .default_collection
-                .as_ref()
-                .map(|d| d.name().to_string())
-        }),
+        collection: body.collection,
         ptkb: body
             .ptkb
             .into_iter()
@@ -125,34 +108,14 @@ pub async fn create(
             .collect(),
     };
     let (created, replayed) = state
-        .store
-        .create_conversation_keyed(user.id, new, key.as_ref())
+        .conversations
+        .create(user.id, new, key.as_ref())
         .await?;
     let mut response = HttpResponse::Created();
     if replayed {
         response.insert_header((REPLAYED_HEADER, "true"));
     }
     Ok(response.json(created))
-}
-
-/// A conversation may name only a collection the user sees (a shared one or their own private
-/// one); any other name, another user's private collection included, is not found.
-async fn check_collection(state: &AppState, user_id: i64, name: &str) -> Result<(), ApiError> {
-    use crate::index::IndexError;
-    use crate::service::ServiceError;
-    match state.turns.visible_retriever(Some(user_id), name).await {
-        // The default collection being built: the conversation may name it already.
-        Ok(_) | Err(ServiceError::Index(IndexError::Preparing { .. })) => Ok(()),
-        Err(ServiceError::Index(IndexError::NotFound { .. })) => Err(ApiError::field(
-            ErrorCode::NotFound,
-            "collection",
-            format!("no collection named {name:?}"),
-        )),
-        Err(ServiceError::Index(e @ IndexError::InvalidName(_))) => {
-            Err(ApiError::invalid("collection", e.to_string()))
-        }
-        Err(other) => Err(other.into()),
-    }
 }
 
 /// `GET /v1/conversations`
@@ -162,13 +125,13 @@ pub async fn list(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let conversations = state.store.list_conversations(user.id).await?;
+    let conversations = state.conversations.list(user.id).await?;
     Ok(HttpResponse::Ok().json(ConversationList { conversations }))
 }
 
 /// `GET /v1/conversations/{conversation_id}`: the conversation with its current PTKB.
 #[utoipa::path(get, path = "/v1/conversations/{conversation_id}", operation_id = "get_conversation",
-    tag = "conversations", params(ConversationPath),
+    tag = "conversations", params(super::model::ConversationPath),
     responses((status = 200, description = "The conversation", body = ConversationWithPtkb)))]
 pub async fn get(
     AuthUser(user): AuthUser,
@@ -176,14 +139,14 @@ pub async fn get(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
-    let conversation = state.store.conversation(user.id, id).await?;
-    let ptkb = state.store.ptkb(user.id, id, None).await?;
+    let conversation = state.conversations.get(user.id, id).await?;
+    let ptkb = state.conversations.ptkb(user.id, id, None).await?;
     Ok(HttpResponse::Ok().json(ConversationWithPtkb { conversation, ptkb }))
 }
 
 /// `PATCH /v1/conversations/{conversation_id}`
 #[utoipa::path(patch, path = "/v1/conversations/{conversation_id}", operation_id = "update_conversation",
-    tag = "conversations", params(ConversationPath), request_body = UpdateConversation,
+    tag = "conversations", params(super::model::ConversationPath), request_body = UpdateConversation,
     responses((status = 200, description = "The updated conversation", body = ConversationEnvelope)))]
 pub async fn update(
     AuthUser(user): AuthUser,
@@ -192,20 +155,17 @@ pub async fn update(
     body: ApiJson<UpdateConversation>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
-    if let Some(Some(collection)) = &body.0.collection {
-        check_collection(&state, user.id, collection).await?;
-    }
     let patch = ConversationPatch {
         title: body.0.title,
         collection: body.0.collection,
     };
-    let conversation = state.store.update_conversation(user.id, id, patch).await?;
+    let conversation = state.conversations.update(user.id, id, patch).await?;
     Ok(HttpResponse::Ok().json(ConversationEnvelope { conversation }))
 }
 
 /// `DELETE /v1/conversations/{conversation_id}`
 #[utoipa::path(delete, path = "/v1/conversations/{conversation_id}", operation_id = "delete_conversation",
-    tag = "conversations", params(ConversationPath),
+    tag = "conversations", params(super::model::ConversationPath),
     responses((status = 204, description = "Deleted with its turns and PTKB")))]
 pub async fn delete(
     AuthUser(user): AuthUser,
@@ -213,6 +173,6 @@ pub async fn delete(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
-    state.store.delete_conversation(user.id, id).await?;
+    state.conversations.delete(user.id, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

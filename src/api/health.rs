@@ -4,8 +4,8 @@ use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::error::{ApiError, ErrorCode};
-use super::AppState;
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::AppState;
 
 #[derive(Serialize, ToSchema)]
 pub struct Health {
@@ -37,7 +37,7 @@ pub async fn healthz() -> HttpResponse {
 #[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "health", security(()),
     responses((status = 200, description = "Ready to serve", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    if state.store.ping().await {
+    if state.users.database_ready().await {
         Ok(HttpResponse::Ok().json(Readiness {
             status: "ready",
             database: "ok",

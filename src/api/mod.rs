@@ -4,8 +4,6 @@
 pub mod assets;
 pub mod collections;
 pub mod conversations;
-pub mod error;
-pub mod extract;
 pub mod health;
 pub mod model;
 pub mod openai;
@@ -16,92 +14,14 @@ pub mod sign_in;
 pub mod turns;
 pub mod users;
 
-use std::sync::Arc;
-
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServerHandle, ServiceRequest, ServiceResponse};
 use actix_web::http::{header, Method};
 use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers, Next};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
-use crate::config::Config;
-use crate::index::background::DefaultCollection;
-use crate::rerank::Reranker;
-use crate::service::{CollectionService, TurnService};
-use crate::store::Store;
-use error::{ApiError, ErrorCode};
-
-/// What every handler can reach.
-pub struct AppState {
-    pub store: Store,
-    pub config: Arc<Config>,
-    pub admin_token_digest: [u8; 32],
-    /// Turns and searches: the pipeline built from the configuration and the model.
-    pub turns: Arc<TurnService>,
-    /// The collections users see, and uploads (sharing `turns`' open collections).
-    pub collections: Arc<CollectionService>,
-    /// The collection `serve` builds in the background (listed with its progress meanwhile);
-    /// new conversations without a collection use it.
-    pub default_collection: Option<Arc<DefaultCollection>>,
-}
-
-impl AppState {
-    /// State with the collections of `config.collections_dir()` and no reranking model.
-    ///
-    /// The LLM stages come from `config.llm`; an unusable LLM configuration is logged and left
-    /// out (`serve` checks it first and refuses to start).
-    pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
-        use sha2::{Digest, Sha256};
-        let turns = Arc::new(turn_service(&config, None));
-        Self {
-            collections: collection_service(&store, &turns, &config),
-            store: store.with_limits(config.limits.clone()),
-            turns,
-            config,
-            admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
-            default_collection: None,
-        }
-    }
-
-    /// Lists `default` (with its build's progress until it is ready) and makes it the
-    /// collection of new conversations that name none.
-    pub fn with_default_collection(mut self, default: Arc<DefaultCollection>) -> Self {
-        self.turns.collections().set_preparing(default.clone());
-        self.default_collection = Some(default);
-        self
-    }
-
-    /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
-    pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
-        self.turns = Arc::new(turn_service(&self.config, Some(reranker)));
-        self.collections = collection_service(&self.store, &self.turns, &self.config);
-        self
-    }
-}
-
-fn collection_service(
-    store: &Store,
-    turns: &TurnService,
-    config: &Config,
-) -> Arc<CollectionService> {
-    Arc::new(CollectionService::new(
-        store.clone(),
-        turns.collections().clone(),
-        config.uploads,
-    ))
-}
-
-/// The server's turn service: the configured stages, and every user's rates limited.
-fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnService {
-    TurnService::from_config(config, reranker.clone())
-        .unwrap_or_else(|e| {
-            tracing::error!(error = %e, "extractive answers only");
-            let mut config = config.clone();
-            config.llm.base_url = None;
-            TurnService::from_config(&config, reranker).expect("no LLM endpoint, nothing to refuse")
-        })
-        .with_rate_limits(&config.limits)
-}
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::{AppState, REQUEST_ID, REQUEST_ID_HEADER};
 
 /// Declares the routes once: the table (for the OpenAPI check and 405 answers) and their
 /// registration cannot drift apart.
@@ -225,18 +145,6 @@ fn json_error_bodies<B: MessageBody + 'static>(
     *body.status_mut() = status;
     let res = ServiceResponse::new(req, body.map_into_boxed_body()).map_into_right_body();
     Ok(ErrorHandlerResponse::Response(res))
-}
-
-/// The response header naming the request (also in the log lines of its failures).
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
-
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
-/// The id of the request being handled, inside [`request_ids`]' scope.
-pub fn current_request_id() -> Option<String> {
-    REQUEST_ID.try_with(Clone::clone).ok()
 }
 
 /// Gives every request an id: handlers (and [`ApiError`]'s response) see it through

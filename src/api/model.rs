@@ -305,6 +305,14 @@ pub fn stream_event(event: TurnEvent<'_>, collection: &str) -> (StreamEvent, ser
     }
 }
 
+/// The `{conversation_id}` of a route.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documents the path; handlers parse it with `parse_uuid` to name it in errors
+pub struct ConversationPath {
+    pub conversation_id: uuid::Uuid,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

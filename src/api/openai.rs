@@ -10,6 +10,7 @@
 //! (`X-Convrag-Conversation-Id` header or `metadata.conversation_id`) picks any of the user's
 //! conversations instead.
 
+use crate::web::sse;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
@@ -18,13 +19,13 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::error::{ApiError, ErrorCode};
-use super::extract::{parse_uuid, ApiJson, AuthUser};
-use super::AppState;
 use crate::pipeline::generate::GenerationEvent;
-use crate::pipeline::turn::{TurnEvent, TurnSettings};
-use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService};
-use crate::store::{Turn, TurnSlot};
+use crate::pipeline::turn::TurnEvent;
+use crate::service::chat::{answer, render_sentence, Answer, ResolvedChat};
+use crate::store::Turn;
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::extract::{parse_uuid, ApiJson, AuthUser};
+use crate::web::AppState;
 
 /// Header naming the conversation a chat request continues (also sent back on every answer).
 pub const CONVERSATION_HEADER: &str = "X-Convrag-Conversation-Id";
@@ -170,15 +171,20 @@ async fn chat(
     let body = ApiJson::<ChatRequest, true>::from_request(&req, &mut payload)
         .await?
         .0;
-    check_model(&state, user.id, &body.model).await?;
+    state.chat.check_model(user.id, &body.model).await?;
     let utterances = user_messages(&body.messages)?;
     // Refused before a conversation is looked up or created for it.
     if let Some(last) = utterances.last() {
-        TurnService::check_utterance(&state.store, last)?;
+        state.chat.check_utterance(last)?;
     }
     let explicit = requested_conversation(&req, body.metadata.as_ref())?;
-    let (conversation_id, stored) =
-        resolve_conversation(&state, user.id, &body.model, &utterances, explicit).await?;
+    let ResolvedChat {
+        conversation_id,
+        stored,
+    } = state
+        .chat
+        .resolve(user.id, &body.model, &utterances, explicit)
+        .await?;
     let reply = Reply {
         id: format!("chatcmpl-{}", Uuid::new_v4().simple()),
         created: chrono::Utc::now().timestamp(),
@@ -190,7 +196,10 @@ async fn chat(
         let turn = match stored {
             Some(turn) => turn,
             None => {
-                run_chat_turn(&state, user.id, conversation_id, &utterance, &mut |_| {}).await?
+                state
+                    .chat
+                    .run_turn(user.id, conversation_id, &utterance, &mut |_| {})
+                    .await?
             }
         };
         return Ok(HttpResponse::Ok()
@@ -198,14 +207,11 @@ async fn chat(
             .json(reply.completion(&turn)));
     }
 
-    // Streaming: the turn runs in its own task and reports sentences through a channel; the
-    // response body is the channel. The turn is stored even if the client goes away mid-stream.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<web::Bytes>();
-    actix_web::rt::spawn(async move {
-        let _ = tx.send(reply.chunk(json!({"role": "assistant", "content": ""}), None));
+    let mut response = sse::stream(|tx| async move {
+        tx.send(reply.chunk(json!({"role": "assistant", "content": ""}), None));
         let result = match stored {
             Some(turn) => {
-                let _ = tx.send(reply.chunk(json!({"content": answer(&turn).content}), None));
+                tx.send(reply.chunk(json!({"content": answer(&turn).content}), None));
                 Ok(turn)
             }
             None => {
@@ -214,10 +220,14 @@ async fn chat(
                 let mut sent = 0usize;
                 let mut on_event = move |e: TurnEvent<'_>| {
                     if let Some(text) = streamed_text(&e, &mut sent) {
-                        let _ = events.send(chunk_reply.chunk(json!({ "content": text }), None));
+                        events.send(chunk_reply.chunk(json!({ "content": text }), None));
                     }
                 };
-                run_chat_turn(&state, user.id, conversation_id, &utterance, &mut on_event).await
+                state
+                    .chat
+                    .run_turn(user.id, conversation_id, &utterance, &mut on_event)
+                    .await
+                    .map_err(ApiError::from)
             }
         };
         let last = match result {
@@ -229,19 +239,16 @@ async fn chat(
                 sse_data(&e.openai_envelope().to_string())
             }
         };
-        let _ = tx.send(last);
-        let _ = tx.send(sse_data("[DONE]"));
+        tx.send(last);
+        tx.send(sse_data("[DONE]"));
     });
-    let body = futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx)
-            .map(|frame| frame.map(Ok::<_, std::convert::Infallible>))
-    });
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .insert_header((CONVERSATION_HEADER, conversation_id.to_string()))
-        .streaming(body))
+    if let (Ok(name), Ok(value)) = (
+        header::HeaderName::from_bytes(CONVERSATION_HEADER.as_bytes()),
+        header::HeaderValue::from_str(&conversation_id.to_string()),
+    ) {
+        response.headers_mut().insert(name, value);
+    }
+    Ok(response)
 }
 
 /// The text a pipeline event adds to a streamed answer: each sentence with its markers,
@@ -265,27 +272,7 @@ fn streamed_text(event: &TurnEvent<'_>, sent: &mut usize) -> Option<String> {
 }
 
 fn sse_data(data: &str) -> web::Bytes {
-    web::Bytes::from(format!("data: {data}\n\n"))
-}
-
-/// The model must name a collection of this server. Opens only that collection (kept open by
-/// the registry), not every one as listing them does: this runs on every chat request.
-async fn check_model(state: &AppState, user_id: i64, model: &str) -> Result<(), ApiError> {
-    use crate::index::IndexError;
-    use crate::service::ServiceError;
-    match state.turns.visible_retriever(Some(user_id), model).await {
-        Ok(_) => Ok(()),
-        Err(ServiceError::Index(IndexError::NotFound { .. } | IndexError::InvalidName(_))) => {
-            Err(ApiError::field(
-                ErrorCode::NotFound,
-                "model",
-                format!(
-                    "the model {model:?} does not exist (GET /v1/models lists the collections)"
-                ),
-            ))
-        }
-        Err(other) => Err(other.into()),
-    }
+    sse::data_frame(data)
 }
 
 /// The user messages' texts, in order; the last message must be the user's.
@@ -348,187 +335,6 @@ fn requested_conversation(
             "metadata.conversation_id",
             "must be a string",
         )),
-    }
-}
-
-/// The conversation the request continues, and its stored last turn when the request's last
-/// user message is already that turn (a resent history).
-async fn resolve_conversation(
-    state: &AppState,
-    user_id: i64,
-    model: &str,
-    utterances: &[String],
-    explicit: Option<Uuid>,
-) -> Result<(Uuid, Option<Turn>), ApiError> {
-    let earlier = &utterances[..utterances.len() - 1];
-    let (conversation_id, answered) = match explicit {
-        Some(id) => {
-            let stored =
-                state
-                    .store
-                    .current_utterances(user_id, id)
-                    .await
-                    .map_err(|e| match e {
-                        crate::store::StoreError::NotFound { .. } => ApiError::field(
-                            ErrorCode::NotFound,
-                            "conversation_id",
-                            "no such conversation",
-                        ),
-                        other => other.into(),
-                    })?;
-            (id, stored == utterances)
-        }
-        None => {
-            let store = &state.store;
-            if let Some(m) = store
-                .chat_conversation_with_turns(user_id, model, utterances)
-                .await?
-            {
-                (m.conversation_id, true)
-            } else if let Some(m) = store
-                .chat_conversation_with_turns(user_id, model, earlier)
-                .await?
-            {
-                (m.conversation_id, false)
-            } else {
-                let title = title_of(&utterances[0]);
-                let id = store
-                    .create_chat_conversation(user_id, model, &title)
-                    .await?;
-                (id, false)
-            }
-        }
-    };
-    if !answered {
-        return Ok((conversation_id, None));
-    }
-    let turns = state
-        .store
-        .list_turns(user_id, conversation_id, false)
-        .await?;
-    Ok((conversation_id, turns.into_iter().last()))
-}
-
-/// A conversation's title from its first message: its first 80 characters.
-fn title_of(first: &str) -> String {
-    let line = first.lines().next().unwrap_or_default().trim();
-    let mut title: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        title.push('…');
-    }
-    title
-}
-
-/// Runs one turn of the conversation with the server's default settings (the LLM when
-/// configured, reranking when a model is loaded) and stores it. The one place the chat API
-/// drives the turn lifecycle.
-pub async fn run_chat_turn(
-    state: &AppState,
-    user_id: i64,
-    conversation_id: Uuid,
-    utterance: &str,
-    on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
-) -> Result<Turn, ApiError> {
-    let settings = state.turns.resolve(
-        &RequestedSettings::default(),
-        TurnSettings::default(),
-        SettingLimits::API,
-    )?;
-    let request = TurnRequest::new(Some(utterance.to_string()), settings);
-    let turn = state
-        .turns
-        .begin(
-            &state.store,
-            user_id,
-            conversation_id,
-            TurnSlot::Next,
-            request,
-        )
-        .await?;
-    Ok(turn.run(on_event).await?)
-}
-
-/// A sentence with its citation markers, placed before its final punctuation:
-/// `"Lentils are quick [1][3]."`.
-pub fn render_sentence(text: &str, ranks: &[i32]) -> String {
-    let markers: String = ranks.iter().map(|r| format!("[{r}]")).collect();
-    if markers.is_empty() {
-        return text.to_string();
-    }
-    let trimmed = text.trim_end();
-    match trimmed.char_indices().last() {
-        Some((i, '.' | '!' | '?')) => {
-            format!("{} {markers}{}", trimmed[..i].trim_end(), &trimmed[i..])
-        }
-        _ => format!("{trimmed} {markers}"),
-    }
-}
-
-/// A turn's answer as the chat API returns it.
-pub struct Answer {
-    /// The sentences with their `[n]` markers.
-    pub content: String,
-    /// OpenAI `url_citation` annotations, one per marker (character offsets into `content`).
-    pub annotations: Vec<Value>,
-    /// The cited passages; `n` is the number in the markers.
-    pub passages: Vec<Value>,
-}
-
-/// Where a passage can be found: its URL, or a `convrag:` reference when it has none.
-fn passage_url(turn: &Turn, rank: i32) -> (String, String) {
-    let passage = turn.passages.iter().find(|p| p.rank == rank);
-    let url = passage
-        .and_then(|p| p.url.clone())
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| {
-            let (collection, id) = passage
-                .map(|p| {
-                    (
-                        p.collection.clone().unwrap_or_default(),
-                        p.passage_id.clone(),
-                    )
-                })
-                .unwrap_or_default();
-            format!("convrag:passage/{collection}/{id}")
-        });
-    let title = passage.and_then(|p| p.title.clone()).unwrap_or_default();
-    (url, title)
-}
-
-pub fn answer(turn: &Turn) -> Answer {
-    let mut content = String::new();
-    let mut annotations = Vec::new();
-    for sentence in &turn.sentences {
-        if !content.is_empty() {
-            content.push(' ');
-        }
-        let rendered = render_sentence(&sentence.text, &sentence.citations);
-        let offset = content.chars().count();
-        for rank in &sentence.citations {
-            let marker = format!("[{rank}]");
-            if let Some(byte) = rendered.find(&marker) {
-                let start = offset + rendered[..byte].chars().count();
-                let (url, title) = passage_url(turn, *rank);
-                annotations.push(json!({"type": "url_citation", "url_citation": {
-                    "start_index": start, "end_index": start + marker.chars().count(),
-                    "url": url, "title": title}}));
-            }
-        }
-        content.push_str(&rendered);
-    }
-    let passages = turn
-        .passages
-        .iter()
-        .filter(|p| p.used)
-        .map(|p| {
-            json!({"n": p.rank, "passage_id": p.passage_id, "collection": p.collection,
-                "title": p.title, "url": p.url, "text": p.text, "score": p.score})
-        })
-        .collect();
-    Answer {
-        content,
-        annotations,
-        passages,
     }
 }
 
@@ -597,16 +403,6 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn markers_go_before_the_final_punctuation() {
-        assert_eq!(
-            render_sentence("Lentils are quick.", &[1, 3]),
-            "Lentils are quick [1][3]."
-        );
-        assert_eq!(render_sentence("No stop", &[2]), "No stop [2]");
-        assert_eq!(render_sentence("Uncited.", &[]), "Uncited.");
-    }
 
     fn message(role: &str, text: &str) -> ChatMessage {
         ChatMessage {

@@ -14,8 +14,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
-use super::error::ErrorCode;
-use super::AppState;
+use crate::web::error::ErrorCode;
+use crate::web::AppState;
 
 /// What the document describes beyond the code: this server's optional parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,10 +4,10 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::error::ApiError;
-use super::extract::{ApiJson, AuthUser};
-use super::AppState;
 use crate::store::profile::ProfileStatement;
+use crate::web::error::ApiError;
+use crate::web::extract::{ApiJson, AuthUser};
+use crate::web::AppState;
 
 /// Body of `POST /v1/profile/statements`.
 #[derive(Deserialize, ToSchema)]
@@ -44,7 +44,7 @@ pub async fn list(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let statements = state.store.profile_statements(user.id).await?;
+    let statements = state.conversations.profile(user.id).await?;
     Ok(HttpResponse::Ok().json(ProfileStatementList { statements }))
 }
 
@@ -61,7 +61,7 @@ pub async fn add(
     body: ApiJson<AddStatement>,
 ) -> Result<HttpResponse, ApiError> {
     let statement = state
-        .store
+        .conversations
         .add_profile_statement(user.id, &body.0.text)
         .await?;
     Ok(HttpResponse::Created().json(ProfileStatementEnvelope { statement }))
@@ -77,7 +77,10 @@ pub async fn remove(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_statement_id(&path)?;
-    state.store.remove_profile_statement(user.id, id).await?;
+    state
+        .conversations
+        .remove_profile_statement(user.id, id)
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -5,11 +5,11 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::error::ApiError;
-use super::extract::{parse_uuid, ApiJson, ApiQuery, AuthUser};
-use super::AppState;
 use crate::store::ptkb::Statement;
 use crate::store::NewStatement;
+use crate::web::error::ApiError;
+use crate::web::extract::{parse_uuid, ApiJson, ApiQuery, AuthUser};
+use crate::web::AppState;
 
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -69,7 +69,7 @@ fn statement_key(value: &str) -> Result<&str, ApiError> {
 
 /// `GET /v1/conversations/{conversation_id}/ptkb`
 #[utoipa::path(get, path = "/v1/conversations/{conversation_id}/ptkb", operation_id = "list_ptkb",
-    tag = "ptkb", params(super::conversations::ConversationPath, ListQuery),
+    tag = "ptkb", params(super::model::ConversationPath, ListQuery),
     responses((status = 200, description = "The statements (current, at a turn, or every version)", body = StatementList)))]
 pub async fn list(
     AuthUser(user): AuthUser,
@@ -86,16 +86,19 @@ pub async fn list(
         ));
     }
     let statements = if query.0.history {
-        state.store.ptkb_history(user.id, id).await?
+        state.conversations.ptkb_history(user.id, id).await?
     } else {
-        state.store.ptkb(user.id, id, query.0.at_turn).await?
+        state
+            .conversations
+            .ptkb(user.id, id, query.0.at_turn)
+            .await?
     };
     Ok(HttpResponse::Ok().json(StatementList { statements }))
 }
 
 /// `POST /v1/conversations/{conversation_id}/ptkb`
 #[utoipa::path(post, path = "/v1/conversations/{conversation_id}/ptkb", operation_id = "add_ptkb_statement",
-    tag = "ptkb", params(super::conversations::ConversationPath), request_body = StatementInput,
+    tag = "ptkb", params(super::model::ConversationPath), request_body = StatementInput,
     responses((status = 201, description = "The statement, visible from the next turn", body = StatementEnvelope, links(
         ("EditPtkbStatement" = (operation_id = "edit_ptkb_statement", parameters(
             ("conversation_id" = "$request.path.conversation_id"),
@@ -115,7 +118,7 @@ pub async fn add(
         id: body.0.id,
         text: body.0.text,
     };
-    let statement = state.store.add_statement(user.id, id, new).await?;
+    let statement = state.conversations.add_statement(user.id, id, new).await?;
     Ok(HttpResponse::Created().json(StatementEnvelope { statement }))
 }
 
@@ -134,7 +137,7 @@ pub async fn edit(
     let id = parse_uuid("conversation_id", &conversation)?;
     let statement_id = statement_key(&statement_id)?;
     let statement = state
-        .store
+        .conversations
         .edit_statement(user.id, id, statement_id, &body.0.text)
         .await?;
     Ok(HttpResponse::Ok().json(StatementEnvelope { statement }))
@@ -153,7 +156,7 @@ pub async fn remove(
     let id = parse_uuid("conversation_id", &conversation)?;
     let statement_id = statement_key(&statement_id)?;
     state
-        .store
+        .conversations
         .remove_statement(user.id, id, statement_id)
         .await?;
     Ok(HttpResponse::NoContent().finish())

@@ -4,9 +4,9 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::{ApiError, ErrorCode};
-use super::extract::ApiJson;
-use super::AppState;
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::extract::ApiJson;
+use crate::web::AppState;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -37,7 +37,7 @@ pub async fn sign_in(
     if code.is_empty() {
         return Err(ApiError::invalid("code", "must not be empty"));
     }
-    match state.store.redeem_sign_in_code(&code).await? {
+    match state.users.redeem_sign_in_code(&code).await? {
         Some((user, token)) => Ok(HttpResponse::Ok().json(SignedIn { user, token })),
         None => Err(ApiError::field(
             ErrorCode::InvalidToken,

@@ -1,18 +1,23 @@
 //! A conversation's turns: run one (`POST`, JSON or a server-sent event stream), read them back.
 
+use crate::service::conversations::ConversationError;
+use crate::store::StoreError;
+use crate::web::sse;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use super::error::{ApiError, ErrorCode};
-use super::extract::{idempotency_key, parse_uuid, ApiJson, ApiQuery, AuthUser, REPLAYED_HEADER};
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
-use super::AppState;
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent, TurnSettings};
 use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
 use crate::store::{Turn, TurnSlot};
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::extract::{
+    idempotency_key, parse_uuid, ApiJson, ApiQuery, AuthUser, REPLAYED_HEADER,
+};
+use crate::web::AppState;
 
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -93,7 +98,7 @@ fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
 
 /// One server-sent event.
 fn sse(event: StreamEvent, data: &Value) -> web::Bytes {
-    web::Bytes::from(format!("event: {}\ndata: {data}\n\n", event.as_str()))
+    sse::event_frame(event.as_str(), data)
 }
 
 fn json_value<T: serde::Serialize>(value: T) -> Value {
@@ -130,7 +135,7 @@ fn replay(req: &HttpRequest, turn: Turn) -> HttpResponse {
 /// `Idempotency-Key`, a retry answers with the turn the first request stored.
 #[utoipa::path(post, path = "/v1/conversations/{conversation_id}/turns", operation_id = "create_turn",
     tag = "turns", request_body = CreateTurn,
-    params(super::conversations::ConversationPath,
+    params(super::model::ConversationPath,
         ("Idempotency-Key" = Option<String>, Header, max_length = 255, pattern = "^[!-~]+$",
             description = "A retry with the same key and body answers with the turn the first request stored")),
     responses(
@@ -175,16 +180,18 @@ pub async fn create(
         Some(id) => {
             let turn_id = parse_uuid("regenerate", id)?;
             let earlier = state
-                .store
+                .conversations
                 .turn(user.id, conversation_id, turn_id)
                 .await
                 .map_err(|e| match e {
                     // The conversation is there (the target); the turn named in the body is not.
-                    crate::store::StoreError::NotFound { entity: "turn" } => ApiError::field(
-                        ErrorCode::Conflict,
-                        "regenerate",
-                        "no such turn in this conversation",
-                    ),
+                    ConversationError::Store(StoreError::NotFound { entity: "turn" }) => {
+                        ApiError::field(
+                            ErrorCode::Conflict,
+                            "regenerate",
+                            "no such turn in this conversation",
+                        )
+                    }
                     other => other.into(),
                 })?;
             TurnSlot::Regenerate { seq: earlier.seq }
@@ -215,17 +222,14 @@ pub async fn create(
         return Ok(HttpResponse::Created().json(TurnEnvelope::from(turn)));
     }
 
-    // Streaming: the turn runs in its own task and reports through a channel; the response
-    // body is the channel. The turn is stored even if the client goes away mid-stream.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<web::Bytes>();
     let collection = turn.collection().unwrap_or_default().to_string();
     // The task outlives the request's scope: it reports failures under the request's id.
-    let request_id = super::current_request_id();
-    actix_web::rt::spawn(async move {
+    let request_id = crate::web::current_request_id();
+    Ok(sse::stream(|tx| async move {
         let events = tx.clone();
         let mut on_event = move |e: TurnEvent<'_>| {
             let (event, data) = stream_event(e, &collection);
-            let _ = events.send(sse(event, &data));
+            events.send(sse(event, &data));
         };
         let frame = match turn.run(&mut on_event).await.map_err(ApiError::from) {
             Ok(turn) => sse(StreamEvent::Turn, &json_value(TurnEnvelope::from(turn))),
@@ -234,22 +238,13 @@ pub async fn create(
                 &e.for_client(request_id.as_deref()).envelope(),
             ),
         };
-        let _ = tx.send(frame);
-    });
-    let body = futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx)
-            .map(|frame| frame.map(Ok::<_, std::convert::Infallible>))
-    });
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body))
+        tx.send(frame);
+    }))
 }
 
 /// `GET /v1/conversations/{conversation_id}/turns`
 #[utoipa::path(get, path = "/v1/conversations/{conversation_id}/turns", operation_id = "list_turns",
-    tag = "turns", params(super::conversations::ConversationPath, ListQuery),
+    tag = "turns", params(super::model::ConversationPath, ListQuery),
     responses((status = 200, description = "The turns in order", body = TurnsEnvelope)))]
 pub async fn list(
     AuthUser(user): AuthUser,
@@ -259,8 +254,8 @@ pub async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_uuid("conversation_id", &path)?;
     let turns = state
-        .store
-        .list_turns(user.id, id, query.0.all_versions)
+        .conversations
+        .turns(user.id, id, query.0.all_versions)
         .await?;
     Ok(HttpResponse::Ok().json(TurnsEnvelope {
         turns: turns.into_iter().map(Into::into).collect(),
@@ -279,6 +274,6 @@ pub async fn get(
     let (conversation, turn) = path.into_inner();
     let id = parse_uuid("conversation_id", &conversation)?;
     let turn_id = parse_uuid("turn_id", &turn)?;
-    let turn = state.store.turn(user.id, id, turn_id).await?;
+    let turn = state.conversations.turn(user.id, id, turn_id).await?;
     Ok(HttpResponse::Ok().json(TurnEnvelope::from(turn)))
 }

@@ -5,10 +5,10 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::ApiError;
-use super::extract::{AdminAuth, ApiJson, AuthUser, OptionalJson};
-use super::AppState;
 use crate::store::{NewToken, TokenInfo, User};
+use crate::web::error::ApiError;
+use crate::web::extract::{AdminAuth, ApiJson, AuthUser, OptionalJson};
+use crate::web::AppState;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -83,8 +83,8 @@ pub async fn create(
         expires_at: body.expires_at,
     };
     let (user, token_info, token) = state
-        .store
-        .create_user_with(&body.name, body.is_admin, &first_token)
+        .users
+        .create(&body.name, body.is_admin, &first_token)
         .await?;
     Ok(HttpResponse::Created().json(CreatedUser {
         user,
@@ -107,10 +107,7 @@ pub async fn delete_me(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    state.store.delete_user(user.id).await?;
-    // The rows are gone; the private collections' files follow (or, if this fails, the next
-    // start-up's sweep removes them).
-    state.collections.delete_owner_files(user.id).await?;
+    state.users.delete_account(user.id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -124,7 +121,7 @@ pub async fn create_token(
     state: web::Data<AppState>,
     body: OptionalJson<NewToken>,
 ) -> Result<HttpResponse, ApiError> {
-    let (info, token) = state.store.create_token_with(user.id, &body.0).await?;
+    let (info, token) = state.users.create_token(user.id, &body.0).await?;
     Ok(HttpResponse::Created().json(TokenEnvelope {
         token,
         token_info: info,
@@ -138,7 +135,7 @@ pub async fn list_tokens(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let tokens = state.store.list_tokens(user.id).await?;
+    let tokens = state.users.tokens(user.id).await?;
     Ok(HttpResponse::Ok().json(TokenList { tokens }))
 }
 
@@ -152,7 +149,7 @@ pub async fn revoke_token(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let token_id = parse_id("token_id", &path)?;
-    state.store.revoke_token(user.id, token_id).await?;
+    state.users.revoke_token(user.id, token_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -166,8 +163,8 @@ pub async fn disable(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let user = state
-        .store
-        .set_user_disabled(parse_id("user_id", &path)?, true)
+        .users
+        .set_disabled(parse_id("user_id", &path)?, true)
         .await?;
     Ok(HttpResponse::Ok().json(UserEnvelope { user }))
 }
@@ -182,8 +179,8 @@ pub async fn enable(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let user = state
-        .store
-        .set_user_disabled(parse_id("user_id", &path)?, false)
+        .users
+        .set_disabled(parse_id("user_id", &path)?, false)
         .await?;
     Ok(HttpResponse::Ok().json(UserEnvelope { user }))
 }

@@ -8,18 +8,18 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::RunType;
+use convrag::pipeline::ptkb::ModelSimilarity;
 use convrag::pipeline::ptkb::{
     HybridScorer, LexicalScorer, PtkbRanker, QueryWeights, ScoringRanker, Selection,
     SimilarityScorer, StatementScorer, TermCosine,
 };
 use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter, TermSelection};
 use convrag::pipeline::rewrite_llm::llm_stages_from_config;
+use convrag::rerank::Reranker;
 use convrag::tune::topics::{
     llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics, read_conversations, rewrite_topics,
     rewrites_tsv, ProvenanceList,
 };
-use convrag::pipeline::turn::ModelSimilarity;
-use convrag::rerank::Reranker;
 use convrag::Config;
 
 use super::progress::Bar;

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use actix_web::web;
 use anyhow::Context;
 use clap::Args;
-use convrag::api::{self, AppState};
+use convrag::api;
 use convrag::config::{Config, SETTINGS};
 use convrag::index::background::DefaultCollection;
 use convrag::store::embedded::Database;
+use convrag::web::AppState;
 
 /// The administrator token: configured, or generated once into `home/admin_token` (mode 0600).
 fn admin_token(config: &Config) -> anyhow::Result<String> {

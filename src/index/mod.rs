@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod background;
+mod bm25;
 pub mod checksum;
 pub mod impacts;
 mod porter;

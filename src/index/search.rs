@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tantivy::schema::{IndexRecordOption, TantivyDocument, Value};
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, SegmentReader, Term};
 
+use super::bm25::{term_score, FieldPlan};
 use super::topk;
 use super::{
     committed_state, open_tantivy, read_manifest, tantivy_err, validate_name, Bm25Params,
@@ -139,15 +140,6 @@ impl SearchOptions {
             evaluation: Evaluation::default(),
         }
     }
-}
-
-/// One scored field of a query: its average length, the length normalization per norm byte,
-/// and the weight of each query term present in the collection.
-pub(crate) struct FieldPlan {
-    pub(crate) field: tantivy::schema::Field,
-    pub(crate) avgdl: f32,
-    pub(crate) norm_cache: [f32; 256],
-    pub(crate) term_weights: Vec<(Term, f32)>,
 }
 
 /// An f32 ordered by `total_cmp`, for heaps of scores.
@@ -481,7 +473,7 @@ impl TantivyRetriever {
                     if *slot == 0.0 {
                         touched.push(doc);
                     }
-                    *slot += topk::term_score(*w, tf, norm);
+                    *slot += term_score(*w, tf, norm);
                     doc = postings.advance();
                 }
             }

@@ -35,20 +35,13 @@ use tantivy::query::Bm25Weight;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocId, SegmentReader, TERMINATED};
 
+use super::bm25::{term_score, FieldPlan};
 use super::impacts::{SegmentImpacts, TermImpacts};
-use super::search::FieldPlan;
 use super::{io_err, tantivy_err, Bm25Params, IndexError, Result};
 
 /// tantivy's fixed BM25 parameters, under which it chose each block's stored (fieldnorm, tf) pair.
 const TANTIVY_K1: f64 = 1.2;
 const TANTIVY_B: f64 = 0.75;
-
-/// One term's contribution to a document's score; exhaustive and pruned scoring both call this,
-/// so their f32 results are bit-identical.
-#[inline]
-pub(crate) fn term_score(weight: f32, tf: f32, norm: f32) -> f32 {
-    weight * tf / (tf + norm)
-}
 
 /// Whether the bounds above hold: they assume 0 ≤ b ≤ 1, k1 ≥ 0 and positive finite term
 /// weights (a query whose weighted parts cancel or subtract is scored exhaustively).

@@ -7,9 +7,9 @@ use actix_web::{web, HttpResponse};
 use serde_json::Value;
 
 use super::{classify, handle, Message, RpcError, INVALID_REQUEST, PARSE_ERROR};
-use crate::api::error::ApiError;
-use crate::api::extract::AuthUser;
-use crate::api::AppState;
+use crate::web::error::ApiError;
+use crate::web::extract::AuthUser;
+use crate::web::AppState;
 
 /// `POST /mcp`. A message that is not a JSON-RPC request, notification or response (or a batch
 /// holding one, or an empty batch) is refused with 400 and the JSON-RPC error, as the

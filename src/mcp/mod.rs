@@ -15,8 +15,8 @@ pub mod tools;
 
 use serde_json::{json, Value};
 
-use crate::api::AppState;
 use crate::store::User;
+use crate::web::AppState;
 
 /// Revisions of the `initialize` handshake this server speaks, oldest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];

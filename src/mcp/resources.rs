@@ -5,14 +5,15 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
-use crate::api::AppState;
+use crate::service::conversations::ConversationError;
 use crate::store::{StoreError, User};
+use crate::web::AppState;
 
 const PREFIX: &str = "convrag://conversations/";
 
-fn store_error(e: StoreError) -> RpcError {
+fn store_error(e: ConversationError) -> RpcError {
     match e {
-        StoreError::NotFound { entity } => {
+        ConversationError::Store(StoreError::NotFound { entity }) => {
             RpcError::new(INVALID_PARAMS, format!("{entity} not found"))
         }
         other => RpcError::new(INTERNAL_ERROR, other.to_string()),
@@ -33,8 +34,8 @@ pub fn conversation_of(uri: &str) -> Result<Uuid, RpcError> {
 
 pub async fn list(state: &AppState, user: &User) -> Result<Value, RpcError> {
     let conversations = state
-        .store
-        .list_conversations(user.id)
+        .conversations
+        .list(user.id)
         .await
         .map_err(store_error)?;
     let resources: Vec<Value> = conversations
@@ -63,18 +64,18 @@ pub fn templates() -> Value {
 pub async fn read(state: &AppState, user: &User, uri: &str) -> Result<Value, RpcError> {
     let id = conversation_of(uri)?;
     let conversation = state
-        .store
-        .conversation(user.id, id)
+        .conversations
+        .get(user.id, id)
         .await
         .map_err(store_error)?;
     let ptkb = state
-        .store
+        .conversations
         .ptkb(user.id, id, None)
         .await
         .map_err(store_error)?;
     let turns = state
-        .store
-        .list_turns(user.id, id, false)
+        .conversations
+        .turns(user.id, id, false)
         .await
         .map_err(store_error)?;
     let body = json!({"conversation": conversation, "ptkb": ptkb, "turns": turns});

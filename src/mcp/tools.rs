@@ -7,12 +7,13 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{RpcError, INVALID_PARAMS};
-use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{parse_json, parse_uuid};
-use crate::api::openai::{answer, run_chat_turn};
-use crate::api::AppState;
+use crate::service::chat::answer;
+use crate::service::conversations::ConversationError;
 use crate::service::SearchRequest;
-use crate::store::{NewConversation, NewStatement, User};
+use crate::store::{NewConversation, NewStatement, StoreError, User};
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::extract::{parse_json, parse_uuid};
+use crate::web::AppState;
 
 const MAX_SEARCH_K: usize = 50;
 
@@ -180,9 +181,9 @@ fn conversation_id(value: &str) -> Result<Uuid, ApiError> {
 }
 
 /// Store errors about a conversation name the argument they come from.
-fn not_found_as(field: &'static str) -> impl Fn(crate::store::StoreError) -> ApiError {
+fn not_found_as(field: &'static str) -> impl Fn(ConversationError) -> ApiError {
     move |e| match e {
-        crate::store::StoreError::NotFound { entity } => {
+        ConversationError::Store(StoreError::NotFound { entity }) => {
             ApiError::field(ErrorCode::NotFound, field, format!("{entity} not found"))
         }
         other => other.into(),
@@ -277,11 +278,20 @@ async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
                 collection: Some(collection.clone()),
                 ..Default::default()
             };
-            state.store.create_conversation(user.id, new).await?.id
+            state
+                .conversations
+                .create(user.id, new, None)
+                .await?
+                .0
+                .conversation
+                .id
         }
     };
-    let turn = run_chat_turn(state, user.id, id, &a.question, &mut |_| {})
+    let turn = state
+        .chat
+        .run_turn(user.id, id, &a.question, &mut |_| {})
         .await
+        .map_err(ApiError::from)
         .map_err(|e| match e.code {
             ErrorCode::NotFound if e.field.is_none() => {
                 ApiError::field(ErrorCode::NotFound, "conversation_id", e.message)
@@ -331,7 +341,7 @@ fn statements_text(texts: impl Iterator<Item = (String, String)>) -> String {
 async fn list_ptkb(state: &AppState, user: &User, a: ConversationArgs) -> Outcome {
     let id = conversation_id(&a.conversation_id)?;
     let statements = state
-        .store
+        .conversations
         .ptkb(user.id, id, None)
         .await
         .map_err(not_found_as("conversation_id"))?;
@@ -342,7 +352,7 @@ async fn list_ptkb(state: &AppState, user: &User, a: ConversationArgs) -> Outcom
 async fn add_ptkb(state: &AppState, user: &User, a: AddPtkbArgs) -> Outcome {
     let id = conversation_id(&a.conversation_id)?;
     let statement = state
-        .store
+        .conversations
         .add_statement(
             user.id,
             id,
@@ -362,18 +372,18 @@ async fn add_ptkb(state: &AppState, user: &User, a: AddPtkbArgs) -> Outcome {
 async fn remove_ptkb(state: &AppState, user: &User, a: RemovePtkbArgs) -> Outcome {
     let id = conversation_id(&a.conversation_id)?;
     state
-        .store
+        .conversations
         .remove_statement(user.id, id, &a.statement_id)
         .await
         .map_err(|e| match e {
-            crate::store::StoreError::NotFound {
+            ConversationError::Store(StoreError::NotFound {
                 entity: "conversation",
-            } => ApiError::field(
+            }) => ApiError::field(
                 ErrorCode::NotFound,
                 "conversation_id",
                 "conversation not found",
             ),
-            crate::store::StoreError::NotFound { entity } => ApiError::field(
+            ConversationError::Store(StoreError::NotFound { entity }) => ApiError::field(
                 ErrorCode::NotFound,
                 "statement_id",
                 format!("{entity} not found"),
@@ -387,7 +397,7 @@ async fn remove_ptkb(state: &AppState, user: &User, a: RemovePtkbArgs) -> Outcom
 }
 
 async fn list_profile(state: &AppState, user: &User) -> Outcome {
-    let statements = state.store.profile_statements(user.id).await?;
+    let statements = state.conversations.profile(user.id).await?;
     let text = statements_text(
         statements
             .iter()
@@ -397,7 +407,10 @@ async fn list_profile(state: &AppState, user: &User) -> Outcome {
 }
 
 async fn add_profile(state: &AppState, user: &User, a: AddProfileArgs) -> Outcome {
-    let statement = state.store.add_profile_statement(user.id, &a.text).await?;
+    let statement = state
+        .conversations
+        .add_profile_statement(user.id, &a.text)
+        .await?;
     Ok((
         format!(
             "added profile statement {}: {}",
@@ -409,7 +422,7 @@ async fn add_profile(state: &AppState, user: &User, a: AddProfileArgs) -> Outcom
 
 async fn remove_profile(state: &AppState, user: &User, a: RemoveProfileArgs) -> Outcome {
     state
-        .store
+        .conversations
         .remove_profile_statement(user.id, a.id)
         .await
         .map_err(not_found_as("id"))?;

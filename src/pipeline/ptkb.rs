@@ -15,6 +15,7 @@
 //!   and lexical evidence combine without either's scale dominating.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -22,6 +23,7 @@ use super::context::ConversationContext;
 use super::learned::LogisticModel;
 use super::terms;
 use super::{PipelineError, Result};
+use crate::rerank::{PassageRef, Reranker};
 
 /// Similarity of a query to each of several texts (higher is more similar). The bi-encoder
 /// implements it; so does [`TermCosine`].
@@ -579,8 +581,7 @@ pub fn learned_ranker(
     Ok(ScoringRanker {
         scorer: LearnedScorer {
             model: weights,
-            similarity: model
-                .map(|m| Box::new(super::turn::ModelSimilarity(m)) as Box<dyn TextSimilarity>),
+            similarity: model.map(|m| Box::new(ModelSimilarity(m)) as Box<dyn TextSimilarity>),
         },
         // The tuned probability threshold, and (not tuned: a guard for PTKBs much smaller than
         // iKAT's, where the probabilities of all statements rise) at least half the best
@@ -615,6 +616,26 @@ pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
     ScoringRanker {
         scorer: LexicalScorer::default(),
         selection: Selection::default(),
+    }
+}
+
+/// A [`Reranker`] (the bi-encoder or cross-encoder) as a [`TextSimilarity`], so the PTKB ranker can
+/// use the neural model. Statements are encoded every time (no cache: they may be edited).
+pub struct ModelSimilarity(pub Arc<dyn Reranker>);
+
+impl TextSimilarity for ModelSimilarity {
+    fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
+        let refs: Vec<PassageRef<'_>> = texts
+            .iter()
+            .map(|t| PassageRef {
+                id: "",
+                text: t,
+                ordinal: None,
+            })
+            .collect();
+        self.0
+            .rerank(query, &refs, None)
+            .map_err(|e| PipelineError::Model(e.to_string()))
     }
 }
 

@@ -12,18 +12,17 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{ConversationContext, HistoryTurn, PtkbStatement};
+use super::context::ConversationContext;
 use super::generate::{
     ContextTurn, ExtractiveGenerator, Generation, GenerationEvent, GenerationRequest, Generator,
     WordLimit,
 };
-use super::ptkb::{PtkbRanker, PtkbRanking, TextSimilarity};
+use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
 use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
-use crate::rerank::{Fusion, OwnedPassage, PassageRef, Reranker};
-use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage};
+use crate::rerank::{Fusion, OwnedPassage, Reranker};
 
 /// Which generator answers a turn.
 #[derive(
@@ -325,26 +324,6 @@ pub struct TurnPipeline {
     pub llm: Option<Arc<dyn Generator>>,
     /// The rewriter of `rewriter: "llm"` turns, when an LLM endpoint is configured.
     pub llm_rewriter: Option<Arc<LlmRewriter>>,
-}
-
-/// A [`Reranker`] (the bi-encoder or cross-encoder) as a [`TextSimilarity`], so the PTKB ranker can
-/// use the neural model. Statements are encoded every time (no cache: they may be edited).
-pub struct ModelSimilarity(pub Arc<dyn Reranker>);
-
-impl TextSimilarity for ModelSimilarity {
-    fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
-        let refs: Vec<PassageRef<'_>> = texts
-            .iter()
-            .map(|t| PassageRef {
-                id: "",
-                text: t,
-                ordinal: None,
-            })
-            .collect();
-        self.0
-            .rerank(query, &refs, None)
-            .map_err(|e| PipelineError::Model(e.to_string()))
-    }
 }
 
 fn ms_since(start: Instant) -> f64 {
@@ -670,117 +649,6 @@ fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
         rerank_score,
         score,
         ordinal: hit.ordinal,
-    }
-}
-
-/// The context of a stored conversation's next turn: earlier utterances with their canonical
-/// response when one was supplied (batch runs of iKAT topics), else convrag's own answer.
-pub fn context_from_store(
-    utterance: &str,
-    history: &[crate::store::HistoryEntry],
-    ptkb: &[crate::store::Statement],
-    manual_rewrite: Option<String>,
-) -> ConversationContext {
-    ConversationContext {
-        utterance: utterance.to_string(),
-        history: history
-            .iter()
-            .map(|h| HistoryTurn {
-                utterance: h.utterance.clone(),
-                response: h
-                    .canonical_response
-                    .clone()
-                    .or_else(|| h.response_text.clone()),
-            })
-            .collect(),
-        ptkb: ptkb
-            .iter()
-            .map(|s| PtkbStatement {
-                id: s.id.clone(),
-                text: s.text.clone(),
-            })
-            .collect(),
-        manual_rewrite,
-    }
-}
-
-impl TurnOutput {
-    /// The turn as the store keeps it. `settings` is recorded as given.
-    pub fn to_new_turn(
-        &self,
-        utterance: &str,
-        collection: Option<&str>,
-        settings: &TurnSettings,
-    ) -> NewTurn {
-        let used = self
-            .generation
-            .as_ref()
-            .map(|g| g.used_flags(self.passages.len()))
-            .unwrap_or_else(|| vec![false; self.passages.len()]);
-        let mut diagnostics = serde_json::Map::new();
-        diagnostics.insert("rewrite_method".into(), self.rewrite.method.as_str().into());
-        diagnostics.insert("history_turns".into(), self.history_turns.into());
-        if let Some(f) = &self.rewrite_fallback {
-            diagnostics.insert(
-                "rewrite_fallback".into(),
-                serde_json::to_value(f).unwrap_or_default(),
-            );
-        }
-        if let Some(raw) = &self.rewrite_llm_output {
-            diagnostics.insert("rewrite_llm_output".into(), raw.clone().into());
-        }
-        diagnostics.insert(
-            "reranker".into(),
-            self.reranker
-                .clone()
-                .map_or(serde_json::Value::Null, Into::into),
-        );
-        if let Some(g) = &self.generation {
-            if let Ok(serde_json::Value::Object(d)) = serde_json::to_value(&g.diagnostics) {
-                diagnostics.extend(d);
-            }
-        }
-        NewTurn {
-            utterance: utterance.to_string(),
-            rewritten_utterance: Some(self.rewrite.text.clone()),
-            response_text: self.generation.as_ref().map(Generation::response_text),
-            generator: self.generation.as_ref().map(|g| g.generator.to_string()),
-            settings: serde_json::to_value(settings).unwrap_or_default(),
-            timings_ms: serde_json::to_value(&self.timings).unwrap_or_default(),
-            diagnostics: serde_json::Value::Object(diagnostics),
-            ptkb_ranking: self
-                .ptkb
-                .statements
-                .iter()
-                .map(|s| NewRankedStatement {
-                    statement_id: s.id.clone(),
-                    score: s.score as f64,
-                    selected: s.selected,
-                })
-                .collect(),
-            passages: self
-                .passages
-                .iter()
-                .zip(used)
-                .map(|(p, used)| NewTurnPassage {
-                    passage_id: p.id.clone(),
-                    collection: collection.map(str::to_string),
-                    retrieval_score: Some(p.retrieval_score as f64),
-                    rerank_score: p.rerank_score.map(|s| s as f64),
-                    score: p.score as f64,
-                    used,
-                    title: Some(p.title.clone()),
-                    url: Some(p.url.clone()),
-                    text: Some(p.text.clone()),
-                })
-                .collect(),
-            sentences: self
-                .generation
-                .as_ref()
-                .map(Generation::store_sentences)
-                .unwrap_or_default(),
-            ..NewTurn::default()
-        }
     }
 }
 

@@ -10,11 +10,12 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::files::{cache_err, FileLock};
 use super::vectors::{VectorFile, VectorWriter};
-use super::{PassageRef, RerankError, Result};
+use super::{PassageRef, Result};
 
 /// Where embeddings are kept. `model` is the model's checksum (hex), so a changed model never
 /// reads another model's vectors.
@@ -183,13 +184,6 @@ fn sanitize(name: &str) -> String {
     }
 }
 
-pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
-    RerankError::Cache {
-        path: path.to_path_buf(),
-        reason: reason.into(),
-    }
-}
-
 impl LoadedFile {
     /// Parses records added since the last call. Returns the offset just past the last complete
     /// record, and whether bytes follow it (a torn or foreign tail).
@@ -264,43 +258,6 @@ fn parse_record(buf: &[u8], pos: usize) -> Option<(String, Arc<[f32]>, usize)> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     Some((id, vector, dim_at + 4 + 4 * dim))
-}
-
-/// Exclusive advisory lock on an open file, released on drop.
-/// Holds the descriptor only: the `File` must outlive the lock (declare the lock after it).
-struct FileLock(std::os::fd::RawFd);
-
-impl FileLock {
-    fn lock(file: &File, path: &Path) -> Result<Self> {
-        use std::os::fd::AsRawFd;
-        lock_exclusive(file, path)?;
-        Ok(Self(file.as_raw_fd()))
-    }
-}
-
-/// Takes an exclusive advisory `flock` on `file`, waiting for another holder; it is released by
-/// `LOCK_UN` ([`FileLock`]) or when the descriptor is closed (the vector writer).
-pub(super) fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a valid open descriptor has no memory-safety preconditions.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(cache_err(
-            path,
-            format!("cannot lock: {}", std::io::Error::last_os_error()),
-        ))
-    }
-}
-
-impl Drop for FileLock {
-    fn drop(&mut self) {
-        // SAFETY: as above; the descriptor is still open (the File outlives the lock).
-        unsafe {
-            libc::flock(self.0, libc::LOCK_UN);
-        }
-    }
 }
 
 impl EmbeddingCache for DiskEmbeddingCache {

@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod candidates;
 pub mod embed;
+mod files;
 pub mod fusion;
 pub mod manifest;
 pub mod onnx;

@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::Mmap;
 
-use super::cache::{cache_err, lock_exclusive};
+use super::files::{cache_err, lock_exclusive};
 use super::Result;
 
 const MAGIC: &[u8; 8] = b"CVRGVEC1";

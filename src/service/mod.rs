@@ -10,10 +10,14 @@
 //!   manifest matches the one recorded for the name.
 
 pub mod bench;
+pub mod chat;
 pub mod collections;
+pub mod conversations;
 pub mod manifests;
 pub mod rate;
+pub mod rows;
 pub mod turns;
+pub mod users;
 
 pub use collections::{
     CollectionService, CollectionServiceError, CollectionView, FileProblem, UploadedFile,

@@ -19,9 +19,8 @@ use crate::index::{CollectionRegistry, IndexError, Retriever, TantivyRetriever, 
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::{
-    check_range, context_from_store, rerank_fused, GeneratorChoice, PassageSource, RankedPassage,
-    RetrievalTarget, RewriterChoice, SettingError, SettingField, TurnEvent, TurnOutput,
-    TurnPipeline, TurnSettings,
+    check_range, rerank_fused, GeneratorChoice, PassageSource, RankedPassage, RetrievalTarget,
+    RewriterChoice, SettingError, SettingField, TurnEvent, TurnOutput, TurnPipeline, TurnSettings,
 };
 use crate::pipeline::PipelineError;
 use crate::rerank::{Fusion, Reranker};
@@ -411,9 +410,12 @@ impl TurnService {
         };
         let ctx = match request.context {
             TurnContext::Given(ctx) => ctx,
-            TurnContext::Stored { manual_rewrite } => {
-                context_from_store(&utterance, &pending.history, &pending.ptkb, manual_rewrite)
-            }
+            TurnContext::Stored { manual_rewrite } => super::rows::context_from_store(
+                &utterance,
+                &pending.history,
+                &pending.ptkb,
+                manual_rewrite,
+            ),
         };
         Ok(StartedTurn {
             pipeline: Arc::clone(&self.pipeline),
@@ -545,7 +547,12 @@ impl StartedTurn {
             _ => 0,
         };
         let collection = self.pending.collection.clone();
-        let mut turn = output.to_new_turn(&self.utterance, collection.as_deref(), &self.settings);
+        let mut turn = super::rows::new_turn(
+            &output,
+            &self.utterance,
+            collection.as_deref(),
+            &self.settings,
+        );
         let TurnReferences {
             external_turn_id,
             reference_rewrite,

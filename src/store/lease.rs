@@ -229,3 +229,34 @@ pub(crate) async fn fence_and_clear(
     .await?;
     Ok(())
 }
+
+/// Locks the conversation row for the rest of the transaction, checking ownership and that no
+/// turn holds its lease ([`StoreError::Busy`]: run the change through `Store::when_free`). Every
+/// change to a conversation's PTKB goes through this, so it never interleaves with a running turn.
+pub(crate) async fn lock_owned(tx: &mut sqlx::PgConnection, user_id: i64, id: Uuid) -> Result<()> {
+    let leased: Option<bool> = sqlx::query_scalar(
+        "SELECT lease_holder IS NOT NULL AND lease_expires_at > now() \
+         FROM conversations WHERE user_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(user_id)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    match leased {
+        None => Err(StoreError::NotFound {
+            entity: "conversation",
+        }),
+        Some(true) => Err(StoreError::Busy),
+        Some(false) => Ok(()),
+    }
+}
+
+/// The position the next new turn of the conversation will take.
+pub(crate) async fn next_seq(tx: &mut sqlx::PgConnection, id: Uuid) -> Result<i32> {
+    let max: Option<i32> =
+        sqlx::query_scalar("SELECT max(seq) FROM turns WHERE conversation_id = $1")
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+    Ok(max.unwrap_or(0) + 1)
+}

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::conversations::{lock_owned, next_seq};
+use super::lease::{lock_owned, next_seq};
 use super::{require_text_within, sqlstate, Result, Store, StoreError};
 use crate::config::Limits;
 

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::conversations::next_seq;
 use super::idempotency::{self, IdempotencyKey};
+use super::lease::next_seq;
 use super::lease::{fence_and_clear, Lease};
 use super::ptkb::visible_at;
 use super::{require_text, Result, Store, StoreError};

@@ -7,10 +7,11 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState};
+use convrag::api;
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
 use convrag::rerank::{MemoryEmbeddingCache, OnnxReranker};
+use convrag::web::AppState;
 
 fn reranker() -> OnnxReranker {
     common::default_model()

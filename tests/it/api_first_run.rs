@@ -8,9 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState};
+use convrag::api;
 use convrag::index::background::{BuildState, DefaultCollection};
 use convrag::rerank::MemoryEmbeddingCache;
+use convrag::web::AppState;
 use serde_json::json;
 
 const MANUAL_PAGES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/html");

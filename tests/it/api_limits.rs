@@ -7,10 +7,11 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{new_user, with_retry_after, Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState, RunningServer};
+use convrag::api::{self, RunningServer};
 use convrag::collection::Format;
 use convrag::config::Limits;
 use convrag::index::{index_collection, IndexOptions};
+use convrag::web::AppState;
 use serde_json::{json, Value};
 
 const PASSAGES: &str = r#"{"id": "p1", "title": "Soup", "text": "Lentil soup cooks in thirty minutes and needs no meat."}

@@ -7,9 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState, RunningServer};
+use convrag::api::{self, RunningServer};
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
+use convrag::web::AppState;
 use serde_json::{json, Value};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{default_model, new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState, RunningServer};
+use convrag::api::{self, RunningServer};
 use convrag::collection::Format;
 use convrag::config::Config;
 use convrag::index::{index_collection, IndexOptions};
 use convrag::rerank::MemoryEmbeddingCache;
+use convrag::web::AppState;
 use serde_json::{json, Value};
 
 const FIXTURE: &str = concat!(

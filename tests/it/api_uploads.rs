@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{new_user, Client, Reply, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState};
+use convrag::api;
 use convrag::collection::Format;
 use convrag::config::UploadLimits;
 use convrag::index::{index_collection, CollectionRegistry, IndexOptions};
 use convrag::service::CollectionService;
+use convrag::web::AppState;
 use serde_json::{json, Value};
 
 const SHARED: &str = r#"{"id": "s1", "title": "Foxes", "text": "Red foxes live in dens and hunt small rodents at night."}

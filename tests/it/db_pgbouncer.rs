@@ -10,10 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState};
+use convrag::api;
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
 use convrag::store::{DbTarget, Store, StoreError};
+use convrag::web::AppState;
 use serde_json::json;
 use sqlx::Connection;
 

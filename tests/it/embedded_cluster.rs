@@ -8,9 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{shared_tempdir, Client};
-use convrag::api::{self, AppState};
+use convrag::api;
 use convrag::config::Config;
 use convrag::store::{EmbeddedCluster, Store};
+use convrag::web::AppState;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -311,5 +311,8 @@ async fn llm_answer_is_cut_to_the_word_limit() {
     assert_eq!(g.sentences.len(), 2);
     assert_eq!(g.diagnostics.sentences_cut_for_limit, 1);
     assert_valid(&g, &request);
-    assert_eq!(g.store_sentences()[1].citations, vec![3]);
+    assert_eq!(
+        convrag::service::rows::stored_sentences(&g)[1].citations,
+        vec![3]
+    );
 }

@@ -10,11 +10,12 @@ use crate::api_turns::{
     check_turn_invariants, conversation, index_recipes, parse_events, silent_llm, turn, VEGETARIAN,
 };
 use crate::common::{new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::api::{self, AppState, RunningServer};
+use convrag::api::{self, RunningServer};
 use convrag::config::Config;
 use convrag::store::{
     DbTarget, IdempotencyKey, NewConversation, NewTurn, Store, StoreError, StoreOptions, TurnSlot,
 };
+use convrag::web::AppState;
 use serde_json::{json, Value};
 
 /// A store on `db` with its own pool sizes and lease timing.

@@ -329,17 +329,6 @@ impl Generation {
         }
         flags
     }
-
-    /// The sentences as the store keeps them (citations as 1-based passage ranks).
-    pub fn store_sentences(&self) -> Vec<crate::store::turns::Sentence> {
-        self.sentences
-            .iter()
-            .map(|s| crate::store::turns::Sentence {
-                text: s.text.clone(),
-                citations: s.citations.iter().map(|&i| i as i32 + 1).collect(),
-            })
-            .collect()
-    }
 }
 
 /// Something the streaming variant reports while it works.
@@ -446,7 +435,6 @@ mod tests {
         };
         assert_eq!(g.used_passages(), vec![0, 2]);
         assert_eq!(g.used_flags(4), vec![true, false, true, false]);
-        assert_eq!(g.store_sentences()[0].citations, vec![3, 1]);
         assert_eq!(g.response_text(), "A. B.");
     }
 }

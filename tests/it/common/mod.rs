@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use convrag::api::{self, AppState, RunningServer};
+use convrag::api::{self, RunningServer};
 use convrag::config::Config;
 use convrag::store::{DbTarget, Store};
+use convrag::web::AppState;
 use sqlx::Connection;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";

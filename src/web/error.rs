@@ -14,6 +14,9 @@ use crate::pipeline::generate::GenerateError;
 use crate::pipeline::turn::{SettingError, SettingField};
 use crate::pipeline::PipelineError;
 use crate::rerank::RerankError;
+use crate::service::chat::ChatError;
+use crate::service::conversations::ConversationError;
+use crate::service::users::UserError;
 use crate::service::{CollectionServiceError, FileProblem, ServiceError};
 use crate::store::{AuthFailure, EmbeddedError, StoreError};
 
@@ -457,6 +460,53 @@ impl From<ServiceError> for ApiError {
             ServiceError::LlmConfig(_) | ServiceError::Task(_) => {
                 ApiError::new(ErrorCode::Internal, e.to_string())
             }
+        }
+    }
+}
+
+impl From<ConversationError> for ApiError {
+    fn from(e: ConversationError) -> Self {
+        match e {
+            ConversationError::UnknownCollection(name) => ApiError::field(
+                ErrorCode::NotFound,
+                "collection",
+                format!("no collection named {name:?}"),
+            ),
+            ConversationError::InvalidCollection(e) => {
+                ApiError::invalid("collection", e.to_string())
+            }
+            ConversationError::Service(e) => e.into(),
+            ConversationError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<UserError> for ApiError {
+    fn from(e: UserError) -> Self {
+        match e {
+            UserError::Store(e) => e.into(),
+            UserError::Collections(e) => e.into(),
+        }
+    }
+}
+
+impl From<ChatError> for ApiError {
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::UnknownModel(model) => ApiError::field(
+                ErrorCode::NotFound,
+                "model",
+                format!(
+                    "the model {model:?} does not exist (GET /v1/models lists the collections)"
+                ),
+            ),
+            ChatError::UnknownConversation => ApiError::field(
+                ErrorCode::NotFound,
+                "conversation_id",
+                "no such conversation",
+            ),
+            ChatError::Service(e) => e.into(),
+            ChatError::Store(e) => e.into(),
         }
     }
 }

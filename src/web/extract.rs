@@ -12,10 +12,11 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::error::{ApiError, ErrorCode};
 use super::AppState;
+use crate::service::users::UserError;
 use crate::store::idempotency::{self, IdempotencyKey};
-use crate::store::User;
+use crate::store::{StoreError, User};
+use crate::web::error::{ApiError, ErrorCode};
 
 type LocalFuture<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
 
@@ -305,7 +306,7 @@ impl FromRequest for AuthUser {
             let state = state
                 .ok_or_else(|| ApiError::new(ErrorCode::Internal, "application state missing"))?;
             // Unknown, expired, revoked, or a disabled user's: each with its own code.
-            Ok(AuthUser(state.store.authenticate(&token).await?))
+            Ok(AuthUser(state.users.authenticate(&token).await?))
         })
     }
 }
@@ -339,9 +340,9 @@ impl FromRequest for AdminAuth {
                     "this operation needs the administrator token or an administrator's token",
                 )
             };
-            match state.store.authenticate(&token).await {
+            match state.users.authenticate(&token).await {
                 Ok(user) if user.is_admin => Ok(AdminAuth),
-                Ok(_) | Err(crate::store::StoreError::Unauthorized(_)) => Err(refused()),
+                Ok(_) | Err(UserError::Store(StoreError::Unauthorized(_))) => Err(refused()),
                 Err(e) => Err(e.into()),
             }
         })

@@ -1,0 +1,50 @@
+//! The embedding cache's files: errors that name them and advisory locks on them.
+
+use std::fs::File;
+use std::path::Path;
+
+use super::{RerankError, Result};
+
+pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
+    RerankError::Cache {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Exclusive advisory lock on an open file, released on drop.
+/// Holds the descriptor only: the `File` must outlive the lock (declare the lock after it).
+pub(super) struct FileLock(std::os::fd::RawFd);
+
+impl FileLock {
+    pub(super) fn lock(file: &File, path: &Path) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        lock_exclusive(file, path)?;
+        Ok(Self(file.as_raw_fd()))
+    }
+}
+
+/// Takes an exclusive advisory `flock` on `file`, waiting for another holder; it is released by
+/// `LOCK_UN` ([`FileLock`]) or when the descriptor is closed (the vector writer).
+pub(super) fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a valid open descriptor has no memory-safety preconditions.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(cache_err(
+            path,
+            format!("cannot lock: {}", std::io::Error::last_os_error()),
+        ))
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // SAFETY: as above; the descriptor is still open (the File outlives the lock).
+        unsafe {
+            libc::flock(self.0, libc::LOCK_UN);
+        }
+    }
+}

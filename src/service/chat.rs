@@ -1,0 +1,271 @@
+//! Chat clients' conversations: which stored conversation a resent message history continues,
+//! the chat turn (the server's default settings), and the answer rendered as text with `[n]`
+//! markers. The OpenAI-compatible endpoint and the MCP `ask` tool are adapters over this.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::{RequestedSettings, ServiceError, SettingLimits, TurnRequest, TurnService};
+use crate::index::IndexError;
+use crate::pipeline::turn::{TurnEvent, TurnSettings};
+use crate::store::{Store, StoreError, Turn, TurnSlot};
+
+/// Errors of chat requests.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    /// The model names no collection this user sees.
+    #[error("model: the model {0:?} does not exist (GET /v1/models lists the collections)")]
+    UnknownModel(String),
+    /// The conversation the request names is not the user's.
+    #[error("conversation_id: no such conversation")]
+    UnknownConversation,
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The conversation a chat request continues.
+pub struct ResolvedChat {
+    pub conversation_id: Uuid,
+    /// The stored last turn, when the request's last user message is already that turn (a
+    /// resent history): its answer is returned instead of running the turn again.
+    pub stored: Option<Turn>,
+}
+
+/// Chat turns over the stored conversations.
+#[derive(Clone)]
+pub struct ChatService {
+    store: Store,
+    turns: Arc<TurnService>,
+}
+
+impl ChatService {
+    pub fn new(store: Store, turns: Arc<TurnService>) -> Self {
+        Self { store, turns }
+    }
+
+    /// The model must name a collection the user sees. Opens only that collection (kept open by
+    /// the registry), not every one as listing them does: this runs on every chat request.
+    pub async fn check_model(&self, user_id: i64, model: &str) -> Result<(), ChatError> {
+        match self.turns.visible_retriever(Some(user_id), model).await {
+            Ok(_) => Ok(()),
+            Err(ServiceError::Index(IndexError::NotFound { .. } | IndexError::InvalidName(_))) => {
+                Err(ChatError::UnknownModel(model.to_string()))
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Refuses an utterance the store would refuse, before a conversation is looked up or
+    /// created for it.
+    pub fn check_utterance(&self, utterance: &str) -> Result<(), ServiceError> {
+        TurnService::check_utterance(&self.store, utterance)
+    }
+
+    /// The conversation the request continues: the one `explicit` names, else the user's chat
+    /// conversation with `model` whose current utterances are the earlier user messages (or all
+    /// of them, a resent history), else a new one titled by the first message.
+    pub async fn resolve(
+        &self,
+        user_id: i64,
+        model: &str,
+        utterances: &[String],
+        explicit: Option<Uuid>,
+    ) -> Result<ResolvedChat, ChatError> {
+        let earlier = &utterances[..utterances.len().saturating_sub(1)];
+        let (conversation_id, answered) = match explicit {
+            Some(id) => {
+                let stored =
+                    self.store
+                        .current_utterances(user_id, id)
+                        .await
+                        .map_err(|e| match e {
+                            StoreError::NotFound { .. } => ChatError::UnknownConversation,
+                            other => other.into(),
+                        })?;
+                (id, stored == utterances)
+            }
+            None => {
+                let store = &self.store;
+                if let Some(m) = store
+                    .chat_conversation_with_turns(user_id, model, utterances)
+                    .await?
+                {
+                    (m.conversation_id, true)
+                } else if let Some(m) = store
+                    .chat_conversation_with_turns(user_id, model, earlier)
+                    .await?
+                {
+                    (m.conversation_id, false)
+                } else {
+                    let title = title_of(utterances.first().map_or("", String::as_str));
+                    let id = store
+                        .create_chat_conversation(user_id, model, &title)
+                        .await?;
+                    (id, false)
+                }
+            }
+        };
+        let stored = if answered {
+            let turns = self
+                .store
+                .list_turns(user_id, conversation_id, false)
+                .await?;
+            turns.into_iter().last()
+        } else {
+            None
+        };
+        Ok(ResolvedChat {
+            conversation_id,
+            stored,
+        })
+    }
+
+    /// Runs one turn of the conversation with the server's default settings (the LLM when
+    /// configured, reranking when a model is loaded) and stores it.
+    pub async fn run_turn(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        utterance: &str,
+        on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
+    ) -> Result<Turn, ServiceError> {
+        let settings = self.turns.resolve(
+            &RequestedSettings::default(),
+            TurnSettings::default(),
+            SettingLimits::API,
+        )?;
+        let request = TurnRequest::new(Some(utterance.to_string()), settings);
+        let turn = self
+            .turns
+            .begin(
+                &self.store,
+                user_id,
+                conversation_id,
+                TurnSlot::Next,
+                request,
+            )
+            .await?;
+        turn.run(on_event).await
+    }
+}
+
+/// A conversation's title from its first message: its first 80 characters.
+pub fn title_of(first: &str) -> String {
+    let line = first.lines().next().unwrap_or_default().trim();
+    let mut title: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        title.push('…');
+    }
+    title
+}
+
+/// A sentence with its citation markers, placed before its final punctuation:
+/// `"Lentils are quick [1][3]."`.
+pub fn render_sentence(text: &str, ranks: &[i32]) -> String {
+    let markers: String = ranks.iter().map(|r| format!("[{r}]")).collect();
+    if markers.is_empty() {
+        return text.to_string();
+    }
+    let trimmed = text.trim_end();
+    match trimmed.char_indices().last() {
+        Some((i, '.' | '!' | '?')) => {
+            format!("{} {markers}{}", trimmed[..i].trim_end(), &trimmed[i..])
+        }
+        _ => format!("{trimmed} {markers}"),
+    }
+}
+
+/// A turn's answer as chat clients receive it.
+pub struct Answer {
+    /// The sentences with their `[n]` markers.
+    pub content: String,
+    /// OpenAI `url_citation` annotations, one per marker (character offsets into `content`).
+    pub annotations: Vec<Value>,
+    /// The cited passages; `n` is the number in the markers.
+    pub passages: Vec<Value>,
+}
+
+/// Where a passage can be found: its URL, or a `convrag:` reference when it has none.
+fn passage_url(turn: &Turn, rank: i32) -> (String, String) {
+    let passage = turn.passages.iter().find(|p| p.rank == rank);
+    let url = passage
+        .and_then(|p| p.url.clone())
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            let (collection, id) = passage
+                .map(|p| {
+                    (
+                        p.collection.clone().unwrap_or_default(),
+                        p.passage_id.clone(),
+                    )
+                })
+                .unwrap_or_default();
+            format!("convrag:passage/{collection}/{id}")
+        });
+    let title = passage.and_then(|p| p.title.clone()).unwrap_or_default();
+    (url, title)
+}
+
+/// A stored turn's answer: its sentences with markers, the annotations and the cited passages.
+pub fn answer(turn: &Turn) -> Answer {
+    let mut content = String::new();
+    let mut annotations = Vec::new();
+    for sentence in &turn.sentences {
+        if !content.is_empty() {
+            content.push(' ');
+        }
+        let rendered = render_sentence(&sentence.text, &sentence.citations);
+        let offset = content.chars().count();
+        for rank in &sentence.citations {
+            let marker = format!("[{rank}]");
+            if let Some(byte) = rendered.find(&marker) {
+                let start = offset + rendered[..byte].chars().count();
+                let (url, title) = passage_url(turn, *rank);
+                annotations.push(json!({"type": "url_citation", "url_citation": {
+                    "start_index": start, "end_index": start + marker.chars().count(),
+                    "url": url, "title": title}}));
+            }
+        }
+        content.push_str(&rendered);
+    }
+    let passages = turn
+        .passages
+        .iter()
+        .filter(|p| p.used)
+        .map(|p| {
+            json!({"n": p.rank, "passage_id": p.passage_id, "collection": p.collection,
+                "title": p.title, "url": p.url, "text": p.text, "score": p.score})
+        })
+        .collect();
+    Answer {
+        content,
+        annotations,
+        passages,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_go_before_the_final_punctuation() {
+        assert_eq!(
+            render_sentence("Lentils are quick.", &[1, 3]),
+            "Lentils are quick [1][3]."
+        );
+        assert_eq!(render_sentence("No stop", &[2]), "No stop [2]");
+        assert_eq!(render_sentence("Uncited.", &[]), "Uncited.");
+    }
+
+    #[test]
+    fn titles_are_the_first_line_cut_at_80_characters() {
+        assert_eq!(title_of("How do I index?\nmore"), "How do I index?");
+        let long = "x".repeat(90);
+        assert_eq!(title_of(&long), format!("{}…", "x".repeat(80)));
+    }
+}

@@ -1,0 +1,87 @@
+//! Users and their tokens, for every adapter: accounts (created by an administrator, deleted
+//! with everything they own), tokens, the one-time sign-in link, and authentication.
+
+use std::sync::Arc;
+
+use super::{CollectionService, CollectionServiceError};
+use crate::store::{NewToken, Store, StoreError, TokenInfo, User};
+
+/// Errors of user requests.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Collections(#[from] CollectionServiceError),
+}
+
+pub type Result<T, E = UserError> = std::result::Result<T, E>;
+
+/// Accounts and tokens.
+#[derive(Clone)]
+pub struct UserService {
+    store: Store,
+    collections: Arc<CollectionService>,
+}
+
+impl UserService {
+    pub fn new(store: Store, collections: Arc<CollectionService>) -> Self {
+        Self { store, collections }
+    }
+
+    /// The user a token names: unknown, expired, revoked, or a disabled user's token each
+    /// refused with its own reason.
+    pub async fn authenticate(&self, token: &str) -> Result<User> {
+        Ok(self.store.authenticate(token).await?)
+    }
+
+    /// A new user with a first token (administrators only; the caller checks).
+    pub async fn create(
+        &self,
+        name: &str,
+        is_admin: bool,
+        first_token: &NewToken,
+    ) -> Result<(User, TokenInfo, String)> {
+        Ok(self
+            .store
+            .create_user_with(name, is_admin, first_token)
+            .await?)
+    }
+
+    /// Deletes the account and everything it owns: the rows at once, then the private
+    /// collections' files (or, if that fails, the next start-up's sweep removes them).
+    pub async fn delete_account(&self, user_id: i64) -> Result<()> {
+        self.store.delete_user(user_id).await?;
+        self.collections.delete_owner_files(user_id).await?;
+        Ok(())
+    }
+
+    pub async fn set_disabled(&self, user_id: i64, disabled: bool) -> Result<User> {
+        Ok(self.store.set_user_disabled(user_id, disabled).await?)
+    }
+
+    /// Another token for the same user.
+    pub async fn create_token(&self, user_id: i64, new: &NewToken) -> Result<(TokenInfo, String)> {
+        Ok(self.store.create_token_with(user_id, new).await?)
+    }
+
+    /// The user's tokens that are not revoked (never the secrets).
+    pub async fn tokens(&self, user_id: i64) -> Result<Vec<TokenInfo>> {
+        Ok(self.store.list_tokens(user_id).await?)
+    }
+
+    pub async fn revoke_token(&self, user_id: i64, token_id: i64) -> Result<()> {
+        Ok(self.store.revoke_token(user_id, token_id).await?)
+    }
+
+    /// Spends a one-time sign-in code: its user and a new token, or `None` when the code was
+    /// used or has expired.
+    pub async fn redeem_sign_in_code(&self, code: &str) -> Result<Option<(User, String)>> {
+        Ok(self.store.redeem_sign_in_code(code).await?)
+    }
+
+    /// Whether the database answers.
+    pub async fn database_ready(&self) -> bool {
+        self.store.ping().await
+    }
+}

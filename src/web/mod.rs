@@ -1,0 +1,126 @@
+//! What the HTTP adapters share (the JSON API under `/v1`, the OpenAI-compatible endpoints and
+//! MCP): the state every handler reaches, the one mapping of errors to HTTP ([`error`]), request
+//! bodies and bearer authentication ([`extract`]), and the request id.
+
+pub mod error;
+pub mod extract;
+pub mod sse;
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::index::background::DefaultCollection;
+use crate::rerank::Reranker;
+use crate::service::chat::ChatService;
+use crate::service::conversations::ConversationService;
+use crate::service::users::UserService;
+use crate::service::{CollectionService, TurnService};
+use crate::store::Store;
+
+/// What every handler can reach.
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    pub admin_token_digest: [u8; 32],
+    /// Turns and searches: the pipeline built from the configuration and the model.
+    pub turns: Arc<TurnService>,
+    /// The collections users see, and uploads (sharing `turns`' open collections).
+    pub collections: Arc<CollectionService>,
+    /// Chat clients' conversations (OpenAI-compatible chat, MCP `ask`), over `turns`.
+    pub chat: ChatService,
+    /// Users' conversations, PTKB and profile statements.
+    pub conversations: ConversationService,
+    /// Accounts, tokens and authentication.
+    pub users: UserService,
+    /// The collection `serve` builds in the background (listed with its progress meanwhile);
+    /// new conversations without a collection use it.
+    pub default_collection: Option<Arc<DefaultCollection>>,
+}
+
+impl AppState {
+    /// State with the collections of `config.collections_dir()` and no reranking model.
+    ///
+    /// The LLM stages come from `config.llm`; an unusable LLM configuration is logged and left
+    /// out (`serve` checks it first and refuses to start).
+    pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let turns = Arc::new(turn_service(&config, None));
+        let collections = collection_service(&store, &turns, &config);
+        let limited = store.with_limits(config.limits.clone());
+        Self {
+            users: UserService::new(limited.clone(), collections.clone()),
+            collections,
+            chat: ChatService::new(limited.clone(), turns.clone()),
+            conversations: ConversationService::new(limited.clone(), turns.clone()),
+            store: limited,
+            turns,
+            config,
+            admin_token_digest: Sha256::digest(admin_token.as_bytes()).into(),
+            default_collection: None,
+        }
+    }
+
+    /// Lists `default` (with its build's progress until it is ready) and makes it the
+    /// collection of new conversations that name none.
+    pub fn with_default_collection(mut self, default: Arc<DefaultCollection>) -> Self {
+        self.turns.collections().set_preparing(default.clone());
+        self.default_collection = Some(default);
+        self.conversations = self.conversations_over_turns();
+        self
+    }
+
+    /// The conversation service over the current turn service and default collection.
+    fn conversations_over_turns(&self) -> ConversationService {
+        let service = ConversationService::new(self.store.clone(), self.turns.clone());
+        match &self.default_collection {
+            Some(default) => service.with_default_collection(default.clone()),
+            None => service,
+        }
+    }
+
+    /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
+    pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
+        self.turns = Arc::new(turn_service(&self.config, Some(reranker)));
+        self.collections = collection_service(&self.store, &self.turns, &self.config);
+        self.users = UserService::new(self.store.clone(), self.collections.clone());
+        self.chat = ChatService::new(self.store.clone(), self.turns.clone());
+        self.conversations = self.conversations_over_turns();
+        self
+    }
+}
+
+fn collection_service(
+    store: &Store,
+    turns: &TurnService,
+    config: &Config,
+) -> Arc<CollectionService> {
+    Arc::new(CollectionService::new(
+        store.clone(),
+        turns.collections().clone(),
+        config.uploads,
+    ))
+}
+
+/// The server's turn service: the configured stages, and every user's rates limited.
+fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnService {
+    TurnService::from_config(config, reranker.clone())
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "extractive answers only");
+            let mut config = config.clone();
+            config.llm.base_url = None;
+            TurnService::from_config(&config, reranker).expect("no LLM endpoint, nothing to refuse")
+        })
+        .with_rate_limits(&config.limits)
+}
+
+/// The response header naming the request (also in the log lines of its failures).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+tokio::task_local! {
+    pub(crate) static REQUEST_ID: String;
+}
+
+/// The id of the request being handled, inside the API's request-id middleware.
+pub fn current_request_id() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
