@@ -36,6 +36,9 @@ pub enum PipelineError {
     /// A model or scorer failed or answered out of shape.
     #[error("model: {0}")]
     Model(String),
+    /// The neural model failed on a text it was given.
+    #[error("model: {0}")]
+    ModelFailed(#[source] crate::rerank::RerankError),
     /// A problem at a known place of an input file (line is 1-based).
     #[error("{}:{line}: {reason}", path.display())]
     Parse {

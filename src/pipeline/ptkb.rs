@@ -635,7 +635,7 @@ impl TextSimilarity for ModelSimilarity {
             .collect();
         self.0
             .rerank(query, &refs, None)
-            .map_err(|e| PipelineError::Model(e.to_string()))
+            .map_err(PipelineError::ModelFailed)
     }
 }
 

@@ -13,7 +13,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::files::{cache_err, FileLock};
+use super::files::{cache_err, io_err, FileLock};
 use super::vectors::{VectorFile, VectorWriter};
 use super::{PassageRef, Result};
 
@@ -195,7 +195,7 @@ impl LoadedFile {
         };
         let len = file
             .metadata()
-            .map_err(|e| cache_err(&self.path, e.to_string()))?
+            .map_err(|e| io_err(&self.path, e))?
             .len();
         if len < self.parsed_len {
             // Truncated by someone else (torn record cut off): re-read from the start.
@@ -212,7 +212,7 @@ impl LoadedFile {
                 return Ok(true);
             }
             file.read_exact(&mut magic)
-                .map_err(|e| cache_err(&self.path, e.to_string()))?;
+                .map_err(|e| io_err(&self.path, e))?;
             if &magic != MAGIC {
                 return Err(cache_err(
                     &self.path,
@@ -222,10 +222,10 @@ impl LoadedFile {
             start = 8;
         }
         file.seek(SeekFrom::Start(start))
-            .map_err(|e| cache_err(&self.path, e.to_string()))?;
+            .map_err(|e| io_err(&self.path, e))?;
         let mut buf = Vec::with_capacity((len - start) as usize);
         file.read_to_end(&mut buf)
-            .map_err(|e| cache_err(&self.path, e.to_string()))?;
+            .map_err(|e| io_err(&self.path, e))?;
         let mut pos = 0usize;
         while let Some((id, vector, next)) = parse_record(&buf, pos) {
             self.table.insert(id, vector);

@@ -12,6 +12,14 @@ pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
     }
 }
 
+/// An I/O error on one of the cache's files, its source kept.
+pub(super) fn io_err(path: &Path, source: std::io::Error) -> RerankError {
+    RerankError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Exclusive advisory lock on an open file, released on drop.
 /// Holds the descriptor only: the `File` must outlive the lock (declare the lock after it).
 pub(super) struct FileLock(std::os::fd::RawFd);

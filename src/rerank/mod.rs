@@ -53,13 +53,13 @@ pub enum RerankError {
     #[error("embedding cache {path}: {reason}")]
     Cache { path: PathBuf, reason: String },
     #[error("tokenization failed: {0}")]
-    Tokenize(String),
+    Tokenize(#[source] tokenizers::Error),
     #[error("inference failed: {0}")]
     Inference(String),
     #[error("invalid fusion {0:?}: expected none, rrf, rrf:K (K > 0) or weighted:W (0 <= W <= 1, the BM25 weight)")]
     Fusion(String),
     #[error("inference task failed: {0}")]
-    Join(String),
+    Join(#[source] tokio::task::JoinError),
 }
 
 pub type Result<T, E = RerankError> = std::result::Result<T, E>;
@@ -122,7 +122,7 @@ pub async fn rerank_blocking(
         reranker.rerank(&query, &refs, collection.as_deref())
     })
     .await
-    .map_err(|e| RerankError::Join(e.to_string()))?
+    .map_err(RerankError::Join)?
 }
 
 /// The configured default reranking model with its on-disk embedding cache, when installed. A

@@ -241,7 +241,7 @@ impl OnnxReranker {
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| RerankError::Tokenize(e.to_string()))?;
+            .map_err(RerankError::Tokenize)?;
         let sequences: Vec<Sequence> = encodings.iter().map(Sequence::from_encoding).collect();
         self.run_batches(&sequences)
     }
@@ -343,7 +343,7 @@ impl OnnxReranker {
     }
 
     fn rerank_cross(&self, query: &str, passages: &[PassageRef<'_>]) -> Result<Vec<f32>> {
-        let tok_err = |e: tokenizers::Error| RerankError::Tokenize(e.to_string());
+        let tok_err = RerankError::Tokenize;
         let mut q = self.tokenizer.encode(query, false).map_err(tok_err)?;
         let added = self
             .tokenizer

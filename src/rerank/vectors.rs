@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::Mmap;
 
-use super::files::{cache_err, lock_exclusive};
+use super::files::{cache_err, io_err, lock_exclusive};
 use super::Result;
 
 const MAGIC: &[u8; 8] = b"CVRGVEC1";
@@ -110,7 +110,7 @@ impl VectorFile {
                 .map_err(|e| cache_err(&self.path, format!("cannot open: {e}")))?;
             let grown = file
                 .metadata()
-                .map_err(|e| cache_err(&self.path, e.to_string()))?
+                .map_err(|e| io_err(&self.path, e))?
                 .len();
             if grown > map.len() as u64 {
                 let fresh = Arc::new(map_file(&file, &self.path)?);
@@ -186,7 +186,7 @@ impl VectorWriter {
         lock_exclusive(&file, path)?;
         let file_len = file
             .metadata()
-            .map_err(|e| cache_err(path, e.to_string()))?
+            .map_err(|e| io_err(path, e))?
             .len();
         if file_len < HEADER {
             // New, or a writer died before finishing the header.

@@ -25,6 +25,11 @@ pub enum EmbeddedError {
     NoUnprivilegedUser,
     #[error("{path}: {message}")]
     Directory { path: PathBuf, message: String },
+    #[error("{path}: {source}")]
+    DirectoryIo {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{command}` failed ({status}): {output}")]
     Command {
         command: String,
@@ -167,9 +172,9 @@ impl EmbeddedCluster {
     }
 
     fn init(&self) -> Result<()> {
-        std::fs::create_dir_all(&self.data_dir).map_err(|e| self.dir_error(e.to_string()))?;
+        std::fs::create_dir_all(&self.data_dir).map_err(|e| self.dir_io_error(e))?;
         std::fs::set_permissions(&self.data_dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| self.dir_error(e.to_string()))?;
+            .map_err(|e| self.dir_io_error(e))?;
         if let Some((uid, gid)) = self.run_as {
             chown(&self.data_dir, uid, gid).map_err(|e| self.dir_error(e))?;
             // Every parent must be traversable by the postgres user.
@@ -315,6 +320,13 @@ impl EmbeddedCluster {
                 ),
             },
             other => other,
+        }
+    }
+
+    fn dir_io_error(&self, source: std::io::Error) -> EmbeddedError {
+        EmbeddedError::DirectoryIo {
+            path: self.data_dir.clone(),
+            source,
         }
     }
 
@@ -581,7 +593,7 @@ impl ClusterLease {
             cluster.dir_error("cannot read this process's /proc entry".to_string())
         })?;
         if let Some(parent) = cluster.data_dir.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| cluster.dir_error(e.to_string()))?;
+            std::fs::create_dir_all(parent).map_err(|e| cluster.dir_io_error(e))?;
         }
         let lock = cluster.lock_users()?;
         let mut users = cluster.read_users();

@@ -331,6 +331,7 @@ impl From<EmbeddedError> for ApiError {
             EmbeddedError::BinariesNotFound
             | EmbeddedError::NoUnprivilegedUser
             | EmbeddedError::Directory { .. }
+            | EmbeddedError::DirectoryIo { .. }
             | EmbeddedError::Command { .. }
             | EmbeddedError::Spawn { .. } => {
                 ApiError::new(ErrorCode::DatabaseUnavailable, e.to_string())
@@ -402,6 +403,9 @@ impl From<PipelineError> for ApiError {
             PipelineError::Setting { field, reason } => ApiError::invalid(field, reason),
             PipelineError::Input(message) => ApiError::new(ErrorCode::InvalidField, message),
             PipelineError::Model(message) => ApiError::new(ErrorCode::ModelUnavailable, message),
+            PipelineError::ModelFailed(e) => {
+                ApiError::new(ErrorCode::ModelUnavailable, e.to_string())
+            }
             PipelineError::Retrieval(e) => e.into(),
             PipelineError::Rerank(e) => e.into(),
             PipelineError::Generate(e) => e.into(),
