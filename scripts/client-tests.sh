@@ -40,7 +40,8 @@ llm_env=()
 if [ -n "${CONVRAG_TEST_LLM_URL:-}" ]; then
   llm_env=(CONVRAG_LLM_BASE_URL="$CONVRAG_TEST_LLM_URL" CONVRAG_LLM_MODEL=smollm2-135m-instruct CONVRAG_LLM_TIMEOUT_SECS=300)
 fi
-start_test_server clients "${llm_env[@]}"
+# A web origin allowed to call the API from the browser (the CORS test sends its preflights).
+start_test_server clients CONVRAG_CORS_ORIGINS=http://127.0.0.1:9 "${llm_env[@]}"
 
 echo "client-tests: server $url (LLM: ${CONVRAG_TEST_LLM_URL:-none, extractive answers})"
 status=0

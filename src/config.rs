@@ -224,6 +224,9 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// Largest accepted HTTP request body, in bytes.
     pub max_body_bytes: usize,
+    /// Web origins (`https://chat.example.org`) whose pages may call `/v1/*` and `/mcp` from the
+    /// browser; none by default.
+    pub cors_origins: Vec<String>,
     /// Path of `libonnxruntime.so`; when absent, `ORT_DYLIB_PATH` or `home/onnxruntime/`.
     pub ort_dylib_path: Option<PathBuf>,
     /// Directory of the default reranking model; when absent `home/models/all-MiniLM-L6-v2`.
@@ -247,6 +250,7 @@ impl Default for Config {
             bind: "127.0.0.1:8080".to_string(),
             admin_token: None,
             max_body_bytes: 1024 * 1024,
+            cors_origins: Vec::new(),
             ort_dylib_path: None,
             model_dir: None,
             default_collection_source: None,
@@ -308,6 +312,12 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "admin_token",
         default: "generated into CONVRAG_HOME/admin_token",
         meaning: "token allowed to create users",
+    },
+    Setting {
+        env: "CONVRAG_CORS_ORIGINS",
+        toml_key: "cors_origins",
+        default: "none",
+        meaning: "comma-separated web origins whose pages may call /v1/* and /mcp (CORS)",
     },
     Setting {
         env: "CONVRAG_MAX_BODY_BYTES",
@@ -508,6 +518,13 @@ impl Config {
         if let Some(v) = non_empty("CONVRAG_BIND") {
             config.bind = v;
         }
+        if let Some(v) = non_empty("CONVRAG_CORS_ORIGINS") {
+            config.cors_origins = v
+                .split(',')
+                .map(|o| o.trim().to_string())
+                .filter(|o| !o.is_empty())
+                .collect();
+        }
         if let Some(v) = non_empty("CONVRAG_ADMIN_TOKEN") {
             config.admin_token = Some(v);
         }
@@ -579,6 +596,16 @@ impl Config {
                 name: "bind",
                 message: format!("expected HOST:PORT, got {:?}", self.bind),
             });
+        }
+        for origin in &self.cors_origins {
+            if !valid_origin(origin) {
+                return Err(ConfigError::Invalid {
+                    name: "cors_origins",
+                    message: format!(
+                        "{origin:?} is not a web origin (scheme://host[:port], no path), or \"*\""
+                    ),
+                });
+            }
         }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid {
@@ -785,6 +812,24 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
+/// Whether `origin` is what browsers send in `Origin`: `http(s)://host[:port]`, or `*` for any.
+fn valid_origin(origin: &str) -> bool {
+    if origin == "*" {
+        return true;
+    }
+    let Some(rest) = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    !rest.is_empty()
+        && !rest.contains('/')
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -796,6 +841,16 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn cors_origins_are_web_origins() {
+        assert!(valid_origin("https://chat.example.org"));
+        assert!(valid_origin("http://127.0.0.1:3000"));
+        assert!(valid_origin("*"));
+        assert!(!valid_origin("chat.example.org"));
+        assert!(!valid_origin("https://chat.example.org/path"));
+        assert!(!valid_origin("https://"));
     }
 
     #[test]

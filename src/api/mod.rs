@@ -14,10 +14,12 @@ pub mod sign_in;
 pub mod turns;
 pub mod users;
 
+use std::sync::Arc;
+
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServerHandle, ServiceRequest, ServiceResponse};
 use actix_web::http::{header, Method};
-use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers, Next};
+use actix_web::middleware::{from_fn, Condition, ErrorHandlerResponse, ErrorHandlers, Next};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use crate::web::error::{ApiError, ErrorCode};
@@ -70,6 +72,7 @@ routes! {
     POST "/v1/collections/{name}/documents" => collections::upload,
     GET "/v1/collections/{name}/search" => collections::search,
     GET "/v1/models" => openai::models,
+    GET "/v1/models/{model}" => openai::model,
     POST "/v1/chat/completions" => openai::chat_completions,
     GET "/v1/profile/statements" => profile::list,
     POST "/v1/profile/statements" => profile::add,
@@ -83,21 +86,47 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.default_service(web::to(fallback));
 }
 
+/// Whether errors on `path` take OpenAI's shape (the OpenAI-compatible endpoints, so that OpenAI
+/// clients read every error the same way).
+pub fn openai_shaped(path: &str) -> bool {
+    path == "/v1/models"
+        || path.starts_with("/v1/models/")
+        || path == "/v1/chat/completions"
+        || path.starts_with("/v1/chat/")
+}
+
 /// Unknown path: 404 `route_not_found`; known path with another method: 405 with `Allow`.
 async fn fallback(req: HttpRequest) -> HttpResponse {
+    let error = fallback_error(&req);
+    if openai_shaped(req.path()) {
+        let mut response = error.0.to_openai_response();
+        if let Some(allow) = error.1 {
+            response.headers_mut().insert(header::ALLOW, allow);
+        }
+        return response;
+    }
+    let mut response = error.0.to_response();
+    if let Some(allow) = error.1 {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
+}
+
+/// The error of a request no route takes, with the `Allow` header of a 405.
+fn fallback_error(req: &HttpRequest) -> (ApiError, Option<header::HeaderValue>) {
     let allowed: Vec<&str> = ROUTES
         .iter()
         .filter(|(_, pattern)| actix_web::dev::ResourceDef::new(*pattern).is_match(req.path()))
         .map(|(method, _)| *method)
         .collect();
     if allowed.is_empty() {
-        ApiError::new(
+        let error = ApiError::new(
             ErrorCode::RouteNotFound,
             format!("no route for {} {}", req.method(), req.path()),
-        )
-        .to_response()
+        );
+        (error, None)
     } else {
-        let mut response = ApiError::new(
+        let error = ApiError::new(
             ErrorCode::MethodNotAllowed,
             format!(
                 "{} is not allowed on {}; allowed: {}",
@@ -105,12 +134,11 @@ async fn fallback(req: HttpRequest) -> HttpResponse {
                 req.path(),
                 allowed.join(", ")
             ),
+        );
+        (
+            error,
+            header::HeaderValue::from_str(&allowed.join(", ")).ok(),
         )
-        .to_response();
-        if let Ok(value) = header::HeaderValue::from_str(&allowed.join(", ")) {
-            response.headers_mut().insert(header::ALLOW, value);
-        }
-        response
     }
 }
 
@@ -141,14 +169,60 @@ fn json_error_bodies<B: MessageBody + 'static>(
     };
     let message = status.canonical_reason().unwrap_or("error").to_string();
     let (req, _) = res.into_parts();
-    let mut body = ApiError::new(code, message).to_response();
+    let error = ApiError::new(code, message);
+    let mut body = if openai_shaped(req.path()) {
+        error.to_openai_response()
+    } else {
+        error.to_response()
+    };
     *body.status_mut() = status;
     let res = ServiceResponse::new(req, body.map_into_boxed_body()).map_into_right_body();
     Ok(ErrorHandlerResponse::Response(res))
 }
 
+/// Browser pages of the configured origins may call the API (`/v1/*`, `/mcp`): preflights are
+/// answered, and the answers carry `Access-Control-Allow-Origin`. The server's own page is
+/// same-origin and always allowed.
+fn cors(origins: Arc<Vec<String>>) -> actix_cors::Cors {
+    let any = origins.iter().any(|o| o == "*");
+    actix_cors::Cors::default()
+        .allowed_origin_fn(move |origin, head| {
+            let Ok(origin) = origin.to_str() else {
+                return false;
+            };
+            any || origins.iter().any(|o| o == origin) || same_origin(origin, head)
+        })
+        .allowed_methods(["GET", "POST", "PUT", "PATCH", "DELETE"])
+        .allowed_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::HeaderName::from_static("idempotency-key"),
+            header::HeaderName::from_static("x-convrag-conversation-id"),
+            header::HeaderName::from_static("mcp-protocol-version"),
+            header::HeaderName::from_static("mcp-session-id"),
+        ])
+        .expose_headers([
+            header::HeaderName::from_static("x-convrag-conversation-id"),
+            header::HeaderName::from_static(REQUEST_ID_HEADER),
+            header::RETRY_AFTER,
+            header::WWW_AUTHENTICATE,
+        ])
+        .max_age(600)
+}
+
+/// Whether `origin` is the server's own (the `Host` the request was sent to).
+fn same_origin(origin: &str, head: &actix_web::dev::RequestHead) -> bool {
+    let host = head
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let origin_host = origin.split_once("://").map(|(_, host)| host);
+    matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
+}
+
 /// Gives every request an id: handlers (and [`ApiError`]'s response) see it through
-/// [`current_request_id`], and every response carries it as `X-Request-Id`.
+/// `current_request_id`, and every response carries it as `X-Request-Id`.
 async fn request_ids(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -170,10 +244,12 @@ pub fn http_server(
     workers: usize,
     handle_signals: bool,
 ) -> std::io::Result<(std::net::SocketAddr, Server)> {
+    let origins = Arc::new(state.config.cors_origins.clone());
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .wrap(ErrorHandlers::new().default_handler(json_error_bodies))
+            .wrap(Condition::new(!origins.is_empty(), cors(origins.clone())))
             .wrap(from_fn(request_ids))
             .wrap(
                 actix_web::middleware::Logger::new("%r %s %Dms id=%{x-request-id}o")

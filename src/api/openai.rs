@@ -19,10 +19,15 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::llm::{ChatMessage as LlmMessage, ChatRequest as LlmRequest};
 use crate::pipeline::generate::GenerationEvent;
 use crate::pipeline::turn::TurnEvent;
-use crate::service::chat::{answer, render_sentence, Answer, ResolvedChat};
+use crate::service::chat::{
+    answer, count_tokens, render_sentence, Answer, ChatAction, ChatExchange, ResolvedChat,
+    PLAIN_LLM_MODEL,
+};
 use crate::store::Turn;
+use crate::store::TurnSlot;
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{parse_uuid, ApiJson, AuthUser};
 use crate::web::AppState;
@@ -32,8 +37,11 @@ pub const CONVERSATION_HEADER: &str = "X-Convrag-Conversation-Id";
 
 const MAX_MESSAGE_CHARS: usize = 10_000;
 
-/// Body of `POST /v1/chat/completions`. Other OpenAI parameters (temperature, ...) are accepted
-/// and ignored: the pipeline's settings decide.
+/// Body of `POST /v1/chat/completions`. `max_tokens` / `max_completion_tokens` bound the
+/// answer's words; `n` above 1, `tools` that must be called and a JSON `response_format` are
+/// refused (400 naming the parameter); `tools` with `tool_choice` `auto` or `none` get a plain
+/// answer; other OpenAI parameters (temperature, ...) are accepted and ignored: the pipeline's
+/// settings decide.
 #[derive(Deserialize, ToSchema)]
 pub struct ChatRequest {
     /// A collection of this server (`GET /v1/models`).
@@ -49,6 +57,203 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(value_type = Option<ChatMetadata>)]
     pub metadata: Option<serde_json::Map<String, Value>>,
+    /// With `stream`: `include_usage` adds a last chunk with the token counts.
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// At most this many words in the answer.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    pub max_tokens: Option<usize>,
+    /// As `max_tokens`.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    pub max_completion_tokens: Option<usize>,
+    /// Only 1: one answer per turn.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1)]
+    pub n: Option<u32>,
+    /// Function tools: convrag calls none, so only `tool_choice` `auto` or `none` is served.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
+    /// Only `text`: answers are cited prose.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub response_format: Option<Value>,
+    /// Passed to the LLM of `convrag-llm` completions.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 2)]
+    pub temperature: Option<f32>,
+    /// Passed to the LLM of `convrag-llm` completions: a string or up to 4 strings.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub stop: Option<Value>,
+}
+
+/// `stream_options` of a streamed request.
+#[derive(Deserialize, ToSchema)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+impl ChatRequest {
+    /// Refuses what convrag cannot do rather than ignoring it: several answers, a tool that
+    /// must be called, a structured answer.
+    fn check_parameters(&self) -> Result<(), ApiError> {
+        if self.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::invalid(
+                "n",
+                "only 1 answer per request is supported",
+            ));
+        }
+        for (field, value) in [
+            ("max_tokens", self.max_tokens),
+            ("max_completion_tokens", self.max_completion_tokens),
+        ] {
+            if value == Some(0) {
+                return Err(ApiError::invalid(field, "must be at least 1"));
+            }
+        }
+        let has_tools = self.tools.as_ref().is_some_and(|t| !t.is_empty());
+        match &self.tool_choice {
+            None => {}
+            Some(Value::String(choice)) if choice == "auto" || choice == "none" => {}
+            Some(Value::String(choice)) if choice == "required" => {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    "\"required\" is not supported: convrag answers with cited text and calls no tools",
+                ))
+            }
+            Some(Value::Object(_)) if has_tools => {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    "a named function is not supported: convrag answers with cited text and calls no tools",
+                ))
+            }
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    "must be \"auto\" or \"none\"",
+                ))
+            }
+        }
+        if let Some(format) = &self.response_format {
+            match format.get("type").and_then(Value::as_str) {
+                Some("text") => {}
+                Some(kind @ ("json_object" | "json_schema")) => {
+                    return Err(ApiError::invalid(
+                        "response_format",
+                        format!(
+                            "{kind:?} is not supported: answers are cited prose (use \"text\")"
+                        ),
+                    ))
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        "response_format",
+                        "must be {\"type\": \"text\"}",
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The LLM request of a `convrag-llm` completion: every message as given.
+    fn plain_request(&self) -> Result<LlmRequest, ApiError> {
+        let messages = self
+            .messages
+            .iter()
+            .map(|m| LlmMessage {
+                role: m.role.clone(),
+                content: m
+                    .content
+                    .as_ref()
+                    .map(MessageContent::text)
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let stop = match &self.stop {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) if items.len() <= 4 => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| ApiError::invalid("stop", "must be a string or strings"))?,
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "stop",
+                    "must be a string or up to 4 strings",
+                ))
+            }
+        };
+        let mut request = LlmRequest::new(messages);
+        request.temperature = self.temperature;
+        request.max_tokens = self
+            .max_tokens
+            .or(self.max_completion_tokens)
+            .map(|m| m.min(u32::MAX as usize) as u32);
+        request.stop = stop;
+        Ok(request)
+    }
+}
+
+/// A `convrag-llm` completion: the configured LLM answers the messages as they are, with no
+/// retrieval, and nothing is stored. Streamed requests get the whole answer in one chunk.
+async fn plain_completion(state: &AppState, body: &ChatRequest) -> Result<HttpResponse, ApiError> {
+    let request = body.plain_request()?;
+    let response = state.chat.plain_completion(&request).await?;
+    let prompt_tokens: usize = body.messages.iter().map(ChatMessage::tokens).sum();
+    let (prompt, completion) = match response.usage {
+        Some(u) => (u.prompt_tokens as usize, u.completion_tokens as usize),
+        None => (prompt_tokens, count_tokens(&response.content)),
+    };
+    let usage = json!({"prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt + completion});
+    let finish = response.finish_reason.unwrap_or_else(|| "stop".to_string());
+    let id = format!("chatcmpl-{}", Uuid::new_v4().simple());
+    let created = chrono::Utc::now().timestamp();
+    if !body.stream {
+        return Ok(HttpResponse::Ok().json(json!({
+            "id": id, "object": "chat.completion", "created": created, "model": body.model,
+            "choices": [{"index": 0, "finish_reason": finish, "logprobs": null,
+                "message": {"role": "assistant", "content": response.content, "refusal": null}}],
+            "usage": usage,
+        })));
+    }
+    let include_usage = body
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
+    let model = body.model.clone();
+    Ok(sse::stream(|tx| async move {
+        let chunk = |choices: Value| {
+            json!({"id": id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": choices})
+        };
+        tx.send(sse_data(
+            &chunk(
+                json!([{"index": 0, "delta": {"role": "assistant", "content": response.content},
+                "finish_reason": null, "logprobs": null}]),
+            )
+            .to_string(),
+        ));
+        tx.send(sse_data(
+            &chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish, "logprobs": null}]))
+                .to_string(),
+        ));
+        if include_usage {
+            let mut last = chunk(json!([]));
+            last["usage"] = usage;
+            tx.send(sse_data(&last.to_string()));
+        }
+        tx.send(sse_data("[DONE]"));
+    }))
 }
 
 /// What `metadata` may say (other keys are ignored).
@@ -101,6 +306,13 @@ pub struct ModelList {
     pub data: Vec<ModelCard>,
 }
 
+impl ChatMessage {
+    /// The message's tokens by the rule of [`crate::service::chat::count_tokens`].
+    fn tokens(&self) -> usize {
+        self.content.as_ref().map_or(0, |c| count_tokens(&c.text()))
+    }
+}
+
 impl MessageContent {
     fn text(&self) -> String {
         match self {
@@ -115,6 +327,27 @@ impl MessageContent {
     }
 }
 
+/// The plain-LLM model as an OpenAI model.
+fn plain_llm_card() -> ModelCard {
+    ModelCard {
+        id: PLAIN_LLM_MODEL.to_string(),
+        object: "model",
+        created: 0,
+        owned_by: "convrag",
+    }
+}
+
+fn model_card(c: crate::service::CollectionView) -> ModelCard {
+    ModelCard {
+        created: chrono::DateTime::parse_from_rfc3339(&c.created)
+            .map(|t| t.timestamp())
+            .unwrap_or(0),
+        id: c.name,
+        object: "model",
+        owned_by: "convrag",
+    }
+}
+
 /// `GET /v1/models`: the collections, each usable as a chat model.
 #[utoipa::path(get, path = "/v1/models", operation_id = "list_models", tag = "openai",
     responses((status = 200, description = "The collections as models", body = ModelList)))]
@@ -123,21 +356,47 @@ pub async fn models(req: HttpRequest, state: web::Data<AppState>) -> HttpRespons
         let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
         // The shared collections and the user's private ones (another user's are not models).
         let collections = state.collections.list(user.id).await?;
-        let data = collections
-            .into_iter()
-            .map(|c| ModelCard {
-                created: chrono::DateTime::parse_from_rfc3339(&c.created)
-                    .map(|t| t.timestamp())
-                    .unwrap_or(0),
-                id: c.name,
-                object: "model",
-                owned_by: "convrag",
-            })
-            .collect();
+        let mut data: Vec<ModelCard> = collections.into_iter().map(model_card).collect();
+        if state.chat.has_llm() {
+            data.push(plain_llm_card());
+        }
         Ok(HttpResponse::Ok().json(ModelList {
             object: "list",
             data,
         }))
+    }
+    .await;
+    result.unwrap_or_else(|e| e.to_openai_response())
+}
+
+/// `GET /v1/models/{model}`: one collection as a model (404 in OpenAI's shape when the user
+/// sees no collection of that name).
+#[utoipa::path(get, path = "/v1/models/{model}", operation_id = "get_model", tag = "openai",
+    params(("model" = String, Path, description = "A collection's name")),
+    responses((status = 200, description = "The collection as a model", body = ModelCard)))]
+pub async fn model(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> HttpResponse {
+    let result: Result<HttpResponse, ApiError> = async {
+        let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
+        let name = path.into_inner();
+        state.chat.check_model(user.id, &name).await?;
+        if name == PLAIN_LLM_MODEL {
+            return Ok(HttpResponse::Ok().json(plain_llm_card()));
+        }
+        let card = state
+            .collections
+            .list(user.id)
+            .await?
+            .into_iter()
+            .find(|c| c.name == name)
+            .map(model_card)
+            .ok_or_else(|| {
+                ApiError::from(crate::service::chat::ChatError::UnknownModel(name.clone()))
+            })?;
+        Ok(HttpResponse::Ok().json(card))
     }
     .await;
     result.unwrap_or_else(|e| e.to_openai_response())
@@ -171,26 +430,42 @@ async fn chat(
     let body = ApiJson::<ChatRequest, true>::from_request(&req, &mut payload)
         .await?
         .0;
+    body.check_parameters()?;
     state.chat.check_model(user.id, &body.model).await?;
-    let utterances = user_messages(&body.messages)?;
-    // Refused before a conversation is looked up or created for it.
-    if let Some(last) = utterances.last() {
-        state.chat.check_utterance(last)?;
+    if body.model == PLAIN_LLM_MODEL {
+        return plain_completion(&state, &body).await;
     }
+    let exchanges = exchanges(&body.messages)?;
+    let utterance = exchanges.last().map(|e| e.user.clone()).unwrap_or_default();
+    // Refused before a conversation is looked up or created for it.
+    state.chat.check_utterance(&utterance)?;
     let explicit = requested_conversation(&req, body.metadata.as_ref())?;
+    let keyed = req
+        .headers()
+        .contains_key(crate::store::idempotency::HEADER);
     let ResolvedChat {
         conversation_id,
-        stored,
+        action,
+        ..
     } = state
         .chat
-        .resolve(user.id, &body.model, &utterances, explicit)
+        .resolve(user.id, &body.model, &exchanges, explicit, keyed)
         .await?;
     let reply = Reply {
         id: format!("chatcmpl-{}", Uuid::new_v4().simple()),
         created: chrono::Utc::now().timestamp(),
         model: body.model.clone(),
+        prompt_tokens: body.messages.iter().map(ChatMessage::tokens).sum(),
     };
-    let utterance = utterances.last().cloned().unwrap_or_default();
+    let max_words = body.max_tokens.or(body.max_completion_tokens);
+    let slot = match action {
+        ChatAction::Regenerate { seq } => TurnSlot::Regenerate { seq },
+        _ => TurnSlot::Next,
+    };
+    let stored = match action {
+        ChatAction::Replay(turn) => Some(*turn),
+        _ => None,
+    };
 
     if !body.stream {
         let turn = match stored {
@@ -198,7 +473,14 @@ async fn chat(
             None => {
                 state
                     .chat
-                    .run_turn(user.id, conversation_id, &utterance, &mut |_| {})
+                    .run_turn(
+                        user.id,
+                        conversation_id,
+                        slot,
+                        &utterance,
+                        max_words,
+                        &mut |_| {},
+                    )
                     .await?
             }
         };
@@ -207,6 +489,10 @@ async fn chat(
             .json(reply.completion(&turn)));
     }
 
+    let include_usage = body
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
     let mut response = sse::stream(|tx| async move {
         tx.send(reply.chunk(json!({"role": "assistant", "content": ""}), None));
         let result = match stored {
@@ -225,21 +511,32 @@ async fn chat(
                 };
                 state
                     .chat
-                    .run_turn(user.id, conversation_id, &utterance, &mut on_event)
+                    .run_turn(
+                        user.id,
+                        conversation_id,
+                        slot,
+                        &utterance,
+                        max_words,
+                        &mut on_event,
+                    )
                     .await
                     .map_err(ApiError::from)
             }
         };
-        let last = match result {
-            Ok(turn) => reply.final_chunk(&turn),
+        match result {
+            Ok(turn) => {
+                tx.send(reply.final_chunk(&turn));
+                if include_usage {
+                    tx.send(reply.usage_chunk(&turn));
+                }
+            }
             Err(e) => {
                 if e.code == ErrorCode::Internal {
                     tracing::error!(message = %e.message, "chat turn failed");
                 }
-                sse_data(&e.openai_envelope().to_string())
+                tx.send(sse_data(&e.openai_envelope().to_string()));
             }
-        };
-        tx.send(last);
+        }
         tx.send(sse_data("[DONE]"));
     });
     if let (Ok(name), Ok(value)) = (
@@ -275,8 +572,9 @@ fn sse_data(data: &str) -> web::Bytes {
     sse::data_frame(data)
 }
 
-/// The user messages' texts, in order; the last message must be the user's.
-pub fn user_messages(messages: &[ChatMessage]) -> Result<Vec<String>, ApiError> {
+/// The user messages in order, each with the assistant's reply after it (consecutive assistant
+/// messages joined by a blank line); the last message must be the user's.
+pub fn exchanges(messages: &[ChatMessage]) -> Result<Vec<ChatExchange>, ApiError> {
     let Some(last) = messages.last() else {
         return Err(ApiError::invalid("messages", "must not be empty"));
     };
@@ -286,37 +584,53 @@ pub fn user_messages(messages: &[ChatMessage]) -> Result<Vec<String>, ApiError> 
             "the last message must be the user's",
         ));
     }
-    let mut texts = Vec::new();
+    let mut exchanges: Vec<ChatExchange> = Vec::new();
     for (i, message) in messages.iter().enumerate() {
-        if message.role != "user" {
-            continue;
-        }
         let text = message
             .content
             .as_ref()
             .map(MessageContent::text)
             .unwrap_or_default();
-        if text.trim().is_empty() {
-            return Err(ApiError::invalid(
-                format!("messages[{i}].content"),
-                "a user message needs text",
-            ));
+        match message.role.as_str() {
+            "user" => exchanges.push(ChatExchange {
+                user: checked_user_text(i, text)?,
+                assistant: None,
+            }),
+            "assistant" if !text.trim().is_empty() => {
+                if let Some(previous) = exchanges.last_mut() {
+                    let reply = previous.assistant.get_or_insert_with(String::new);
+                    if !reply.is_empty() {
+                        reply.push_str("\n\n");
+                    }
+                    reply.push_str(text.trim());
+                }
+            }
+            _ => {}
         }
-        if text.contains('\0') {
-            return Err(ApiError::invalid(
-                format!("messages[{i}].content"),
-                "must not contain NUL characters",
-            ));
-        }
-        if text.chars().count() > MAX_MESSAGE_CHARS {
-            return Err(ApiError::invalid(
-                format!("messages[{i}].content"),
-                format!("must be at most {MAX_MESSAGE_CHARS} characters"),
-            ));
-        }
-        texts.push(text);
     }
-    Ok(texts)
+    Ok(exchanges)
+}
+
+fn checked_user_text(i: usize, text: String) -> Result<String, ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::invalid(
+            format!("messages[{i}].content"),
+            "a user message needs text",
+        ));
+    }
+    if text.contains('\0') {
+        return Err(ApiError::invalid(
+            format!("messages[{i}].content"),
+            "must not contain NUL characters",
+        ));
+    }
+    if text.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(ApiError::invalid(
+            format!("messages[{i}].content"),
+            format!("must be at most {MAX_MESSAGE_CHARS} characters"),
+        ));
+    }
+    Ok(text)
 }
 
 /// The conversation id the request names, if any (header first, then `metadata`).
@@ -344,6 +658,8 @@ struct Reply {
     id: String,
     created: i64,
     model: String,
+    /// The request's messages' tokens.
+    prompt_tokens: usize,
 }
 
 impl Reply {
@@ -359,15 +675,31 @@ impl Reply {
             annotations,
             passages,
         } = answer(turn);
-        let words = content.split_whitespace().count();
+        let usage = self.usage(&content);
         json!({
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
             "choices": [{"index": 0, "finish_reason": "stop", "logprobs": null,
                 "message": {"role": "assistant", "content": content,
                     "annotations": annotations, "refusal": null}}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": words, "total_tokens": words},
+            "usage": usage,
             "convrag": Self::convrag(turn, passages),
         })
+    }
+
+    /// Token counts by the rule of [`count_tokens`], for the request and the answer.
+    fn usage(&self, content: &str) -> Value {
+        let completion = count_tokens(content);
+        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion})
+    }
+
+    /// The chunk `stream_options.include_usage` asks for: no choices, the usage.
+    fn usage_chunk(&self, turn: &Turn) -> web::Bytes {
+        let chunk = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model, "choices": [], "usage": self.usage(&answer(turn).content),
+        });
+        sse_data(&chunk.to_string())
     }
 
     fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> web::Bytes {
@@ -419,13 +751,17 @@ mod tests {
             message("assistant", "b"),
             message("user", "c"),
         ];
-        assert_eq!(user_messages(&messages).unwrap(), ["a", "c"]);
-        let e = user_messages(&messages[..3]).unwrap_err();
+        let read = exchanges(&messages).unwrap();
+        let users: Vec<&str> = read.iter().map(|e| e.user.as_str()).collect();
+        assert_eq!(users, ["a", "c"]);
+        assert_eq!(read[0].assistant.as_deref(), Some("b"));
+        assert_eq!(read[1].assistant, None);
+        let e = exchanges(&messages[..3]).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("messages[2].role"));
-        let e = user_messages(&[message("user", "  ")]).unwrap_err();
+        let e = exchanges(&[message("user", "  ")]).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("messages[0].content"));
         assert_eq!(
-            user_messages(&[]).unwrap_err().field.as_deref(),
+            exchanges(&[]).unwrap_err().field.as_deref(),
             Some("messages")
         );
     }

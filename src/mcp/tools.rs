@@ -10,7 +10,7 @@ use super::{RpcError, INVALID_PARAMS};
 use crate::service::chat::answer;
 use crate::service::conversations::ConversationError;
 use crate::service::SearchRequest;
-use crate::store::{NewConversation, NewStatement, StoreError, User};
+use crate::store::{NewConversation, NewStatement, StoreError, TurnSlot, User};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{parse_json, parse_uuid};
 use crate::web::AppState;
@@ -289,7 +289,7 @@ async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
     };
     let turn = state
         .chat
-        .run_turn(user.id, id, &a.question, &mut |_| {})
+        .run_turn(user.id, id, TurnSlot::Next, &a.question, None, &mut |_| {})
         .await
         .map_err(ApiError::from)
         .map_err(|e| match e.code {

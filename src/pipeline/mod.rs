@@ -1,4 +1,4 @@
-//! The conversational turn pipeline (issue 6). Each stage is a trait with real implementations:
+//! The conversational turn pipeline. Each stage is a trait with real implementations:
 //! PTKB statement ranking ([`ptkb`]), query rewriting ([`rewrite`]), both over a
 //! [`context::ConversationContext`], and response generation with citations ([`generate`]).
 //! This module holds the types the stages share.

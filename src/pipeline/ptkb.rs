@@ -595,9 +595,8 @@ pub fn learned_ranker(
 }
 
 /// The ranker the server and batch runs use: the learned ranker ([`learned_ranker`], weights
-/// fitted by `convrag tune ptkb` on iKAT 2023 train only) with the bi-encoder when there is one,
-/// else with lexical features only. On iKAT 2023 test (never fitted on) the neural one scores
-/// nDCG@3 0.6517 (NIST qrels) and 0.5797 (organizers'); see BENCHMARKS.md.
+/// fitted by `convrag tune ptkb` on training topics) with the bi-encoder when there is one, else
+/// with lexical features only; its figures are in BENCHMARKS.md.
 pub fn recommended_ranker(
     model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
 ) -> std::sync::Arc<dyn PtkbRanker> {

@@ -193,10 +193,7 @@ impl LoadedFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(cache_err(&self.path, format!("cannot open: {e}"))),
         };
-        let len = file
-            .metadata()
-            .map_err(|e| io_err(&self.path, e))?
-            .len();
+        let len = file.metadata().map_err(|e| io_err(&self.path, e))?.len();
         if len < self.parsed_len {
             // Truncated by someone else (torn record cut off): re-read from the start.
             self.parsed_len = 0;

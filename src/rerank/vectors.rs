@@ -108,10 +108,7 @@ impl VectorFile {
             // Records may have been appended since the file was mapped.
             let file = File::open(&self.path)
                 .map_err(|e| cache_err(&self.path, format!("cannot open: {e}")))?;
-            let grown = file
-                .metadata()
-                .map_err(|e| io_err(&self.path, e))?
-                .len();
+            let grown = file.metadata().map_err(|e| io_err(&self.path, e))?.len();
             if grown > map.len() as u64 {
                 let fresh = Arc::new(map_file(&file, &self.path)?);
                 *self.map.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
@@ -184,10 +181,7 @@ impl VectorWriter {
             .open(path)
             .map_err(|e| cache_err(path, format!("cannot open for writing: {e}")))?;
         lock_exclusive(&file, path)?;
-        let file_len = file
-            .metadata()
-            .map_err(|e| io_err(path, e))?
-            .len();
+        let file_len = file.metadata().map_err(|e| io_err(path, e))?.len();
         if file_len < HEADER {
             // New, or a writer died before finishing the header.
             let mut header = [0u8; HEADER as usize];

@@ -9,8 +9,12 @@ use uuid::Uuid;
 
 use super::{RequestedSettings, ServiceError, SettingLimits, TurnRequest, TurnService};
 use crate::index::IndexError;
+use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 use crate::pipeline::turn::{TurnEvent, TurnSettings};
-use crate::store::{Store, StoreError, Turn, TurnSlot};
+use crate::store::{NewTurn, Store, StoreError, Turn, TurnSlot};
+
+/// The generator recorded for turns imported from a chat client's history.
+pub const IMPORTED: &str = "imported";
 
 /// Errors of chat requests.
 #[derive(Debug, thiserror::Error)]
@@ -21,18 +25,48 @@ pub enum ChatError {
     /// The conversation the request names is not the user's.
     #[error("conversation_id: no such conversation")]
     UnknownConversation,
+    /// The plain-LLM model was asked for, but no LLM is configured.
+    #[error("model: no LLM is configured, so {PLAIN_LLM_MODEL:?} is not served")]
+    NoLlm,
+    /// The LLM failed to answer a plain-LLM request.
+    #[error("the LLM failed: {0}")]
+    Llm(#[source] LlmError),
     #[error(transparent)]
     Service(#[from] ServiceError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
+/// The model name of plain LLM completions: no retrieval, nothing stored. Chat apps point their
+/// housekeeping ("task model": titles, tags, follow-up suggestions) at it.
+pub const PLAIN_LLM_MODEL: &str = "convrag-llm";
+
+/// One user message of a chat request with the assistant's reply that follows it, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatExchange {
+    pub user: String,
+    pub assistant: Option<String>,
+}
+
+/// What a chat request does in the conversation it continues.
+pub enum ChatAction {
+    /// Runs a new turn for the last user message.
+    Next,
+    /// The last user message is already the last stored turn and the request carries an
+    /// `Idempotency-Key`: a retry, answered with that turn.
+    Replay(Box<Turn>),
+    /// The last user message is already the last stored turn and the request carries no key:
+    /// the client asks for another answer, stored as a new version of that turn.
+    Regenerate { seq: i32 },
+}
+
 /// The conversation a chat request continues.
 pub struct ResolvedChat {
     pub conversation_id: Uuid,
-    /// The stored last turn, when the request's last user message is already that turn (a
-    /// resent history): its answer is returned instead of running the turn again.
-    pub stored: Option<Turn>,
+    pub action: ChatAction,
+    /// Earlier exchanges of the request stored as imported turns (no stored conversation held
+    /// them).
+    pub imported: usize,
 }
 
 /// Chat turns over the stored conversations.
@@ -40,16 +74,45 @@ pub struct ResolvedChat {
 pub struct ChatService {
     store: Store,
     turns: Arc<TurnService>,
+    llm: Option<Arc<dyn ChatModel>>,
 }
 
 impl ChatService {
     pub fn new(store: Store, turns: Arc<TurnService>) -> Self {
-        Self { store, turns }
+        Self {
+            store,
+            turns,
+            llm: None,
+        }
+    }
+
+    /// Serves [`PLAIN_LLM_MODEL`] through `llm`.
+    pub fn with_llm(mut self, llm: Arc<dyn ChatModel>) -> Self {
+        self.llm = Some(llm);
+        self
+    }
+
+    /// Whether [`PLAIN_LLM_MODEL`] is served.
+    pub fn has_llm(&self) -> bool {
+        self.llm.is_some()
+    }
+
+    /// A plain completion of `request` by the configured LLM: no retrieval, nothing stored.
+    pub async fn plain_completion(&self, request: &ChatRequest) -> Result<ChatResponse, ChatError> {
+        let llm = self.llm.as_ref().ok_or(ChatError::NoLlm)?;
+        llm.chat(request).await.map_err(ChatError::Llm)
     }
 
     /// The model must name a collection the user sees. Opens only that collection (kept open by
     /// the registry), not every one as listing them does: this runs on every chat request.
     pub async fn check_model(&self, user_id: i64, model: &str) -> Result<(), ChatError> {
+        if model == PLAIN_LLM_MODEL {
+            return if self.has_llm() {
+                Ok(())
+            } else {
+                Err(ChatError::NoLlm)
+            };
+        }
         match self.turns.visible_retriever(Some(user_id), model).await {
             Ok(_) => Ok(()),
             Err(ServiceError::Index(IndexError::NotFound { .. } | IndexError::InvalidName(_))) => {
@@ -67,15 +130,20 @@ impl ChatService {
 
     /// The conversation the request continues: the one `explicit` names, else the user's chat
     /// conversation with `model` whose current utterances are the earlier user messages (or all
-    /// of them, a resent history), else a new one titled by the first message.
+    /// of them, a resent history), else a new one titled by the first message whose turns are
+    /// the request's earlier exchanges, imported (an edited or branched history, a history from
+    /// another app), so that rewriting and PTKB ranking see them.
     pub async fn resolve(
         &self,
         user_id: i64,
         model: &str,
-        utterances: &[String],
+        exchanges: &[ChatExchange],
         explicit: Option<Uuid>,
+        keyed: bool,
     ) -> Result<ResolvedChat, ChatError> {
+        let utterances: Vec<String> = exchanges.iter().map(|e| e.user.clone()).collect();
         let earlier = &utterances[..utterances.len().saturating_sub(1)];
+        let mut imported = 0;
         let (conversation_id, answered) = match explicit {
             Some(id) => {
                 let stored =
@@ -91,7 +159,7 @@ impl ChatService {
             None => {
                 let store = &self.store;
                 if let Some(m) = store
-                    .chat_conversation_with_turns(user_id, model, utterances)
+                    .chat_conversation_with_turns(user_id, model, &utterances)
                     .await?
                 {
                     (m.conversation_id, true)
@@ -105,23 +173,54 @@ impl ChatService {
                     let id = store
                         .create_chat_conversation(user_id, model, &title)
                         .await?;
+                    let before_last = &exchanges[..exchanges.len().saturating_sub(1)];
+                    imported = self.import(user_id, id, before_last).await?;
                     (id, false)
                 }
             }
         };
-        let stored = if answered {
-            let turns = self
-                .store
-                .list_turns(user_id, conversation_id, false)
-                .await?;
-            turns.into_iter().last()
-        } else {
-            None
+        let action = match answered {
+            false => ChatAction::Next,
+            true => {
+                let turns = self
+                    .store
+                    .list_turns(user_id, conversation_id, false)
+                    .await?;
+                match turns.into_iter().last() {
+                    None => ChatAction::Next,
+                    Some(turn) if keyed => ChatAction::Replay(Box::new(turn)),
+                    Some(turn) => ChatAction::Regenerate { seq: turn.seq },
+                }
+            }
         };
         Ok(ResolvedChat {
             conversation_id,
-            stored,
+            action,
+            imported,
         })
+    }
+
+    /// Stores `exchanges` as the conversation's first turns: the user's text as the utterance,
+    /// the assistant's as the response; no stage runs for them.
+    async fn import(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        exchanges: &[ChatExchange],
+    ) -> Result<usize, ChatError> {
+        for exchange in exchanges {
+            let turn = NewTurn {
+                utterance: exchange.user.clone(),
+                response_text: exchange.assistant.clone(),
+                generator: Some(IMPORTED.to_string()),
+                diagnostics: json!({ "imported": true }),
+                ..NewTurn::default()
+            };
+            self.store
+                .insert_turn(user_id, conversation_id, TurnSlot::Next, turn)
+                .await?;
+        }
+        Ok(exchanges.len())
     }
 
     /// Runs one turn of the conversation with the server's default settings (the LLM when
@@ -130,24 +229,24 @@ impl ChatService {
         &self,
         user_id: i64,
         conversation_id: Uuid,
+        slot: TurnSlot,
         utterance: &str,
+        max_words: Option<usize>,
         on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
     ) -> Result<Turn, ServiceError> {
-        let settings = self.turns.resolve(
-            &RequestedSettings::default(),
-            TurnSettings::default(),
-            SettingLimits::API,
-        )?;
+        let defaults = TurnSettings::default();
+        // A client's bound shortens the answer; it never lengthens it past the default.
+        let requested = RequestedSettings {
+            max_words: max_words.map(|m| m.min(defaults.limit.max_words)),
+            ..RequestedSettings::default()
+        };
+        let settings = self
+            .turns
+            .resolve(&requested, defaults, SettingLimits::API)?;
         let request = TurnRequest::new(Some(utterance.to_string()), settings);
         let turn = self
             .turns
-            .begin(
-                &self.store,
-                user_id,
-                conversation_id,
-                TurnSlot::Next,
-                request,
-            )
+            .begin(&self.store, user_id, conversation_id, slot, request)
             .await?;
         turn.run(on_event).await
     }
@@ -161,6 +260,28 @@ pub fn title_of(first: &str) -> String {
         title.push('…');
     }
     title
+}
+
+/// Tokens of a text by the rule chat usage counts with, whatever generated the text: each run
+/// of letters and digits is one token, and so is each other character that is not white space
+/// (`"It's 5 o'clock."` is `It ' s 5 o ' clock .`, 8 tokens).
+pub fn count_tokens(text: &str) -> usize {
+    let mut tokens = 0;
+    let mut in_word = false;
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if !in_word {
+                tokens += 1;
+                in_word = true;
+            }
+        } else {
+            in_word = false;
+            if !c.is_whitespace() {
+                tokens += 1;
+            }
+        }
+    }
+    tokens
 }
 
 /// A sentence with its citation markers, placed before its final punctuation:
@@ -260,6 +381,13 @@ mod tests {
         );
         assert_eq!(render_sentence("No stop", &[2]), "No stop [2]");
         assert_eq!(render_sentence("Uncited.", &[]), "Uncited.");
+    }
+
+    #[test]
+    fn tokens_are_words_and_marks() {
+        assert_eq!(count_tokens("It's 5 o'clock."), 8);
+        assert_eq!(count_tokens("  "), 0);
+        assert_eq!(count_tokens("Ünïcode wörds [1]"), 5);
     }
 
     #[test]

@@ -191,6 +191,15 @@ impl ApiError {
         if let Some(seconds) = self.retry_after {
             builder.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
         }
+        // RFC 6750: a refused bearer token says which scheme the resource wants; MCP clients
+        // start their authorization flow from it.
+        if self.code.status() == StatusCode::UNAUTHORIZED {
+            let error = match self.code {
+                ErrorCode::MissingToken => "Bearer realm=\"convrag\"",
+                _ => "Bearer realm=\"convrag\", error=\"invalid_token\"",
+            };
+            builder.insert_header((actix_web::http::header::WWW_AUTHENTICATE, error));
+        }
         builder
     }
 
@@ -509,6 +518,8 @@ impl From<ChatError> for ApiError {
                 "conversation_id",
                 "no such conversation",
             ),
+            ChatError::NoLlm => ApiError::field(ErrorCode::NotFound, "model", e.to_string()),
+            ChatError::Llm(_) => ApiError::new(ErrorCode::ModelUnavailable, e.to_string()),
             ChatError::Service(e) => e.into(),
             ChatError::Store(e) => e.into(),
         }

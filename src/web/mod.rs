@@ -50,7 +50,7 @@ impl AppState {
         Self {
             users: UserService::new(limited.clone(), collections.clone()),
             collections,
-            chat: ChatService::new(limited.clone(), turns.clone()),
+            chat: chat_service(&limited, &turns, &config),
             conversations: ConversationService::new(limited.clone(), turns.clone()),
             store: limited,
             turns,
@@ -83,9 +83,22 @@ impl AppState {
         self.turns = Arc::new(turn_service(&self.config, Some(reranker)));
         self.collections = collection_service(&self.store, &self.turns, &self.config);
         self.users = UserService::new(self.store.clone(), self.collections.clone());
-        self.chat = ChatService::new(self.store.clone(), self.turns.clone());
+        self.chat = chat_service(&self.store, &self.turns, &self.config);
         self.conversations = self.conversations_over_turns();
         self
+    }
+}
+
+/// Chat over the turn service, with the plain-LLM model when an LLM is configured.
+fn chat_service(store: &Store, turns: &Arc<TurnService>, config: &Config) -> ChatService {
+    let chat = ChatService::new(store.clone(), turns.clone());
+    match crate::llm::OpenAiClient::from_config(&config.llm) {
+        Ok(Some(client)) => chat.with_llm(Arc::new(client)),
+        Ok(None) => chat,
+        Err(e) => {
+            tracing::error!(error = %e, "the plain-LLM model is not served");
+            chat
+        }
     }
 }
 

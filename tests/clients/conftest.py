@@ -44,6 +44,21 @@ def api(method, path, token, body=None):
         return e.code, (json.loads(raw) if raw else None)
 
 
+def raw(method, path, headers=None, body=None):
+    """An HTTP call with exactly these headers; returns (status, lower-cased headers, text)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(URL + path, data=data, method=method)
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read().decode()
+
+
 @pytest.fixture
 def token():
     """A fresh user's token (each test starts with no conversations and no profile)."""

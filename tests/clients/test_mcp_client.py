@@ -10,7 +10,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import BIN, COLLECTION, TIMEOUT, URL
+from conftest import BIN, COLLECTION, TIMEOUT, URL, raw
 
 EATING_OUT = "What should I check when I eat out?"
 PEANUTS = "I have a peanut allergy, so I always check what is in my food when I eat out."
@@ -112,3 +112,14 @@ def test_mcp_over_http(token):
             await exercise(session)
 
     anyio.run(main)
+
+
+def test_a_refused_token_says_bearer_in_www_authenticate():
+    """MCP clients start their authorization flow from the 401's WWW-Authenticate header."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    status, headers, _ = raw("POST", "/mcp", body=body)
+    assert status == 401
+    assert headers["www-authenticate"].startswith("Bearer")
+    status, headers, _ = raw("POST", "/mcp", {"Authorization": "Bearer not-a-token"}, body)
+    assert status == 401
+    assert 'error="invalid_token"' in headers["www-authenticate"]

@@ -5,7 +5,7 @@ import re
 import openai
 import pytest
 
-from conftest import COLLECTION, TIMEOUT, URL, api
+from conftest import COLLECTION, TIMEOUT, URL, api, raw
 
 MARKER = re.compile(r"\[(\d+)\]")
 
@@ -82,8 +82,10 @@ def test_a_follow_up_is_turn_2_of_the_same_conversation(token):
     assert convrag["conversation_id"] == conversation
     assert convrag["turn"] == 2
     check_cited(second.choices[0].message.content, convrag)
-    # Sending the same history again does not store the turn twice.
-    again = oai.chat.completions.create(model=COLLECTION, messages=history)
+    # A retry of the same history with an Idempotency-Key does not store the turn twice.
+    again = oai.chat.completions.create(
+        model=COLLECTION, messages=history, extra_headers={"Idempotency-Key": "follow-up-1"}
+    )
     assert again.model_extra["convrag"]["turn_id"] == convrag["turn_id"]
     status, body = api("GET", f"/v1/conversations/{conversation}/turns", token)
     assert status == 200
@@ -108,3 +110,145 @@ def test_an_unknown_model_is_404(token):
     assert raised.value.status_code == 404
     assert raised.value.code == "model_not_found"
     assert raised.value.param == "model"
+
+
+def test_a_history_no_conversation_holds_is_imported(token):
+    """An edited or branched history (or one from another app) keeps its context: its earlier
+    exchanges become the conversation's first turns, imported, and the question is the next."""
+    history = [
+        {"role": "user", "content": "What is a quick vegetarian dinner?"},
+        {"role": "assistant", "content": "Red lentil dal cooks in twenty minutes."},
+        {"role": "user", "content": "How much protein does it have?"},
+    ]
+    completion = client(token).chat.completions.create(model=COLLECTION, messages=history)
+    convrag = completion.model_extra["convrag"]
+    assert convrag["turn"] == 2
+    status, body = api("GET", f"/v1/conversations/{convrag['conversation_id']}/turns", token)
+    assert status == 200
+    first, second = body["turns"]
+    assert first["utterance"] == history[0]["content"]
+    assert first["response_text"] == history[1]["content"]
+    assert first["generator"] == "imported"
+    assert first["passages"] == []
+    assert second["utterance"] == history[2]["content"]
+    assert second["generator"] != "imported"
+
+
+def test_the_same_history_again_regenerates_and_a_key_replays(token):
+    oai = client(token)
+    messages = [{"role": "user", "content": "What is a quick vegetarian dinner?"}]
+    first = oai.chat.completions.create(model=COLLECTION, messages=messages)
+    again = oai.chat.completions.create(model=COLLECTION, messages=messages)
+    a, b = first.model_extra["convrag"], again.model_extra["convrag"]
+    assert b["conversation_id"] == a["conversation_id"] and b["turn"] == 1
+    assert b["turn_id"] != a["turn_id"], "regenerate stores a new version"
+    status, body = api("GET", f"/v1/conversations/{a['conversation_id']}/turns?all_versions=true", token)
+    assert status == 200 and len(body["turns"]) == 2
+    retried = oai.chat.completions.create(
+        model=COLLECTION, messages=messages, extra_headers={"Idempotency-Key": "client-retry-1"}
+    )
+    assert retried.model_extra["convrag"]["turn_id"] == b["turn_id"], "a keyed retry replays"
+
+
+def test_usage_counts_tokens_and_streams_with_include_usage(token):
+    oai = client(token)
+    messages = [{"role": "user", "content": "What is a quick vegetarian dinner?"}]
+    completion = oai.chat.completions.create(model=COLLECTION, messages=messages)
+    usage = completion.usage
+    assert usage.prompt_tokens == 7  # What is a quick vegetarian dinner ?
+    assert usage.completion_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    chunks = list(oai.chat.completions.create(
+        model=COLLECTION, messages=messages, stream=True, stream_options={"include_usage": True}
+    ))
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    assert last.usage.prompt_tokens == 7 and last.usage.completion_tokens > 0
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_one_model_by_id_and_openai_shaped_errors(token):
+    oai = client(token)
+    model = oai.models.retrieve(COLLECTION)
+    assert model.id == COLLECTION and model.object == "model"
+    with pytest.raises(openai.NotFoundError) as raised:
+        oai.models.retrieve("no-such-collection")
+    assert raised.value.code == "model_not_found"
+    # Unknown paths and methods under the OpenAI routes answer in OpenAI's shape too.
+    with pytest.raises(openai.NotFoundError) as raised:
+        oai.get("/models/diet/extra", cast_to=object)
+    assert raised.value.body["code"] == "route_not_found"
+    with pytest.raises(openai.APIStatusError) as raised:
+        oai.delete("/chat/completions", cast_to=object)
+    assert raised.value.status_code == 405
+    assert raised.value.body["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"n": 2}, "n"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+          "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+          "tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
+        ({"response_format": {"type": "json_schema",
+                              "json_schema": {"name": "x", "schema": {"type": "object"}}}},
+         "response_format"),
+    ],
+)
+def test_what_convrag_cannot_do_is_refused_naming_the_parameter(token, extra, param):
+    with pytest.raises(openai.BadRequestError) as raised:
+        client(token).chat.completions.create(
+            model=COLLECTION, messages=[{"role": "user", "content": "hello"}], **extra
+        )
+    assert raised.value.param == param
+    status, body = api("GET", "/v1/conversations", token)
+    assert body["conversations"] == [], "nothing stored for a refused request"
+
+
+def test_tools_with_auto_get_a_plain_answer_and_max_tokens_bounds_it(token):
+    completion = client(token).chat.completions.create(
+        model=COLLECTION,
+        messages=[{"role": "user", "content": "What is a quick vegetarian dinner?"}],
+        tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        tool_choice="auto",
+        max_tokens=40,
+    )
+    message = completion.choices[0].message
+    assert not message.tool_calls
+    words = MARKER.sub("", message.content).split()
+    assert 0 < len(words) <= 40, message.content
+
+
+def test_the_plain_llm_model_answers_without_retrieval_or_storage(token):
+    oai = client(token)
+    ids = [m.id for m in oai.models.list()]
+    assert "convrag-llm" in ids, "an LLM is configured for the client tests"
+    completion = oai.chat.completions.create(
+        model="convrag-llm",
+        messages=[{"role": "user", "content": "Write a three-word title for a chat about lentils."}],
+        max_tokens=16,
+        temperature=0,
+    )
+    assert completion.choices[0].message.content.strip()
+    assert "convrag" not in (completion.model_extra or {})
+    assert completion.usage.completion_tokens > 0
+    status, body = api("GET", "/v1/conversations", token)
+    assert body["conversations"] == [], "a housekeeping request stores nothing"
+
+
+def test_cors_preflight_for_a_configured_origin(token):
+    origin = "http://127.0.0.1:9"  # CONVRAG_CORS_ORIGINS of the client-test server
+    for path in ("/v1/chat/completions", "/mcp"):
+        status, headers, text = raw("OPTIONS", path, {
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+        assert status == 200, (path, status, text)
+        assert headers["access-control-allow-origin"] == origin
+        assert "POST" in headers["access-control-allow-methods"]
+    status, headers, _ = raw("GET", "/v1/models", {"Origin": origin, "Authorization": f"Bearer {token}"})
+    assert status == 200 and headers["access-control-allow-origin"] == origin
+    status, headers, _ = raw("OPTIONS", "/v1/models", {
+        "Origin": "http://elsewhere.example", "Access-Control-Request-Method": "GET"})
+    assert "access-control-allow-origin" not in headers

@@ -58,6 +58,21 @@ async fn chat(client: &Client, messages: Vec<Value>) -> common::Reply {
         .await
 }
 
+/// A chat request with an `Idempotency-Key`; the answer's body.
+async fn keyed_chat(client: &Client, messages: Vec<Value>, key: &str) -> Value {
+    let r = client
+        .http
+        .post(format!("{}/v1/chat/completions", client.base))
+        .bearer_auth(client.token.as_deref().unwrap())
+        .header("Idempotency-Key", key)
+        .json(&json!({"model": "diet", "messages": messages}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
 async fn turn_count(client: &Client, conversation: &str) -> usize {
     let r = client
         .get(&format!("/v1/conversations/{conversation}/turns"))
@@ -199,17 +214,33 @@ async fn resent_histories_continue_the_stored_conversation() {
     assert_eq!(first.body["convrag"]["turn"], 1);
     assert_eq!(turn_count(&alice, &conversation).await, 1);
 
-    // The same single message again: the stored answer, no second turn.
-    let again = chat(&alice, vec![user(q1)]).await;
+    // The same single message again with an `Idempotency-Key`: a retry, answered with the
+    // stored turn.
+    let replayed = keyed_chat(&alice, vec![user(q1)], "retry-1").await;
     assert_eq!(
-        again.body["convrag"]["turn_id"],
+        replayed["convrag"]["turn_id"],
         first.body["convrag"]["turn_id"]
     );
     assert_eq!(
-        again.body["choices"][0]["message"]["content"],
+        replayed["choices"][0]["message"]["content"],
         first.body["choices"][0]["message"]["content"]
     );
     assert_eq!(turn_count(&alice, &conversation).await, 1);
+    // Without a key: regenerate, a new version of turn 1 (both kept, the new one current).
+    let again = chat(&alice, vec![user(q1)]).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_ne!(
+        again.body["convrag"]["turn_id"],
+        first.body["convrag"]["turn_id"]
+    );
+    assert_eq!(again.body["convrag"]["turn"], 1);
+    assert_eq!(turn_count(&alice, &conversation).await, 1);
+    let r = alice
+        .get(&format!(
+            "/v1/conversations/{conversation}/turns?all_versions=true"
+        ))
+        .await;
+    assert_eq!(r.body["turns"].as_array().unwrap().len(), 2, "{:?}", r.body);
 
     // The history with the answer and a follow-up: turn 2 of the same conversation.
     let answer = first.body["choices"][0]["message"]["content"]
@@ -225,9 +256,9 @@ async fn resent_histories_continue_the_stored_conversation() {
     );
     assert_eq!(second.body["convrag"]["turn"], 2);
     assert_eq!(turn_count(&alice, &conversation).await, 2);
-    let resent = chat(&alice, history).await;
+    let resent = keyed_chat(&alice, history, "retry-2").await;
     assert_eq!(
-        resent.body["convrag"]["turn_id"],
+        resent["convrag"]["turn_id"],
         second.body["convrag"]["turn_id"]
     );
     assert_eq!(turn_count(&alice, &conversation).await, 2);
@@ -297,7 +328,8 @@ async fn another_users_conversations_are_not_found() {
     .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_ne!(r.body["convrag"]["conversation_id"], conversation.as_str());
-    assert_eq!(r.body["convrag"]["turn"], 1);
+    // Alice's first exchange is imported as Bob's turn 1; his question is turn 2.
+    assert_eq!(r.body["convrag"]["turn"], 2);
     assert_eq!(turn_count(&alice, &conversation).await, 1);
 }
 
