@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use convrag::config::Config;
-use convrag::service::bench::{summarize, BenchOptions, TurnBench};
 use convrag::pipeline::turn::TurnSettings;
+use convrag::service::bench::{summarize, BenchOptions, TurnBench};
 
 #[derive(Debug, Args, Clone)]
 pub struct BenchTurnsArgs {

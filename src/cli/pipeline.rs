@@ -14,12 +14,12 @@ use convrag::pipeline::ptkb::{
 };
 use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter, TermSelection};
 use convrag::pipeline::rewrite_llm::llm_stages_from_config;
+use convrag::pipeline::turn::ModelSimilarity;
+use convrag::rerank::Reranker;
 use convrag::tune::topics::{
     llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics, read_conversations, rewrite_topics,
     rewrites_tsv, ProvenanceList,
 };
-use convrag::pipeline::turn::ModelSimilarity;
-use convrag::rerank::Reranker;
 use convrag::Config;
 
 use super::progress::Bar;

@@ -28,17 +28,17 @@ use convrag::eval::rewrite::{read_texts, TextRole};
 use convrag::eval::trec::{Qrels, Run};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::{IkatTopic, RunType};
+use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
+use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
+use convrag::pipeline::turn::ModelSimilarity;
 use convrag::tune::answers::{
     answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
 };
-use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
-use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
-use convrag::tune::topics::{rank_topics, read_conversations};
 use convrag::tune::rewrite_ptkb::{
     evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
     PtkbFigures, PtkbTurn, RewriteExample, RewriteGrid, RewriteObjective, RougeMeans,
 };
-use convrag::pipeline::turn::ModelSimilarity;
+use convrag::tune::topics::{rank_topics, read_conversations};
 use convrag::Config;
 
 use super::progress::Bar;

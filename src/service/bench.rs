@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::pipeline::context::ConversationContext;
-use crate::pipeline::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
+use super::{ServiceError, TurnService};
 use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
 use crate::index::{CollectionRegistry, IndexError, Retriever};
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
 use crate::progress::Progress;
 use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
-use super::{ServiceError, TurnService};
 
 /// Errors of the benchmark.
 #[derive(Debug, thiserror::Error)]

@@ -8,16 +8,16 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::pipeline::context::ConversationContext;
-use crate::pipeline::ptkb::{PtkbRanker, PtkbRanking};
-use crate::pipeline::rewrite::Rewriter;
-use crate::pipeline::rewrite_llm::LlmRewriter;
-use crate::pipeline::{PipelineError, Result};
 use crate::formats::cast::{is_cast_topics, read_cast_topics};
 use crate::formats::ikat::{
     distinct_turns, read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, RunType,
 };
 use crate::formats::read_text;
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::ptkb::{PtkbRanker, PtkbRanking};
+use crate::pipeline::rewrite::Rewriter;
+use crate::pipeline::rewrite_llm::LlmRewriter;
+use crate::pipeline::{PipelineError, Result};
 use crate::progress::Progress;
 
 /// Which statements a PTKB run's `ptkb_provenance` lists.
