@@ -102,7 +102,10 @@ def main():
     runs = [per_topic(qrels, read_run(p, kind), measures, level) for p in run_paths]
     failures = 0
     print(f"SciPy {scipy.__version__}, numpy {np.__version__}, pytrec_eval (trec_eval) per-topic values")
-    print(f"{'measure':<14} {'pair':<44} {'t-test p convrag':>18} {'SciPy':>18} {'rand. p convrag':>16} {'SciPy':>9}")
+    labels = {r["name"]: r["label"] for r in conv["runs"]}
+    for r in conv["runs"]:
+        print(f"  {r['label']}  {r['name']}")
+    print(f"{'measure':<14} {'pair':<6} {'t-test p convrag':>24} {'SciPy':>24} {'rand. p convrag':>16} {'SciPy':>9}")
     for mc in conv["measures"]:
         m = mc["measure"]
         for name, values in zip(names, runs):
@@ -139,8 +142,8 @@ def main():
                 ok_r = abs(mine_r - perm.pvalue) <= 0.01
             flag = "" if ok_t and ok_r else "  <-- MISMATCH"
             failures += 0 if ok_t and ok_r else 1
-            label = f"{pair['b']} - {pair['a']}"[-44:]
-            print(f"{m:<14} {label:<44} {mine_t!s:>18} {t.pvalue:>18.12g} {mine_r:>16.5f} {perm.pvalue:>9.5f}{flag}")
+            label = f"{labels[pair['b']]} - {labels[pair['a']]}"
+            print(f"{m:<14} {label:<6} {mine_t!r:>24} {float(t.pvalue)!r:>24} {mine_r:>16.5f} {perm.pvalue:>9.5f}{flag}")
         for pair, ref in zip(mc["pairs"], holm(t_ps)):
             mine = pair["t_test_p_holm"]
             if (ref is None) != (mine is None) or (ref is not None and abs(mine - ref) > 1e-9 * max(ref, 1e-300)):

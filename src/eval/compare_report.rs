@@ -254,7 +254,7 @@ impl Comparison {
                     .collect();
                 let _ = writeln!(
                     h,
-                    "<tr{}><td>{}</td><td>{}</td><td class=\"num\">{:+.4}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {} / {}</td><td class=\"name\">{}</td></tr>",
+                    "<tr{}><td>{}</td><td class=\"pair\">{}</td><td class=\"num\">{:+.4}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {} / {}</td><td class=\"topics\">{}</td></tr>",
                     if sig { " class=\"sig\"" } else { "" },
                     esc(&m.measure),
                     pair_name(p),
@@ -308,6 +308,8 @@ th, td { border: 1px solid #cbd5e0; padding: 3px 8px; text-align: left; }
 th { background: #edf2f7; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.name { font-family: ui-monospace, monospace; font-size: 12px; word-break: break-all; }
+td.topics { font-size: 12px; }
+td.pair, td.num { white-space: nowrap; }
 tr.sig { background: #ebf8ff; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; }

@@ -65,9 +65,14 @@ fn three_runs_text_json_and_html() {
     let (qrels, runs) = small_runs(dir.path());
     let json = dir.path().join("cmp.json");
     let html = dir.path().join("cmp.html");
-    let args = |json: &Path| {
+    fn cli<'a>(
+        qrels: &'a Path,
+        runs: &'a [PathBuf],
+        json: &'a Path,
+        html: &'a Path,
+    ) -> Vec<&'a std::ffi::OsStr> {
         let mut v: Vec<&std::ffi::OsStr> = vec![os("compare"), os("--qrels"), qrels.as_os_str()];
-        for r in &runs {
+        for r in runs {
             v.extend([os("--run"), r.as_os_str()]);
         }
         v.extend([os("-m"), os("recip_rank"), os("-m"), os("ndcg_cut.10")]);
@@ -78,8 +83,8 @@ fn three_runs_text_json_and_html() {
             html.as_os_str(),
         ]);
         v
-    };
-    let text = ok(&convrag(&args(&json)));
+    }
+    let text = ok(&convrag(&cli(&qrels, &runs, &json, &html)));
     let v = read_json(&json);
     assert_eq!(v["kind"], "ranking");
     assert_eq!(v["topics"], serde_json::json!(["t1", "t2", "t3", "t4"]));
@@ -149,7 +154,7 @@ fn three_runs_text_json_and_html() {
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
     // Same seed, same output.
     let json2 = dir.path().join("cmp2.json");
-    ok(&convrag(&args(&json2)));
+    ok(&convrag(&cli(&qrels, &runs, &json2, &html)));
     assert_eq!(
         std::fs::read_to_string(&json).unwrap(),
         std::fs::read_to_string(&json2).unwrap()
@@ -220,7 +225,15 @@ fn per_topic_values_are_those_of_eval_ranking_c() {
         }
         let pair = &c["pairs"][0];
         assert!(pair["mean_delta"].as_f64().unwrap() < 0.0, "{m}");
-        assert!(!pair["randomization_exact"].as_bool().unwrap());
+        // Enumerated exactly when the non-zero differences have at most 10,000 sign assignments
+        // (recall@100 of a reversed top 100 differs only on the missing query).
+        let nonzero = pair["deltas"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|d| d.as_f64() != Some(0.0))
+            .count();
+        assert_eq!(pair["randomization_exact"], nonzero <= 13, "{m}");
     }
 }
 
