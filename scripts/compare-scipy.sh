@@ -36,7 +36,7 @@ QRELS=$D/trec-dl-rerank/qrels.dl19-passage.txt
 "$BIN" rerank --candidates "$CANDS" --output "$W/dl19.minilm.trec" --collection dl19 2>/dev/null
 "$BIN" rerank --candidates "$CANDS" --output "$W/dl19.weighted.trec" --collection dl19 --fusion weighted:0.2 2>/dev/null
 "$BIN" eval compare --qrels "$QRELS" -l 2 --run "$CANDS" --run "$W/dl19.minilm.trec" --run "$W/dl19.weighted.trec" \
-    -m ndcg_cut.10 -m map -m recip_rank -m recall.100 --permutations 100000 \
+    -m ndcg_cut.10 -m map -m recip_rank -m recall.10 -m recall.100 --permutations 100000 \
     --json "$W/dl19.compare.json" --html "$W/dl19.compare.html"
 "$VENV/bin/python" scripts/compare_scipy.py ranking "$QRELS" 2 "$W/dl19.compare.json" \
     "$CANDS" "$W/dl19.minilm.trec" "$W/dl19.weighted.trec"
