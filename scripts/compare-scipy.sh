@@ -25,8 +25,9 @@ BIN="${CONVRAG_BIN:-${CARGO_TARGET_DIR:-target}/debug/convrag}"
 W="${1:-$(mktemp -d)}"
 mkdir -p "$W"
 D=../shared/data
-# A private data directory (the embedding cache of the reranker), the shared model and library.
-export CONVRAG_HOME="$W/home" RUST_LOG=warn
+# A data directory of its own for the reranker's embedding cache (keyed by model checksum; kept
+# between runs, so only the first run encodes the 4,300 passages), the shared model and library.
+export CONVRAG_HOME="${CONVRAG_CACHE:-$HOME/.cache/convrag}/compare-scipy-home" RUST_LOG=warn
 export ORT_DYLIB_PATH="$(ls "$PWD"/.convrag/onnxruntime/libonnxruntime.so* | head -1)"
 export CONVRAG_MODEL_DIR="$PWD/.convrag/models/all-MiniLM-L6-v2"
 
