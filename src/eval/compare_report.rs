@@ -51,7 +51,7 @@ impl Comparison {
         for (i, r) in t.runs.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "  {:<3} {}  ({} judged topics missing)",
+                "  {:<3} {}  (judged topics missing: {})",
                 run_label(i),
                 r.name,
                 r.missing_topics

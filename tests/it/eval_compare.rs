@@ -468,3 +468,47 @@ fn bad_input_names_file_line_or_field() {
     assert!(e.contains("unknown measure `rouge2`"), "{e}");
     assert!(!json.exists(), "no output after an error");
 }
+
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/eval")
+        .join(name);
+    if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with CONVRAG_UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{} differs from the output:\n{actual}",
+        path.display()
+    );
+}
+
+/// The three output formats of the small three-run comparison, byte for byte (regenerate with
+/// `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it eval_compare` and review the diff).
+#[test]
+fn small_comparison_matches_golden_files() {
+    let dir = tempfile::tempdir().unwrap();
+    small_runs(dir.path());
+    let o = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .args(["eval", "compare", "--qrels", "qrels.txt"])
+        .args(["--run", "a.trec", "--run", "b.trec", "--run", "c.trec"])
+        .args(["-m", "recip_rank", "-m", "ndcg_cut.10", "-m", "P.2"])
+        .args(["--top", "2", "--json", "out.json", "--html", "out.html"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let text = ok(&o);
+    golden("compare_small.txt", &text);
+    let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+    golden("compare_small.json", &read("out.json"));
+    golden("compare_small.html", &read("out.html"));
+}
