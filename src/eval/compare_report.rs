@@ -278,7 +278,8 @@ impl Comparison {
             let _ = writeln!(h, "<h2>{}</h2>\n<div class=\"plots\">", esc(&m.measure));
             let _ = writeln!(
                 h,
-                "<figure>{}<figcaption>Per-topic {} of each run (box: quartiles, whiskers: 1.5 IQR, ◆ mean)</figcaption></figure>",
+                "<figure style=\"max-width: {}px\">{}<figcaption>Per-topic {} of each run (box: quartiles, whiskers: 1.5 IQR, ◆ mean)</figcaption></figure>",
+                box_plot_width(t.runs.len()),
                 box_plot(self, mi),
                 esc(&m.measure)
             );
@@ -407,6 +408,10 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
+fn box_plot_width(runs: usize) -> f64 {
+    (MARGIN_L + 20.0 + 90.0 * runs as f64).max(240.0)
+}
+
 /// One box per run: quartiles, Tukey whiskers, outliers, the mean.
 fn box_plot(c: &Comparison, mi: usize) -> String {
     let runs = &c.table.runs;
@@ -414,7 +419,7 @@ fn box_plot(c: &Comparison, mi: usize) -> String {
     let (lo, hi) = all.fold((0.0f64, 1.0f64), |(l, h), v| (l.min(v), h.max(v)));
     let inner_h = PLOT_H - MARGIN_T - MARGIN_B;
     let y = |v: f64| MARGIN_T + (hi - v) / (hi - lo).max(1e-12) * inner_h;
-    let width = (MARGIN_L + 20.0 + 90.0 * runs.len() as f64).max(240.0);
+    let width = box_plot_width(runs.len());
     let mut s = String::new();
     let _ = write!(
         s,
