@@ -25,6 +25,8 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 ./scripts/check-lib-deps.sh
 cargo test --locked --no-fail-fast
+# `convrag eval compare` p-values against SciPy (pinned, venv in ~/.cache/convrag) on DL19 and iKAT PTKB runs.
+./scripts/compare-scipy.sh
 # The official openai and mcp Python clients against a real server (tests/clients).
 ./scripts/client-tests.sh
 # The API against its generated OpenAPI document: schemathesis, every check, stateful phase

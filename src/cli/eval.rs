@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use convrag::eval::answers::{answer_stats_file, evaluate_answers};
+use convrag::eval::compare::{compare, CompareOptions, RougeMeasure, ScoreTable};
 use convrag::eval::measures::{evaluate, EvalOptions, Measure};
 use convrag::eval::poleval::evaluate_poleval;
 use convrag::eval::ptkb::{
@@ -33,6 +34,111 @@ pub struct OutputArgs {
     /// Write the output to this file (atomically) instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// Options shared by the `compare*` subcommands.
+#[derive(Debug, Args, Clone)]
+pub struct CompareArgs {
+    /// A run to compare; give two or more (`--run A --run B ...`). Pairs are B − A.
+    #[arg(long = "run", value_name = "FILE", required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Random sign flips of the randomization test (all of them when there are fewer).
+    #[arg(long, default_value_t = CompareOptions::default().permutations, value_name = "N")]
+    pub permutations: u64,
+    /// Seed of the randomization test (same seed, same p-values on every platform).
+    #[arg(long, default_value_t = CompareOptions::default().seed, value_name = "S")]
+    pub seed: u64,
+    /// Topics with the largest differences to list per pair and measure.
+    #[arg(long, default_value_t = CompareOptions::default().top, value_name = "N")]
+    pub top: usize,
+    /// Write everything (per-topic values, deltas, p-values) as JSON to this file (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a self-contained HTML report with plots to this file (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+impl CompareArgs {
+    fn options(&self) -> CompareOptions {
+        CompareOptions {
+            permutations: self.permutations,
+            seed: self.seed,
+            top: self.top,
+        }
+    }
+
+    /// Each run read by `read`, named by its path as given.
+    fn read<T>(
+        &self,
+        read: impl Fn(&std::path::Path) -> Result<T, EvalError>,
+    ) -> anyhow::Result<Vec<(String, T)>> {
+        if self.runs.len() < 2 {
+            return Err(EvalError::Usage(format!(
+                "give at least two runs to compare (--run A --run B), got {}",
+                self.runs.len()
+            ))
+            .into());
+        }
+        Ok(self
+            .runs
+            .iter()
+            .map(|p| Ok((p.display().to_string(), read(p)?)))
+            .collect::<Result<_, EvalError>>()?)
+    }
+}
+
+/// `convrag eval compare*`: paired significance tests between runs.
+#[derive(Debug, Subcommand)]
+pub enum CompareCommand {
+    /// Compare ranking runs: means, paired t-test, randomization test, Holm–Bonferroni,
+    /// wins/ties/losses. Topics are all qrels topics; one missing from a run scores 0 (-c).
+    Compare {
+        /// TREC qrels (qid iter docid rel).
+        #[arg(long, value_name = "FILE")]
+        qrels: PathBuf,
+        /// Measures, trec_eval style (default: ndcg_cut.10, map, recip_rank, recall.100).
+        #[arg(short = 'm', long = "metric", value_name = "MEASURE")]
+        metrics: Vec<String>,
+        /// Minimum grade counted relevant by binary measures (trec_eval -l).
+        #[arg(short = 'l', long, default_value_t = 1)]
+        relevance_level: i64,
+        #[command(flatten)]
+        compare: CompareArgs,
+    },
+    /// Compare PTKB statement rankings (per judged turn, as `eval ptkb`).
+    ComparePtkb {
+        /// PTKB qrels (`9-1_3 0 <statement id> <0|1>`).
+        #[arg(
+            long,
+            value_name = "FILE",
+            conflicts_with = "topics",
+            required_unless_present = "topics"
+        )]
+        qrels: Option<PathBuf>,
+        /// iKAT topics file; judgments from each turn's `ptkb_provenance`.
+        #[arg(long, value_name = "FILE")]
+        topics: Option<PathBuf>,
+        /// Measures (default: ndcg_cut.3, recip_rank, P.1, set_F).
+        #[arg(short = 'm', long = "metric", value_name = "MEASURE")]
+        metrics: Vec<String>,
+        #[command(flatten)]
+        compare: CompareArgs,
+    },
+    /// Compare rewrites: per-turn ROUGE-1 against the reference rewrites (as `eval rewrite`).
+    CompareRewrite {
+        /// Reference rewrites (the layouts `eval rewrite` reads).
+        #[arg(long, value_name = "FILE")]
+        reference: PathBuf,
+        /// rouge1_recall, rouge1_precision, rouge1_f1 (default: all three).
+        #[arg(short = 'm', long = "metric", value_name = "MEASURE")]
+        metrics: Vec<String>,
+        /// Porter-stem tokens longer than 3 characters (rouge-score's use_stemmer=True).
+        #[arg(long)]
+        stem: bool,
+        #[command(flatten)]
+        compare: CompareArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,6 +214,8 @@ pub enum EvalCommand {
         #[command(flatten)]
         out: OutputArgs,
     },
+    #[command(flatten)]
+    Compare(CompareCommand),
     /// PolEval 2022 passage retrieval NDCG@10 (GEval layout).
     Poleval {
         #[arg(long, value_name = "FILE")]
@@ -137,9 +245,94 @@ fn emit(out: &OutputArgs, text: String, json: serde_json::Value) -> anyhow::Resu
     Ok(())
 }
 
+/// Runs the tests, prints the table and writes the files asked for.
+fn report(table: ScoreTable, args: &CompareArgs) -> anyhow::Result<()> {
+    let c = compare(table, args.options())?;
+    if let Some(p) = &args.json {
+        let mut s = serde_json::to_string_pretty(&c.to_json())?;
+        s.push('\n');
+        write_atomic(p, s.as_bytes())?;
+    }
+    if let Some(p) = &args.html {
+        write_atomic(p, c.to_html().as_bytes())?;
+    }
+    print!("{}", c.to_text());
+    Ok(())
+}
+
+fn measures_or(metrics: &[String], defaults: &[&str]) -> anyhow::Result<Vec<Measure>> {
+    Ok(if metrics.is_empty() {
+        Measure::parse_all(defaults)?
+    } else {
+        Measure::parse_all(metrics)?
+    })
+}
+
+/// `convrag eval compare`, `compare-ptkb`, `compare-rewrite`.
+fn run_compare(command: CompareCommand) -> anyhow::Result<()> {
+    match command {
+        CompareCommand::Compare {
+            qrels,
+            metrics,
+            relevance_level,
+            compare,
+        } => {
+            let measures = measures_or(
+                &metrics,
+                &["ndcg_cut.10", "map", "recip_rank", "recall.100"],
+            )?;
+            let q = read_qrels(&qrels)?;
+            let runs = compare.read(read_run)?;
+            report(
+                ScoreTable::ranking(&q, &runs, &measures, relevance_level)?,
+                &compare,
+            )
+        }
+        CompareCommand::ComparePtkb {
+            qrels,
+            topics,
+            metrics,
+            compare,
+        } => {
+            let measures = measures_or(&metrics, &["ndcg_cut.3", "recip_rank", "P.1", "set_F"])?;
+            let judgments = match (qrels, topics) {
+                (Some(q), _) => read_ptkb_judgments(&q)?,
+                (None, Some(t)) => ptkb_qrels_from_topics(&t)?,
+                (None, None) => {
+                    return Err(EvalError::Usage("give --qrels or --topics".into()).into())
+                }
+            };
+            let runs = compare.read(read_ptkb_run)?;
+            report(ScoreTable::ptkb(&judgments, &runs, &measures)?, &compare)
+        }
+        CompareCommand::CompareRewrite {
+            reference,
+            metrics,
+            stem,
+            compare,
+        } => {
+            let measures = if metrics.is_empty() {
+                RougeMeasure::all()
+            } else {
+                metrics
+                    .iter()
+                    .map(|m| RougeMeasure::parse(m))
+                    .collect::<Result<_, _>>()?
+            };
+            let refs = read_texts(&reference, TextRole::ReferenceRewrite)?;
+            let runs = compare.read(|p| read_texts(p, TextRole::RunRewrite))?;
+            report(
+                ScoreTable::rewrite(&refs, &runs, &measures, stem)?,
+                &compare,
+            )
+        }
+    }
+}
+
 /// Runs `convrag eval ...`.
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     match args.command {
+        EvalCommand::Compare(command) => run_compare(command),
         EvalCommand::Ranking {
             qrels,
             run,

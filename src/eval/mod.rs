@@ -14,6 +14,8 @@
 //! - `rewrite --reference F --run F [--stem]`
 //! - `answers --reference F --run F` (SQuAD F1/EM) or `answers --rag F` (TREC RAG statistics)
 //! - `poleval --expected F --out F [--in F]`
+//! - `compare --qrels F --run A --run B [-m ...]`, `compare-ptkb`, `compare-rewrite`: paired
+//!   significance tests between runs ([`compare`], [`stats`]), text / `--json F` / `--html F`
 //!
 //! Text output uses trec_eval's layout (`measure<TAB>qid|all<TAB>value`, 4 decimals); `--json`
 //! prints `{"all": {...}, "per_query": {...}}` at full precision; `-o FILE` writes atomically.
@@ -23,11 +25,14 @@
 //! serde_json's `float_roundtrip` (correctly rounded), as Python does: run scores decide ties.
 
 pub mod answers;
+pub mod compare;
+pub mod compare_report;
 pub mod measures;
 pub mod poleval;
 pub mod ptkb;
 pub mod rewrite;
 pub mod rouge;
+pub mod stats;
 pub mod trec;
 
 use std::path::{Path, PathBuf};

@@ -25,6 +25,7 @@ mod collection_manifests;
 mod db_pgbouncer;
 mod embedded_cluster;
 mod eval_answers;
+mod eval_compare;
 mod eval_ptkb;
 mod eval_ranking;
 mod eval_rouge;
