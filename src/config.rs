@@ -89,6 +89,8 @@ pub struct UploadLimits {
     pub max_collection_bytes: u64,
     /// Most private collections one user has.
     pub max_collections: u32,
+    /// Seconds an upload's body may send nothing before it is refused (408).
+    pub body_idle_secs: u64,
 }
 
 impl UploadLimits {
@@ -122,7 +124,19 @@ impl UploadLimits {
             env,
             "CONVRAG_UPLOAD_MAX_COLLECTIONS",
             &mut self.max_collections,
-        )
+        )?;
+        number(
+            env,
+            "CONVRAG_UPLOAD_BODY_IDLE_SECS",
+            &mut self.body_idle_secs,
+        )?;
+        if self.body_idle_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: "CONVRAG_UPLOAD_BODY_IDLE_SECS",
+                message: "must be at least 1".to_string(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -134,6 +148,7 @@ impl Default for UploadLimits {
             max_documents: 200,
             max_collection_bytes: 50 << 20,
             max_collections: 10,
+            body_idle_secs: 30,
         }
     }
 }
@@ -445,6 +460,12 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "database.idempotency_hours",
         default: "24",
         meaning: "how long Idempotency-Key results are kept",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_BODY_IDLE_SECS",
+        toml_key: "uploads.body_idle_secs",
+        default: "30",
+        meaning: "seconds an upload's body may send nothing before it is refused (408)",
     },
     Setting {
         env: "CONVRAG_UPLOAD_MAX_FILE_BYTES",

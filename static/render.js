@@ -89,6 +89,7 @@ export function answerNode(turn, onCite) {
 export function generatorLabel(generator) {
   if (!generator) return "unknown generator";
   if (generator === "extractive") return "extractive (sentences taken from the passages)";
+  if (generator === "imported") return "imported from a chat client's history (no retrieval ran)";
   if (generator.startsWith("llm:")) return `language model ${generator.slice(4)}`;
   return generator;
 }

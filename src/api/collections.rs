@@ -3,7 +3,10 @@
 //! passages are), create a private one and upload documents into it.
 
 use actix_multipart::Multipart;
-use actix_web::{web, HttpResponse};
+use std::time::Duration;
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -169,25 +172,58 @@ pub async fn create(
 pub async fn upload(
     AuthUser(user): AuthUser,
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<String>,
     payload: Multipart,
 ) -> Result<HttpResponse, ApiError> {
-    let files = read_files(payload, state.collections.limits()).await?;
+    // Everything that can refuse the upload is checked before the body is read.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let permit = state
+        .collections
+        .admit_upload(user.id, &path, declared)
+        .await?;
+    let files = read_files(payload, state.collections.limits(), permit.remaining_bytes).await?;
     let collection = state.collections.upload(user.id, &path, files).await?;
+    drop(permit);
     Ok(HttpResponse::Accepted().json(json!({"collection": collection})))
 }
 
-/// The `files` parts of a multipart body, refusing (without reading further) a file above the
-/// size limit or a part beyond the count limit.
+/// The next chunk of a multipart stream, refused when the client sends nothing for `idle`
+/// (`uploads.body_idle_secs`).
+async fn next_within<T, S>(stream: &mut S, idle: Duration) -> Result<Option<T>, ApiError>
+where
+    S: futures_util::Stream<Item = Result<T, actix_multipart::MultipartError>> + Unpin,
+{
+    match tokio::time::timeout(idle, stream.try_next()).await {
+        Ok(next) => {
+            next.map_err(|e| ApiError::invalid("files", format!("malformed multipart body: {e}")))
+        }
+        Err(_) => Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body sent nothing for {} s (uploads.body_idle_secs)",
+                idle.as_secs()
+            ),
+        )),
+    }
+}
+
+/// The `files` parts of a multipart body, each spooled to a temporary file as it arrives, refusing
+/// (without reading further) a file above the size limit, a part beyond the count limit, or more
+/// bytes than the collection can still take.
 async fn read_files(
     mut payload: Multipart,
     limits: crate::config::UploadLimits,
+    remaining_bytes: u64,
 ) -> Result<Vec<UploadedFile>, ApiError> {
-    let malformed = |e: actix_multipart::MultipartError| {
-        ApiError::invalid("files", format!("malformed multipart body: {e}"))
-    };
+    let idle = Duration::from_secs(limits.body_idle_secs);
     let mut files = Vec::new();
-    while let Some(mut part) = payload.try_next().await.map_err(malformed)? {
+    let mut received = 0u64;
+    while let Some(mut part) = next_within(&mut payload, idle).await? {
         let disposition = part.content_disposition().cloned();
         let field_name = disposition
             .as_ref()
@@ -221,9 +257,12 @@ async fn read_files(
                 "has no file name",
             ));
         }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = part.try_next().await.map_err(malformed)? {
-            if (bytes.len() + chunk.len()) as u64 > limits.max_file_bytes {
+        let mut spool = tempfile::NamedTempFile::new().map_err(spool_error)?;
+        let mut len = 0u64;
+        while let Some(chunk) = next_within(&mut part, idle).await? {
+            len += chunk.len() as u64;
+            received += chunk.len() as u64;
+            if len > limits.max_file_bytes {
                 return Err(ApiError::field(
                     ErrorCode::PayloadTooLarge,
                     format!("files[{index}]"),
@@ -234,11 +273,32 @@ async fn read_files(
                     ),
                 ));
             }
-            bytes.extend_from_slice(&chunk);
+            if received > remaining_bytes {
+                return Err(ApiError::field(
+                    ErrorCode::PayloadTooLarge,
+                    "files",
+                    format!(
+                        "the collection can take {remaining_bytes} more bytes \
+                         (uploads.max_collection_bytes)"
+                    ),
+                ));
+            }
+            std::io::Write::write_all(&mut spool, &chunk).map_err(spool_error)?;
         }
-        files.push(UploadedFile { file_name, bytes });
+        files.push(UploadedFile {
+            file_name,
+            file: spool,
+            len,
+        });
     }
     Ok(files)
+}
+
+fn spool_error(e: std::io::Error) -> ApiError {
+    ApiError::new(
+        ErrorCode::Internal,
+        format!("cannot spool the upload to a temporary file: {e}"),
+    )
 }
 
 /// The body of an upload.

@@ -69,15 +69,57 @@ pub enum CollectionServiceError {
     },
     #[error("a task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
+    /// Too many uploads are being received (the user's or the server's); retry later.
+    #[error("files: {0}")]
+    Busy(&'static str),
 }
 
 pub type Result<T, E = CollectionServiceError> = std::result::Result<T, E>;
 
-/// One file of an upload as received.
-#[derive(Debug, Clone)]
+/// Uploads received at once by one user, and by the whole server: each holds up to a request
+/// body's worth of spooled files.
+pub const MAX_UPLOADS_PER_USER: usize = 2;
+pub const MAX_UPLOADS_PER_SERVER: usize = 8;
+
+/// Room for multipart boundaries and part headers beyond the files' own bytes.
+const MULTIPART_OVERHEAD_PER_FILE: u64 = 4096;
+
+/// An upload admitted before its body is read: the collection is the user's and can take more,
+/// and a slot among the uploads being received is held until this is dropped.
+pub struct UploadPermit {
+    /// Bytes the collection may still take (`uploads.max_collection_bytes` less what it holds).
+    pub remaining_bytes: u64,
+    slots: Arc<Mutex<UploadSlots>>,
+    user_id: i64,
+}
+
+impl Drop for UploadPermit {
+    fn drop(&mut self) {
+        let mut slots = self.slots.lock().expect("upload slots lock");
+        slots.total = slots.total.saturating_sub(1);
+        if let Some(n) = slots.per_user.get_mut(&self.user_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                slots.per_user.remove(&self.user_id);
+            }
+        }
+    }
+}
+
+/// Uploads being received, in all and per user.
+#[derive(Default)]
+struct UploadSlots {
+    total: usize,
+    per_user: HashMap<i64, usize>,
+}
+
+/// One file of an upload as received, spooled to a temporary file (removed on drop).
+#[derive(Debug)]
 pub struct UploadedFile {
     pub file_name: String,
-    pub bytes: Vec<u8>,
+    pub file: tempfile::NamedTempFile,
+    /// Its size in bytes.
+    pub len: u64,
 }
 
 /// A collection as `GET /v1/collections` and `GET /v1/collections/{name}` show it.
@@ -189,6 +231,8 @@ pub struct CollectionService {
     limits: UploadLimits,
     /// Indexing jobs under way, by collection row id.
     jobs: Mutex<HashMap<i64, Arc<JobProgress>>>,
+    /// Uploads whose bodies are being received.
+    upload_slots: Arc<Mutex<UploadSlots>>,
 }
 
 const DOCUMENTS_FILE: &str = "documents.jsonl";
@@ -200,6 +244,7 @@ impl CollectionService {
             registry,
             limits,
             jobs: Mutex::new(HashMap::new()),
+            upload_slots: Arc::default(),
         }
     }
 
@@ -366,6 +411,69 @@ impl CollectionService {
         }
     }
 
+    /// Admits an upload into the user's collection `name` before its body is read: another
+    /// user's collection (or none) is not found, one still indexing is a conflict, a body whose
+    /// declared length (`Content-Length`) cannot fit the collection's quota or the upload limits
+    /// is too large, and beyond the uploads received at once the server is busy.
+    pub async fn admit_upload(
+        &self,
+        user_id: i64,
+        name: &str,
+        declared_bytes: Option<u64>,
+    ) -> Result<UploadPermit> {
+        let current = self.store.private_collection(user_id, name).await?;
+        if current.status == CollectionStatus::Building {
+            return Err(StoreError::Conflict {
+                field: "files",
+                message: "the collection is still indexing the previous upload; try again when \
+                          its status is ready"
+                    .to_string(),
+            }
+            .into());
+        }
+        let remaining_bytes = self
+            .limits
+            .max_collection_bytes
+            .saturating_sub(current.bytes.max(0) as u64);
+        if let Some(declared) = declared_bytes {
+            let overhead = MULTIPART_OVERHEAD_PER_FILE * self.limits.max_files as u64;
+            let most = remaining_bytes
+                .min(self.limits.max_file_bytes * self.limits.max_files as u64)
+                .saturating_add(overhead);
+            if declared > most {
+                return Err(CollectionServiceError::File {
+                    field: "files".to_string(),
+                    problem: FileProblem::TooLarge,
+                    reason: format!(
+                        "the body is {declared} bytes; the collection can take {remaining_bytes} \
+                         more bytes (uploads.max_collection_bytes), at most {} files of {} bytes \
+                         each (uploads.max_files, uploads.max_file_bytes)",
+                        self.limits.max_files, self.limits.max_file_bytes
+                    ),
+                });
+            }
+        }
+        let mut slots = self.upload_slots.lock().expect("upload slots lock");
+        if slots.total >= MAX_UPLOADS_PER_SERVER {
+            return Err(CollectionServiceError::Busy(
+                "the server is receiving as many uploads as it takes at once; retry shortly",
+            ));
+        }
+        let mine = slots.per_user.entry(user_id).or_insert(0);
+        if *mine >= MAX_UPLOADS_PER_USER {
+            return Err(CollectionServiceError::Busy(
+                "you have as many uploads in progress as one user may; retry when one is done",
+            ));
+        }
+        *mine += 1;
+        slots.total += 1;
+        Ok(UploadPermit {
+            remaining_bytes,
+            slots: self.upload_slots.clone(),
+            user_id,
+        })
+    }
+
     /// Checks every file, then marks the collection building and indexes the files in the
     /// background. A refused file refuses the whole upload before anything is stored.
     pub async fn upload(
@@ -378,7 +486,7 @@ impl CollectionService {
         self.store.private_collection(user_id, name).await?;
         let size = UploadSize {
             files: files.len() as i32,
-            bytes: files.iter().map(|f| f.bytes.len() as i64).sum(),
+            bytes: files.iter().map(|f| f.len as i64).sum(),
         };
         let documents = tokio::task::spawn_blocking({
             let limits = self.limits;
@@ -580,17 +688,17 @@ fn read_uploads(files: &[UploadedFile], limits: UploadLimits) -> Result<Vec<(Str
             problem,
             reason: format!("{:?} {reason}", file.file_name),
         };
-        if file.bytes.len() as u64 > limits.max_file_bytes {
+        if file.len > limits.max_file_bytes {
             return Err(refuse(
                 FileProblem::TooLarge,
                 format!(
                     "is too large: {} bytes, more than the {} allowed (uploads.max_file_bytes)",
-                    file.bytes.len(),
-                    limits.max_file_bytes
+                    file.len, limits.max_file_bytes
                 ),
             ));
         }
-        let document = documents::extract(&file.file_name, &file.bytes).map_err(|e| {
+        let bytes = std::fs::read(file.file.path()).map_err(io_err(file.file.path()))?;
+        let document = documents::extract(&file.file_name, &bytes).map_err(|e| {
             let problem = match e {
                 DocumentError::Empty => FileProblem::Empty,
                 DocumentError::WrongType(_) => FileProblem::WrongType,

@@ -27,6 +27,7 @@ pub enum ErrorCode {
     InvalidField,
     UnsupportedMediaType,
     PayloadTooLarge,
+    RequestTimeout,
     UnreadableFile,
     MissingToken,
     InvalidToken,
@@ -58,6 +59,7 @@ impl ErrorCode {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
             ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ErrorCode::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ErrorCode::UnreadableFile => (StatusCode::UNPROCESSABLE_ENTITY, "unreadable_file"),
             ErrorCode::MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
             ErrorCode::InvalidToken => (StatusCode::UNAUTHORIZED, "invalid_token"),
@@ -84,11 +86,12 @@ impl ErrorCode {
         }
     }
 
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::RequestTimeout,
         ErrorCode::UnreadableFile,
         ErrorCode::MissingToken,
         ErrorCode::InvalidToken,
@@ -327,6 +330,10 @@ impl From<CollectionServiceError> for ApiError {
             }
             CollectionServiceError::Store(e) => e.into(),
             CollectionServiceError::Index(e) => e.into(),
+            CollectionServiceError::Busy(reason) => ApiError {
+                retry_after: Some(5),
+                ..ApiError::field(ErrorCode::RateLimited, "files", reason)
+            },
             CollectionServiceError::Io { .. } | CollectionServiceError::Task(_) => {
                 ApiError::new(ErrorCode::Internal, e.to_string())
             }

@@ -43,6 +43,7 @@ async fn setup() -> Setup {
         max_documents: 3,
         max_collection_bytes: 1 << 20,
         max_collections: 2,
+        body_idle_secs: 2,
     };
     let input = home.path().join("shared.jsonl");
     std::fs::write(&input, SHARED).unwrap();
@@ -717,4 +718,121 @@ async fn deleted_collections_and_accounts_leave_no_files_behind() {
     assert!(bob_dir.join("kept").exists());
     assert_eq!(bob.get("/v1/collections/kept").await.status, 200);
     s.server.stop().await;
+}
+
+/// Sends an upload's request line and headers over a raw connection declaring `length` bytes
+/// of body, then `sent` bytes of it (a part header and filler); the connection stays open.
+async fn start_raw_upload(
+    server: &api::RunningServer,
+    token: &str,
+    collection: &str,
+    length: u64,
+    sent: usize,
+) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let boundary = "convrag-test-boundary-7d1f";
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/collections/{collection}/documents HTTP/1.1\r\nHost: {}\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n\
+         Content-Length: {length}\r\n\r\n",
+        server.addr
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.txt\"\r\n\
+         Content-Type: text/plain\r\n\r\n"
+    )
+    .into_bytes();
+    body.resize(sent.max(body.len()), b'a');
+    stream.write_all(&body).await.unwrap();
+    stream
+}
+
+/// The status code of the response on a raw connection, within `wait`.
+async fn raw_status(stream: &mut tokio::net::TcpStream, wait: Duration) -> u16 {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(wait, stream.read(&mut buf))
+        .await
+        .expect("the server answered in time")
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {head:?}"))
+}
+
+/// Resident memory of this process (the server runs in it), in bytes.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_refused_before_their_bodies_are_read() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let token = alice.token.clone().unwrap();
+    let r = alice
+        .post("/v1/collections", json!({"name": "notes"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    // A collection that does not exist: 404 after the headers alone (200 MB declared, none sent).
+    let mut stream = start_raw_upload(&s.server, &token, "missing", 200 << 20, 0).await;
+    assert_eq!(raw_status(&mut stream, Duration::from_secs(10)).await, 404);
+
+    // Three uploads of 200 MB at once into a collection that can take 1 MiB more: each is
+    // refused from its declared length, and the server's memory does not grow with them.
+    let before = rss_bytes();
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        streams.push(start_raw_upload(&s.server, &token, "notes", 200 << 20, 1 << 20).await);
+    }
+    for stream in &mut streams {
+        assert_eq!(raw_status(stream, Duration::from_secs(10)).await, 413);
+    }
+    let grown = rss_bytes().saturating_sub(before);
+    assert!(grown < 50 << 20, "RSS grew by {grown} bytes");
+
+    // Nothing was stored.
+    let r = alice.get("/v1/collections/notes").await;
+    assert_eq!(r.body["collection"]["documents"], 0, "{:?}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_upload_body_times_out_and_uploads_in_progress_are_capped() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let token = alice.token.clone().unwrap();
+    let r = alice
+        .post("/v1/collections", json!({"name": "notes"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    // Two uploads that stall after their part header hold the user's two upload slots...
+    let mut first = start_raw_upload(&s.server, &token, "notes", 2000, 200).await;
+    let mut second = start_raw_upload(&s.server, &token, "notes", 2000, 200).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // ...so a third is refused at once, with a time to retry.
+    let r = upload(&alice, "notes", &[("a.txt", b"a small note about otters")]).await;
+    assert_eq!(r.status, 429, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "rate_limited");
+    assert_eq!(r.body["error"]["field"], "files");
+    // The stalled bodies are cut off after uploads.body_idle_secs (2 s here) with 408.
+    assert_eq!(raw_status(&mut first, Duration::from_secs(10)).await, 408);
+    assert_eq!(raw_status(&mut second, Duration::from_secs(10)).await, 408);
+    // Their slots are free again.
+    let r = upload(&alice, "notes", &[("a.txt", b"a small note about otters")]).await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
 }
