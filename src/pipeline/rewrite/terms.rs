@@ -1,6 +1,7 @@
-//! Term analysis shared by the PTKB ranker and the rewriter: rouge-score's tokenizer
-//! ([`crate::text::rouge_tokens::tokenize`]: lower-case, `[a-z0-9]+` runs), an English stopword list
-//! (conversational function words included, [`lexicon::STOPWORDS`]), and NLTK's Porter stemmer ([`crate::text::porter_nltk`]).
+//! Term analysis shared by the PTKB ranker, generation and the rewriter: rouge-score's
+//! tokenizer ([`crate::text::rouge_tokens::tokenize`]: lower-case, `[a-z0-9]+` runs), an English
+//! stopword list (conversational function words included, [`lexicon::STOPWORDS`]), and NLTK's
+//! Porter stemmer ([`crate::text::porter_nltk`]). `crate::pipeline::terms` re-exports it.
 //!
 //! Every term keeps its surface form so the rewriter can write words back as they were said.
 
