@@ -184,6 +184,66 @@ pub const MONTHS_AND_DAYS: &[&str] = &[
     "Sunday",
 ];
 
+/// Nouns that may name the items of any list ("which ones", "the last two options"), plural
+/// first. Not "place": "in the first place" is an idiom.
+pub const LIST_ITEM_NOUNS: &[&str] = &[
+    "ones",
+    "one",
+    "options",
+    "option",
+    "types",
+    "type",
+    "items",
+    "item",
+    "choices",
+    "choice",
+    "suggestions",
+    "suggestion",
+];
+
+/// Nouns that name the items of a numbered list only ("the third step"): a comma list in prose
+/// is rarely a sequence of steps. Plural first.
+pub const STEP_NOUNS: &[&str] = &[
+    "steps",
+    "step",
+    "tips",
+    "tip",
+    "points",
+    "point",
+    "ways",
+    "way",
+    "methods",
+    "method",
+    "ideas",
+    "idea",
+    "stages",
+    "stage",
+    "factors",
+    "factor",
+    "recommendations",
+    "recommendation",
+    "strategies",
+    "strategy",
+    "approaches",
+    "approach",
+    "techniques",
+    "technique",
+];
+
+/// Nouns by which "the other …" names the items of a list the utterance does not name ("the
+/// other options", "the other places").
+pub const OTHER_ITEM_NOUNS: &[&str] = &[
+    "ones",
+    "options",
+    "choices",
+    "items",
+    "suggestions",
+    "places",
+];
+
+/// Nouns before the number of an item of a numbered list ("step 3", "option 2").
+pub const NUMBERED_ITEM_NOUNS: &[&str] = &["number", "step", "option", "item", "point", "tip"];
+
 /// Ordinal words and the list position they pick (-1: the last item).
 pub const ORDINALS: &[(&str, isize)] = &[
     ("first", 0),
@@ -233,6 +293,10 @@ mod tests {
             DETERMINERS,
             PHRASE_GAP_WORDS,
             NAME_PARTICLES,
+            LIST_ITEM_NOUNS,
+            STEP_NOUNS,
+            OTHER_ITEM_NOUNS,
+            NUMBERED_ITEM_NOUNS,
         ] {
             let mut seen = std::collections::HashSet::new();
             for w in list {

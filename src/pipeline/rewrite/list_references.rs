@@ -42,41 +42,61 @@ static LEAD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LAST_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(.*?)\s+(?:and|or)\s+(.*)$"));
 static LEADING_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(?:and|or)\s+"));
-/// Nouns a list's items may be called by ("the last two options", "the third step"). Not
-/// "place": "in the first place" is an idiom.
-const ITEM_NOUNS: &str = "ones?|options?|types?|items?|choices?|suggestions?|steps?|tips?|points?|ways?|methods?|ideas?|stages?|factors?|recommendations?|strateg(?:y|ies)|approach(?:es)?|techniques?";
-/// The nouns that may name the items of any list; the others ("the first step") name items of
-/// a numbered list only: a comma list in prose is rarely a sequence of steps.
-const ANY_LIST_NOUN: &str = r"(?i)^(?:ones?|options?|types?|items?|choices?|suggestions?)$";
-static ANY_LIST: LazyLock<Regex> = LazyLock::new(|| regex(ANY_LIST_NOUN));
+/// Nouns a list's items may be called by ("the last two options", "the third step"), as a
+/// regex alternation: [`lexicon::LIST_ITEM_NOUNS`] and [`lexicon::STEP_NOUNS`].
+fn item_nouns() -> String {
+    let nouns: Vec<&str> = lexicon::LIST_ITEM_NOUNS
+        .iter()
+        .chain(lexicon::STEP_NOUNS)
+        .copied()
+        .collect();
+    lexicon::alternation(&nouns)
+}
+
+/// Whether `noun` (as written) may name the items of any list, not only of a numbered one.
+fn names_any_list(noun: &str) -> bool {
+    lexicon::LIST_ITEM_NOUNS.contains(&noun.to_lowercase().as_str())
+}
 
 static ORDINAL_PAIR: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?P<noun>{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?P<noun>{nouns}))?\b"
     ))
 });
 static FIRST_OR_LAST_K: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (first|last) (two|three|four)(?: (?P<noun>{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (first|last) (two|three|four)(?: (?P<noun>{nouns}))?\b"
     ))
 });
 static ORDINAL_ONE: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?P<noun>{ITEM_NOUNS})\b"
+        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?P<noun>{nouns})\b"
     ))
 });
 /// "step 3", "number 2", "option 4": an item of a numbered list.
-static NUMBER_ONE: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)\b(?:number|step|option|item|point|tip) (\d{1,2})\b"));
+static NUMBER_ONE: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)\b(?:{}) (\d{{1,2}})\b",
+        lexicon::alternation(lexicon::NUMBERED_ITEM_NOUNS)
+    ))
+});
 /// "the best three", "the top two universities": a choice among the items.
 static BEST_K: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (?:best|top) (?:two|three|four|five)(?: (?:{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (?:best|top) (?:two|three|four|five)(?: (?:{nouns}))?\b"
     ))
 });
 /// "the other ones", "the other options": the items the utterance does not name.
-static OTHER_ONES: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)\bthe other (?:ones|options|choices|items|suggestions|places)\b"));
+static OTHER_ONES: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)\bthe other (?:{})\b",
+        lexicon::alternation(lexicon::OTHER_ITEM_NOUNS)
+    ))
+});
 static NUMBERS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bnumbers? (\d+) and (\d+)\b"));
 static BOTH: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(?:the two|both)\b"));
 static WHICH_ONE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bwhich (?:one|ones)\b"));
@@ -466,7 +486,7 @@ fn by_position(u: &str, list: &[String], numbered: bool) -> Option<String> {
     let n = list.len() as isize;
     // The noun after the ordinal may name items of this list.
     let fits = |c: &regex::Captures<'_>| {
-        numbered || c.name("noun").is_none_or(|m| ANY_LIST.is_match(m.as_str()))
+        numbered || c.name("noun").is_none_or(|m| names_any_list(m.as_str()))
     };
     if let Some(c) = ORDINAL_PAIR.captures(u).filter(fits) {
         let (a, b) = (ordinal(&c[1])?, ordinal(&c[2])?);
