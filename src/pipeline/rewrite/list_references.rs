@@ -576,11 +576,11 @@ mod tests {
 
     #[test]
     fn numbered_lists_and_pairs() {
-        let numbered = "You could try: 1. lunges 2. planks. Both build strength.";
-        assert_eq!(lists_in(numbered), vec![vec!["lunges", "planks"]]);
+        let numbered = "You could bake: 1. sourdough 2. focaccia. Both need a day.";
+        assert_eq!(lists_in(numbered), vec![vec!["sourdough", "focaccia"]]);
         assert_eq!(
             resolve("How are the two different?", numbered).as_deref(),
-            Some("How are lunges and planks different?")
+            Some("How are sourdough and focaccia different?")
         );
         assert_eq!(resolve("Are both of them hard?", numbered), None);
     }

@@ -194,7 +194,7 @@ pub fn with_whole_names(selected: &[String], ctx: &ConversationContext) -> Vec<S
     out
 }
 
-/// "What is their weight and color?" → "What is the weight and color of `terms`?": a possessive
+/// "What is their height and color?" → "What is the height and color of `terms`?": a possessive
 /// pronoun before a content word becomes "the W of …", as manual rewrites write it.
 pub fn possessive_phrase(utterance: &str, terms: &str) -> Option<String> {
     let c = POSSESSIVE.captures(utterance)?;
@@ -206,7 +206,7 @@ pub fn possessive_phrase(utterance: &str, terms: &str) -> Option<String> {
         .collect();
     let content = |w: &str| !terms::is_stopword(&w.to_lowercase());
     // The noun phrase: the content words right after the pronoun ("its computer science
-    // program"), then "and" with one more ("their weight and color").
+    // program"), then "and" with one more ("their height and color").
     let mut n = words
         .iter()
         .take_while(|w| content(w))
@@ -281,8 +281,8 @@ mod tests {
     #[test]
     fn possessives_become_the_x_of_the_topic() {
         assert_eq!(
-            possessive_phrase("What is their weight and color?", "kettlebells").as_deref(),
-            Some("What is the weight and color of kettlebells?")
+            possessive_phrase("What is their height and color?", "sunflowers").as_deref(),
+            Some("What is the height and color of sunflowers?")
         );
         assert_eq!(
             possessive_phrase("What is its price?", "Vespa Primavera").as_deref(),
