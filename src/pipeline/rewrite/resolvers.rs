@@ -22,16 +22,27 @@ pub trait Resolver: Sync {
     fn apply(&self, draft: &mut Draft<'_>);
 }
 
-/// The rules, in the order they apply.
+/// The rules, in the order they apply. Of the rules that write the utterance anew (a list, an
+/// offer, a possessive, a pronoun, appended terms), the first that applies wins; the place and
+/// the statement words are then written into whatever text there is.
 pub const RESOLVERS: &[&dyn Resolver] = &[
+    // "which one", "the last two" → the items of the previous answer's list
     &ListReference,
+    // "Yes please!" → the subject of the offer
     &AcceptedOffer,
+    // history terms the selector picks, names whole (not written yet)
     &CarriedTerms,
+    // words of the selected PTKB statements, as retrieval terms
     &PtkbTerms,
+    // "What is its price?" → "What is the price of X?"
     &PossessivePhrase,
+    // "Is it safe?" → "Is X safe?"
     &PronounReplacement,
+    // otherwise "… X" appended
     &AppendedTerms,
+    // "… in Rome": the place the user named
     &Place,
+    // statement words at the end, when asked for
     &PtkbWords,
 ];
 
