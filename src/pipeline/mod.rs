@@ -9,16 +9,16 @@
 //!
 //! `convrag tune rewrite|ptkb` (`crate::tune`) fits the learned parts ([`learned`]) on training topics.
 
-pub mod accepted_offer;
 pub mod context;
 pub mod generate;
 pub mod learned;
-pub mod list_references;
 pub mod ptkb;
 pub mod rewrite;
 pub mod rewrite_llm;
-pub mod terms;
 pub mod turn;
+
+/// Term analysis, shared with the PTKB ranker and generation.
+pub use rewrite::terms;
 
 use std::path::PathBuf;
 

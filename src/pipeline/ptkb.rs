@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use super::context::ConversationContext;
 use super::learned::LogisticModel;
+use super::rewrite::lexicon;
 use super::terms;
 use super::{PipelineError, Result};
 use crate::rerank::{PassageRef, Reranker};
@@ -470,7 +471,7 @@ pub fn statement_features(
     let best = context.iter().copied().fold(0.0, f32::max);
     let first_person = terms::words(&ctx.utterance)
         .iter()
-        .any(|w| matches!(w.as_str(), "i" | "me" | "my" | "mine" | "myself"));
+        .any(|w| lexicon::FIRST_PERSON.contains(&w.as_str()));
     let flag = |b: bool| if b { 1.0 } else { 0.0 };
     let mut rows: Vec<Vec<f64>> = (0..n)
         .map(|i| {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::context::ConversationContext;
 use super::generate::PromptTemplate;
 use super::rewrite::Rewrite;
-use super::terms;
+use super::rewrite::{lexicon, terms};
 use super::Result;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest};
 
@@ -253,31 +253,13 @@ fn one_line(text: &str) -> String {
 /// Share of the utterance's content terms (anaphora aside) a rewrite must keep.
 pub const KEEP_SHARE: f64 = 0.6;
 
-/// Words by which a reply addresses the user, and openings of a reply that talks back.
-const ADDRESSING: &[&str] = &["you", "your", "yours", "yourself"];
-const TALKING_BACK: &[&str] = &[
-    "sorry",
-    "i'm sorry",
-    "i am sorry",
-    "as an ai",
-    "i cannot",
-    "i can't",
-    "could you",
-    "can you clarify",
-    "please provide",
-    "please clarify",
-    "what do you mean",
-    "sure",
-    "certainly",
-];
-
 /// Rejects a cleaned rewrite that drops the utterance's content or talks back to the user.
 fn guard(utterance: &str, rewrite: &str) -> std::result::Result<(), (RewriteFallbackKind, String)> {
     let lower = rewrite.to_lowercase();
     let addresses = |text: &str| {
         terms::words(text)
             .iter()
-            .filter(|w| ADDRESSING.contains(&w.as_str()))
+            .filter(|w| lexicon::SECOND_PERSON.contains(&w.as_str()))
             .count()
     };
     let opens_with = |p: &str| {
@@ -287,7 +269,9 @@ fn guard(utterance: &str, rewrite: &str) -> std::result::Result<(), (RewriteFall
                 .next()
                 .is_none_or(|c| !c.is_alphanumeric())
     };
-    if TALKING_BACK.iter().any(|p| opens_with(p)) || addresses(rewrite) > addresses(utterance) {
+    if lexicon::TALKING_BACK.iter().any(|p| opens_with(p))
+        || addresses(rewrite) > addresses(utterance)
+    {
         return Err((
             RewriteFallbackKind::QuestionBack,
             format!("the model's reply talks to the user: {rewrite:?}"),
@@ -312,24 +296,13 @@ fn guard(utterance: &str, rewrite: &str) -> std::result::Result<(), (RewriteFall
     Ok(())
 }
 
-/// Labels models put before the query although told not to.
-const LABELS: &[&str] = &[
-    "rewritten question",
-    "rewritten query",
-    "rewritten utterance",
-    "rewrite",
-    "query",
-    "search query",
-    "question",
-];
-
 /// The rewrite in a reply: its first non-empty line without a label, list marker or quotes.
 fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, String> {
     let Some(line) = reply.lines().map(str::trim).find(|l| !l.is_empty()) else {
         return Err("the model's reply was empty".into());
     };
     let mut line = line.trim_start_matches(['-', '*', '>', '#', ' ']).trim();
-    for label in LABELS {
+    for label in lexicon::REPLY_LABELS {
         let labelled = line
             .get(..label.len())
             .filter(|head| head.eq_ignore_ascii_case(label))
@@ -431,8 +404,8 @@ mod tests {
     #[test]
     fn reply_cleaning_keeps_the_query_and_rejects_answers() {
         assert_eq!(
-            clean_reply("Rewritten question: \"What is the DASH diet?\"\n", 60).unwrap(),
-            "What is the DASH diet?"
+            clean_reply("Rewritten question: \"What is the Nordic diet?\"\n", 60).unwrap(),
+            "What is the Nordic diet?"
         );
         assert_eq!(
             clean_reply(

@@ -1,29 +1,24 @@
-//! References to a list in the previous answer: "Which one do you recommend?", "compare the last
-//! two options", "can you eat fish in any of them?". A manual rewrite names the items ("Which of
-//! the Samsung Galaxy S22, Xiaomi 12 and OPPO Find X5 Pro …"); carrying single history terms
-//! over cannot. [`resolve`] finds the enumeration in the previous response and writes its items
-//! in place of the reference.
-//!
-//! The rules were chosen on iKAT 2023 *train* only (the test topics measured them once,
-//! BENCHMARKS.md "Rewriting: references to the previous answer"): on train they fire on 7 turns
-//! (5 better, 1 worse), and recall and precision both rise.
+//! References to a list in the previous answer: "Which one is the quietest?", "compare the last
+//! two options", "can I use any of them outdoors?". A manual rewrite names the items ("Which of
+//! the Miele, Bosch and Dyson …"); carrying single history terms over cannot. [`resolve`] finds
+//! the enumeration in the previous response and writes its items in place of the reference.
 //!
 //! Lists: the previous response with its numbering markers (`1.`, `2)`, `(3)`) turned into
 //! commas, cut into clauses at `; : ! ?` and sentence ends; a clause is a list when its comma
 //! parts (the last one split at its first " and "/" or ") trim to items: the first keeps its
 //! trailing run of content words after "such as", "including", "are", … (at most 5 words), the
 //! last its leading run (at most 5), the middle ones at most 6 words. Of the lists whose items
-//! average at most 4 words, the longest is used. A numbered list (markers 1, 2, 3, … in sequence)
-//! gives [`numbered_items`], each cut to its heading ("3) Market Research: Conduct …"); ordinals
-//! ("the third step", "step 3") pick from it first. "The best three" and "the other ones" (the
-//! items the utterance does not name) were added with the numbered lists (2026-11-25, chosen on
-//! train: 5 turns fire there, all better).
+//! average at most 4 words, the longest is used: longer items are prose, not names. A numbered
+//! list (markers 1, 2, 3, … in sequence) gives [`numbered_items`], each cut to its heading ("3)
+//! Market Research: Conduct …"); ordinals ("the third step", "step 3") pick from it first. "The
+//! best three" and "the other ones" (the items the utterance does not name) choose among the
+//! items.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::terms;
+use super::{lexicon, terms};
 
 /// Most words a middle item may have.
 const MAX_MIDDLE_WORDS: usize = 6;
@@ -36,9 +31,6 @@ const MIN_ITEMS_FOR_ANY: usize = 3;
 /// Most words kept of a numbered item.
 const MAX_NUMBERED_WORDS: usize = 12;
 
-/// Words that may sit inside an item although they are stopwords ("Bank of America").
-const KEEP_IN_ITEM: &[&str] = &["of", "de", "di"];
-
 fn regex(pattern: &str) -> Regex {
     Regex::new(pattern).expect("a valid pattern (unit-tested)")
 }
@@ -50,41 +42,61 @@ static LEAD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LAST_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(.*?)\s+(?:and|or)\s+(.*)$"));
 static LEADING_AND: LazyLock<Regex> = LazyLock::new(|| regex(r"^(?:and|or)\s+"));
-/// Nouns a list's items may be called by ("the last two options", "the third step"). Not
-/// "place": "in the first place" is an idiom.
-const ITEM_NOUNS: &str = "ones?|options?|types?|items?|choices?|suggestions?|steps?|tips?|points?|ways?|methods?|ideas?|stages?|factors?|recommendations?|strateg(?:y|ies)|approach(?:es)?|techniques?";
-/// The nouns that may name the items of any list; the others ("the first step") name items of
-/// a numbered list only: a comma list in prose is rarely a sequence of steps.
-const ANY_LIST_NOUN: &str = r"(?i)^(?:ones?|options?|types?|items?|choices?|suggestions?)$";
-static ANY_LIST: LazyLock<Regex> = LazyLock::new(|| regex(ANY_LIST_NOUN));
+/// Nouns a list's items may be called by ("the last two options", "the third step"), as a
+/// regex alternation: [`lexicon::LIST_ITEM_NOUNS`] and [`lexicon::STEP_NOUNS`].
+fn item_nouns() -> String {
+    let nouns: Vec<&str> = lexicon::LIST_ITEM_NOUNS
+        .iter()
+        .chain(lexicon::STEP_NOUNS)
+        .copied()
+        .collect();
+    lexicon::alternation(&nouns)
+}
+
+/// Whether `noun` (as written) may name the items of any list, not only of a numbered one.
+fn names_any_list(noun: &str) -> bool {
+    lexicon::LIST_ITEM_NOUNS.contains(&noun.to_lowercase().as_str())
+}
 
 static ORDINAL_PAIR: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?P<noun>{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (first|second|third|fourth|fifth|last) and (first|second|third|fourth|fifth|last)(?: (?P<noun>{nouns}))?\b"
     ))
 });
 static FIRST_OR_LAST_K: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (first|last) (two|three|four)(?: (?P<noun>{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (first|last) (two|three|four)(?: (?P<noun>{nouns}))?\b"
     ))
 });
 static ORDINAL_ONE: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?P<noun>{ITEM_NOUNS})\b"
+        r"(?i)\bthe (first|second|third|fourth|fifth|sixth|seventh|last) (?P<noun>{nouns})\b"
     ))
 });
 /// "step 3", "number 2", "option 4": an item of a numbered list.
-static NUMBER_ONE: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)\b(?:number|step|option|item|point|tip) (\d{1,2})\b"));
+static NUMBER_ONE: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)\b(?:{}) (\d{{1,2}})\b",
+        lexicon::alternation(lexicon::NUMBERED_ITEM_NOUNS)
+    ))
+});
 /// "the best three", "the top two universities": a choice among the items.
 static BEST_K: LazyLock<Regex> = LazyLock::new(|| {
+    let nouns = item_nouns();
     regex(&format!(
-        r"(?i)\bthe (?:best|top) (?:two|three|four|five)(?: (?:{ITEM_NOUNS}))?\b"
+        r"(?i)\bthe (?:best|top) (?:two|three|four|five)(?: (?:{nouns}))?\b"
     ))
 });
 /// "the other ones", "the other options": the items the utterance does not name.
-static OTHER_ONES: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)\bthe other (?:ones|options|choices|items|suggestions|places)\b"));
+static OTHER_ONES: LazyLock<Regex> = LazyLock::new(|| {
+    regex(&format!(
+        r"(?i)\bthe other (?:{})\b",
+        lexicon::alternation(lexicon::OTHER_ITEM_NOUNS)
+    ))
+});
 static NUMBERS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bnumbers? (\d+) and (\d+)\b"));
 static BOTH: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(?:the two|both)\b"));
 static WHICH_ONE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bwhich (?:one|ones)\b"));
@@ -104,7 +116,7 @@ fn is_stop(word: &str) -> bool {
 }
 
 fn kept_inside(word: &str) -> bool {
-    KEEP_IN_ITEM.contains(&word.to_lowercase().as_str())
+    lexicon::NAME_PARTICLES.contains(&word.to_lowercase().as_str())
 }
 
 /// Numbering markers of `chars` (`1.`, `2)`, `(3)` after a space or at the start, before a
@@ -386,17 +398,11 @@ fn join(items: &[String]) -> String {
 }
 
 fn ordinal(word: &str) -> Option<isize> {
-    Some(match word.to_lowercase().as_str() {
-        "first" => 0,
-        "second" => 1,
-        "third" => 2,
-        "fourth" => 3,
-        "fifth" => 4,
-        "sixth" => 5,
-        "seventh" => 6,
-        "last" => -1,
-        _ => return None,
-    })
+    let word = word.to_lowercase();
+    lexicon::ORDINALS
+        .iter()
+        .find(|(w, _)| *w == word)
+        .map(|&(_, k)| k)
 }
 
 fn item(list: &[String], k: isize) -> Option<&String> {
@@ -422,7 +428,7 @@ pub fn resolve(utterance: &str, previous_response: &str) -> Option<String> {
             let words: usize = l.iter().map(|x| x.split_whitespace().count()).sum();
             words as f64 / l.len() as f64 <= MAX_AVERAGE_WORDS
         })
-        // The first of the longest, as the rules were tuned.
+        // The first of the longest.
         .fold(None::<&Vec<String>>, |best, l| match best {
             Some(b) if b.len() >= l.len() => Some(b),
             _ => Some(l),
@@ -480,7 +486,7 @@ fn by_position(u: &str, list: &[String], numbered: bool) -> Option<String> {
     let n = list.len() as isize;
     // The noun after the ordinal may name items of this list.
     let fits = |c: &regex::Captures<'_>| {
-        numbered || c.name("noun").is_none_or(|m| ANY_LIST.is_match(m.as_str()))
+        numbered || c.name("noun").is_none_or(|m| names_any_list(m.as_str()))
     };
     if let Some(c) = ORDINAL_PAIR.captures(u).filter(fits) {
         let (a, b) = (ordinal(&c[1])?, ordinal(&c[2])?);
@@ -532,49 +538,49 @@ fn by_position(u: &str, list: &[String], numbered: bool) -> Option<String> {
 mod tests {
     use super::*;
 
-    const PHONES: &str = "Some of the best phones are the Samsung Galaxy S22, Xiaomi 12, OPPO Find X5 Pro and the iPhone 13. They all have great cameras.";
+    const VACUUMS: &str = "Some of the best vacuums are the Miele Blizzard, Bosch Unlimited 7, Dyson V15 Detect and the Shark Stratos. They all have great suction.";
 
     #[test]
     fn which_one_names_the_items_of_the_previous_answer() {
         assert_eq!(
-            resolve("Which one do you recommend?", PHONES).as_deref(),
-            Some("Which of the Samsung Galaxy S22, Xiaomi 12, OPPO Find X5 Pro, and iPhone 13 do you recommend?")
+            resolve("Which one is the quietest?", VACUUMS).as_deref(),
+            Some("Which of the Miele Blizzard, Bosch Unlimited 7, Dyson V15 Detect, and Shark Stratos is the quietest?")
         );
         assert_eq!(
-            resolve("Can I get a case for any of them?", PHONES).as_deref(),
-            Some("Can I get a case for any of the Samsung Galaxy S22, Xiaomi 12, OPPO Find X5 Pro, and iPhone 13?")
+            resolve("Can I get a spare filter for any of them?", VACUUMS).as_deref(),
+            Some("Can I get a spare filter for any of the Miele Blizzard, Bosch Unlimited 7, Dyson V15 Detect, and Shark Stratos?")
         );
     }
 
     #[test]
     fn ordinals_pick_items() {
         assert_eq!(
-            resolve("Compare the last two options.", PHONES).as_deref(),
-            Some("Compare OPPO Find X5 Pro and iPhone 13.")
+            resolve("Compare the last two options.", VACUUMS).as_deref(),
+            Some("Compare Dyson V15 Detect and Shark Stratos.")
         );
         assert_eq!(
-            resolve("How much is the first one?", PHONES).as_deref(),
-            Some("How much is Samsung Galaxy S22?")
+            resolve("How much is the first one?", VACUUMS).as_deref(),
+            Some("How much is Miele Blizzard?")
         );
         assert_eq!(
-            resolve("What about the first and last ones?", PHONES).as_deref(),
-            Some("What about Samsung Galaxy S22 and iPhone 13?")
+            resolve("What about the first and last ones?", VACUUMS).as_deref(),
+            Some("What about Miele Blizzard and Shark Stratos?")
         );
         assert_eq!(
-            resolve("Tell me about numbers 2 and 3.", PHONES).as_deref(),
-            Some("Tell me about Xiaomi 12 and OPPO Find X5 Pro.")
+            resolve("Tell me about numbers 2 and 3.", VACUUMS).as_deref(),
+            Some("Tell me about Bosch Unlimited 7 and Dyson V15 Detect.")
         );
         // Past the end of the list: nothing to resolve.
-        assert_eq!(resolve("Tell me about numbers 2 and 9.", PHONES), None);
+        assert_eq!(resolve("Tell me about numbers 2 and 9.", VACUUMS), None);
     }
 
     #[test]
     fn numbered_lists_and_pairs() {
-        let numbered = "You could try: 1. squats 2. deadlifts. Both build strength.";
-        assert_eq!(lists_in(numbered), vec![vec!["squats", "deadlifts"]]);
+        let numbered = "You could bake: 1. sourdough 2. focaccia. Both need a day.";
+        assert_eq!(lists_in(numbered), vec![vec!["sourdough", "focaccia"]]);
         assert_eq!(
             resolve("How are the two different?", numbered).as_deref(),
-            Some("How are squats and deadlifts different?")
+            Some("How are sourdough and focaccia different?")
         );
         assert_eq!(resolve("Are both of them hard?", numbered), None);
     }
@@ -627,7 +633,7 @@ mod tests {
         );
         // Step 9 does not exist; "step 2" outside a numbered list is left alone.
         assert_eq!(resolve("What goes into step 9?", STEPS), None);
-        assert_eq!(resolve("What goes into step 2?", PHONES), None);
+        assert_eq!(resolve("What goes into step 2?", VACUUMS), None);
         // "the first date" is not an item of a list.
         assert_eq!(
             resolve("What should I wear on the first date?", STEPS),
@@ -638,16 +644,16 @@ mod tests {
     #[test]
     fn the_best_of_and_the_other_items() {
         assert_eq!(
-            resolve("Which are the best three for gaming?", PHONES).as_deref(),
-            Some("Which are the best three of the Samsung Galaxy S22, Xiaomi 12, OPPO Find X5 Pro, and iPhone 13 for gaming?")
+            resolve("Which are the best three for pet hair?", VACUUMS).as_deref(),
+            Some("Which are the best three of the Miele Blizzard, Bosch Unlimited 7, Dyson V15 Detect, and Shark Stratos for pet hair?")
         );
         assert_eq!(
-            resolve("I know the Xiaomi 12 costs 500 euros. What do the other ones cost?", PHONES)
+            resolve("I know the Dyson V15 Detect costs 700 euros. What do the other ones cost?", VACUUMS)
                 .as_deref(),
-            Some("I know the Xiaomi 12 costs 500 euros. What do the Samsung Galaxy S22, OPPO Find X5 Pro, and iPhone 13 cost?")
+            Some("I know the Dyson V15 Detect costs 700 euros. What do the Miele Blizzard, Bosch Unlimited 7, and Shark Stratos cost?")
         );
         // Naming none of the items leaves nothing to exclude: "the other ones" stays.
-        assert_eq!(resolve("What about the other ones?", PHONES), None);
+        assert_eq!(resolve("What about the other ones?", VACUUMS), None);
     }
 
     #[test]
@@ -663,15 +669,15 @@ mod tests {
     fn no_list_or_no_reference_leaves_the_utterance() {
         assert_eq!(
             resolve(
-                "Which one do you recommend?",
-                "The DASH diet lowers blood pressure."
+                "Which one is the quietest?",
+                "The Miele Blizzard is quiet and light."
             ),
             None
         );
-        assert_eq!(resolve("Is it expensive?", PHONES), None);
+        assert_eq!(resolve("Is it expensive?", VACUUMS), None);
         assert_eq!(resolve("Which one?", ""), None);
         // Long prose parts are not list items.
-        let prose = "Risotto needs rice, it also needs a good stock that you make yourself from bones and vegetables, and cheese.";
+        let prose = "Bread needs flour, it also needs a good starter that you feed yourself every day with water and flour, and salt.";
         assert!(lists_in(prose).is_empty());
     }
 }

@@ -1,10 +1,12 @@
-//! Term analysis shared by the PTKB ranker and the rewriter: rouge-score's tokenizer
-//! ([`crate::text::rouge_tokens::tokenize`]: lower-case, `[a-z0-9]+` runs), an English stopword list
-//! (conversational function words included), and NLTK's Porter stemmer ([`crate::text::porter_nltk`]).
+//! Term analysis shared by the PTKB ranker, generation and the rewriter: rouge-score's
+//! tokenizer ([`crate::text::rouge_tokens::tokenize`]: lower-case, `[a-z0-9]+` runs), an English
+//! stopword list (conversational function words included, [`lexicon::STOPWORDS`]), and NLTK's
+//! Porter stemmer ([`crate::text::porter_nltk`]). `crate::pipeline::terms` re-exports it.
 //!
 //! Every term keeps its surface form so the rewriter can write words back as they were said.
 
-use crate::text::{porter_nltk, stopwords};
+use super::lexicon;
+use crate::text::porter_nltk;
 
 /// One analyzed word: its surface form (lower-case) and its stem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,89 +15,20 @@ pub struct Term {
     pub stem: String,
 }
 
-/// Words that point back to something said earlier: their presence asks for resolution.
-const ANAPHORA: &[&str] = &[
-    "it",
-    "its",
-    "itself",
-    "they",
-    "them",
-    "their",
-    "theirs",
-    "this",
-    "that",
-    "these",
-    "those",
-    "he",
-    "she",
-    "him",
-    "her",
-    "his",
-    "hers",
-    "one",
-    "ones",
-    "there",
-    "such",
-    "aforementioned",
-    "mentioned",
-    "above",
-    "former",
-    "latter",
-    "same",
-    "both",
-];
-
 /// Whether `word` (lower-case) is a stopword.
 pub fn is_stopword(word: &str) -> bool {
-    stopwords::CONVERSATIONAL_ENGLISH.contains(&word)
+    lexicon::STOPWORDS.contains(&word)
 }
-
-/// Words that manage the conversation rather than say what it is about: greetings, thanks,
-/// reactions ("Hello! …", "Wow, that sounds intriguing!", "Thanks for that suggestion").
-const DIALOGUE: &[&str] = &[
-    "hello",
-    "hi",
-    "hey",
-    "thanks",
-    "thank",
-    "sorry",
-    "please",
-    "wow",
-    "ok",
-    "okay",
-    "yes",
-    "yeah",
-    "sure",
-    "great",
-    "awesome",
-    "cool",
-    "nice",
-    "excited",
-    "intriguing",
-    "interesting",
-    "helpful",
-    "valuable",
-    "curious",
-    "wondering",
-    "sounds",
-    "really",
-    "potentially",
-    "meant",
-    "guidance",
-    "suggestion",
-    "suggestions",
-    "appreciate",
-];
 
 /// Whether `word` (lower-case) manages the conversation (a greeting, thanks, a reaction): never
 /// carried into another turn's rewrite.
 pub fn is_dialogue_word(word: &str) -> bool {
-    DIALOGUE.contains(&word)
+    lexicon::DIALOGUE.contains(&word)
 }
 
 /// Whether `word` (lower-case) refers back to earlier turns.
 pub fn is_anaphor(word: &str) -> bool {
-    ANAPHORA.contains(&word)
+    lexicon::REFERRING_WORDS.contains(&word)
 }
 
 /// The stem of one lower-case word (Porter, words of more than 3 characters, like rouge-score).
@@ -136,12 +69,6 @@ pub struct WordCues {
     pub after_determiner: std::collections::HashSet<String>,
 }
 
-/// Words after which a noun phrase starts.
-const DETERMINERS: &[&str] = &[
-    "the", "a", "an", "my", "your", "our", "their", "its", "of", "about", "for", "in", "on",
-    "with", "from", "at", "some", "any", "these", "those", "this", "that",
-];
-
 impl WordCues {
     /// Adds the words of `text`.
     pub fn add(&mut self, text: &str) {
@@ -165,7 +92,7 @@ impl WordCues {
         let mut word_at_start = true;
         let mut previous = String::new();
         for w in words(text) {
-            if DETERMINERS.contains(&previous.as_str()) && !is_stopword(&w) {
+            if lexicon::DETERMINERS.contains(&previous.as_str()) && !is_stopword(&w) {
                 self.after_determiner.insert(w.clone());
             }
             previous = w;
