@@ -630,6 +630,65 @@ pub fn operations(doc: &Value) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
+    /// `value` with every object's keys sorted, pretty-printed: the golden files' form.
+    fn canonical(value: &Value) -> String {
+        fn sort(value: &Value) -> Value {
+            match value {
+                Value::Object(map) => {
+                    let mut entries: Vec<_> = map.iter().collect();
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                    Value::Object(
+                        entries
+                            .into_iter()
+                            .map(|(k, v)| (k.clone(), sort(v)))
+                            .collect(),
+                    )
+                }
+                Value::Array(items) => Value::Array(items.iter().map(sort).collect()),
+                other => other.clone(),
+            }
+        }
+        serde_json::to_string_pretty(&sort(value)).unwrap() + "\n"
+    }
+
+    /// The served document is checked in under `tests/golden/openapi/`: a change to it (from an
+    /// attribute, a schema or a `Modify`) shows as a diff to review. Regenerate with
+    /// `CONVRAG_UPDATE_GOLDEN=1 cargo test --lib api::openapi`.
+    #[test]
+    fn documents_equal_the_golden_files() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/openapi");
+        let cases = [
+            ("full.json", Capabilities::ALL),
+            (
+                "without_llm_or_reranker.json",
+                Capabilities {
+                    llm: false,
+                    reranker: false,
+                },
+            ),
+        ];
+        for (name, capabilities) in cases {
+            let path = dir.join(name);
+            let actual = canonical(&document_value(capabilities));
+            if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &actual).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (CONVRAG_UPDATE_GOLDEN=1 creates it)",
+                    path.display()
+                )
+            });
+            assert!(
+                expected == actual,
+                "{} differs from the document:\n{actual}",
+                path.display()
+            );
+        }
+    }
+
     #[test]
     fn document_matches_the_routes() {
         let mut routes: Vec<(String, String)> = super::super::ROUTES
