@@ -1,0 +1,48 @@
+//! What the adapters' OpenAPI `Modify` impls share: JSON Schema keywords that utoipa's model has
+//! no field for (`if`, `then`, `const`, `not`, `contains`, and `anyOf` or `properties` beside
+//! other keywords of the same schema).
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::openapi::extensions::Extensions;
+
+/// Adds the keywords of `schema` (a typed schema or a JSON value) to a schema through its
+/// `extensions`, which utoipa writes flattened into the schema: the schema then holds both, as
+/// an `allOf` of the two would.
+pub fn add_keywords(extensions: &mut Option<Extensions>, schema: impl Serialize) {
+    if let Ok(Value::Object(keywords)) = serde_json::to_value(schema) {
+        extensions
+            .get_or_insert_with(Extensions::default)
+            .extend(keywords);
+    }
+}
+
+/// A schema that is only `keywords` (no `type`): a `const`, say, as a property's schema.
+pub fn keywords_only(keywords: Value) -> utoipa::openapi::schema::Object {
+    let mut schema = utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::AnyValue)
+        .build();
+    add_keywords(&mut schema.extensions, keywords);
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+
+    #[test]
+    fn keywords_are_written_beside_the_schemas_own() {
+        let mut schema = ObjectBuilder::new().schema_type(Type::String).build();
+        add_keywords(&mut schema.extensions, json!({"not": {"const": ""}}));
+        assert_eq!(
+            serde_json::to_value(&schema).unwrap(),
+            json!({"type": "string", "not": {"const": ""}})
+        );
+        assert_eq!(
+            serde_json::to_value(keywords_only(json!({"const": "2.0"}))).unwrap(),
+            json!({"const": "2.0"})
+        );
+    }
+}
