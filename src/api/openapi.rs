@@ -21,6 +21,7 @@ use utoipa::{Modify, OpenApi, PartialSchema};
 use super::assets::StaticFileNames;
 use super::openai::UserMessages;
 use super::turns::UtteranceOrRegenerate;
+use super::users::OneExpiry;
 use crate::mcp::http::JsonRpcBody;
 use crate::web::error::ErrorCode;
 use crate::web::schema::add_keywords;
@@ -98,6 +99,7 @@ impl Capabilities {
         &ErrorSchemas,
         &UtteranceOrRegenerate,
         &UserMessages,
+        &OneExpiry,
         &JsonRpcBody,
         &StaticFileNames,
     ),

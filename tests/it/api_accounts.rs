@@ -434,7 +434,7 @@ async fn writes_for_an_account_deleted_meanwhile_are_unauthorized_not_server_err
 
     let token = db
         .store
-        .create_token_with(user.id, &NewToken::default())
+        .create_token_with(user.id, &NewToken::default(), None)
         .await;
     assert!(unknown(token.unwrap_err()));
     let conversation = db
