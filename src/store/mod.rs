@@ -434,3 +434,13 @@ pub(crate) fn require_identifier(field: &'static str, value: &str, max: usize) -
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(super::count_of(1, "statement"), "1 statement");
+        assert_eq!(super::count_of(0, "statement"), "0 statements");
+        assert_eq!(super::count_of(200, "statement"), "200 statements");
+    }
+}

@@ -281,6 +281,8 @@ impl Store {
         conversation_id: Uuid,
         new: &NewStatement,
     ) -> Result<Statement> {
+        // The request's field is `text` (in a new conversation's list it is `ptkb`).
+        require_text_within("text", &new.text, self.limits().statement_chars)?;
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, conversation_id).await?;
         let seq = next_seq(&mut tx, conversation_id).await?;
