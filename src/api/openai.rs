@@ -73,10 +73,10 @@ pub(super) struct UserMessages;
 
 impl utoipa::Modify for UserMessages {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let Some(message) = super::openapi::component_mut(doc, "ChatMessage") else {
+        let Some(message) = crate::web::schema::component_mut(doc, "ChatMessage") else {
             return;
         };
-        let not_blank = super::openapi::NONBLANK;
+        let not_blank = crate::web::schema::NONBLANK;
         crate::web::schema::add_keywords(
             &mut message.extensions,
             json!({

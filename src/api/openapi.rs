@@ -24,7 +24,7 @@ use super::turns::UtteranceOrRegenerate;
 use super::users::OneExpiry;
 use crate::mcp::http::JsonRpcBody;
 use crate::web::error::ErrorCode;
-use crate::web::schema::add_keywords;
+use crate::web::schema::{add_keywords, NONBLANK};
 use crate::web::AppState;
 
 /// What the document describes beyond the code: this server's optional parts.
@@ -301,10 +301,6 @@ pub fn document_value(capabilities: Capabilities) -> Value {
     serde_json::to_value(document_for(capabilities)).unwrap_or_default()
 }
 
-/// Text with some character that `str::trim` keeps and no NUL (which PostgreSQL text cannot
-/// hold): `store::require_text`.
-pub const NONBLANK: &str = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000]*$";
-
 /// The patterns the annotations name (utoipa takes literals only), as the server checks them:
 /// `NONBLANK` [`NONBLANK`], `NOTNUL` any text without NUL, `IDENTIFIER`
 /// `store::require_identifier` (collection names, statement ids; lengths are separate).
@@ -332,17 +328,6 @@ impl Modify for NamedPatterns {
                 object.pattern = Some(pattern.to_string());
             }
         });
-    }
-}
-
-/// The component schema `name` when it is an object schema.
-pub(super) fn component_mut<'a>(
-    doc: &'a mut utoipa::openapi::OpenApi,
-    name: &str,
-) -> Option<&'a mut utoipa::openapi::schema::Object> {
-    match doc.components.as_mut()?.schemas.get_mut(name)? {
-        RefOr::T(Schema::Object(object)) => Some(object),
-        _ => None,
     }
 }
 

@@ -64,7 +64,7 @@ pub(super) struct UtteranceOrRegenerate;
 impl utoipa::Modify for UtteranceOrRegenerate {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, SchemaType, Type};
-        let Some(turn) = super::openapi::component_mut(doc, "CreateTurn") else {
+        let Some(turn) = crate::web::schema::component_mut(doc, "CreateTurn") else {
             return;
         };
         let given = |field: &str| {

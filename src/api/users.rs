@@ -68,25 +68,28 @@ pub struct TokenPath(#[param(minimum = 1, format = Int64)] i64);
 pub struct UserPath(#[param(minimum = 1, format = Int64)] i64);
 
 /// `expires_in_seconds` and `expires_at` exclude each other (a new token's and a new user's
-/// first token's).
+/// first token's): one of them is left out or null, as the server reads them. Stated as an
+/// `anyOf`, not as `not` both required: null counts as left out, and schemathesis 4.32.5's
+/// coverage phase fails internally on that `not`.
 pub(super) struct OneExpiry;
 
 impl utoipa::Modify for OneExpiry {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::schema::{ObjectBuilder, SchemaType};
+        use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, SchemaType, Type};
+        let absent = |field: &str| {
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .property(field, ObjectBuilder::new().schema_type(Type::Null))
+        };
         for name in ["NewToken", "CreateUser"] {
-            let Some(schema) = super::openapi::component_mut(doc, name) else {
+            let Some(schema) = crate::web::schema::component_mut(doc, name) else {
                 continue;
             };
-            let both = ObjectBuilder::new()
-                .schema_type(SchemaType::AnyValue)
-                .required("expires_in_seconds")
-                .required("expires_at")
+            let one = AnyOfBuilder::new()
+                .item(absent("expires_in_seconds"))
+                .item(absent("expires_at"))
                 .build();
-            crate::web::schema::add_keywords(
-                &mut schema.extensions,
-                serde_json::json!({ "not": both }),
-            );
+            crate::web::schema::add_keywords(&mut schema.extensions, one);
         }
     }
 }

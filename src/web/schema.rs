@@ -5,6 +5,20 @@
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::openapi::extensions::Extensions;
+use utoipa::openapi::schema::Object;
+use utoipa::openapi::{OpenApi, RefOr, Schema};
+
+/// Text with some character that `str::trim` keeps and no NUL (which PostgreSQL text cannot
+/// hold): `store::require_text`.
+pub const NONBLANK: &str = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000]*$";
+
+/// The component schema `name` when it is an object schema.
+pub fn component_mut<'a>(doc: &'a mut OpenApi, name: &str) -> Option<&'a mut Object> {
+    match doc.components.as_mut()?.schemas.get_mut(name)? {
+        RefOr::T(Schema::Object(object)) => Some(object),
+        _ => None,
+    }
+}
 
 /// Adds the keywords of `schema` (a typed schema or a JSON value) to a schema through its
 /// `extensions`, which utoipa writes flattened into the schema: the schema then holds both, as

@@ -172,6 +172,15 @@ async fn a_token_never_outlives_the_token_that_made_it() {
         .post("/v1/users/me/tokens", json!({"name": "grandchild"}))
         .await;
     assert_eq!(r.body["token_info"]["expires_at"], limit, "{}", r.body);
+    // Both left null is neither (the document says one of them is absent or null).
+    let r = hour
+        .post(
+            "/v1/users/me/tokens",
+            json!({"expires_in_seconds": null, "expires_at": null}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["token_info"]["expires_at"], limit, "{}", r.body);
     // Sooner is fine; later is refused with the field named.
     let r = hour
         .post("/v1/users/me/tokens", json!({"expires_in_seconds": 60}))
