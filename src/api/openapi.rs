@@ -1,8 +1,11 @@
 //! The OpenAPI document of the API, generated from the code: `#[utoipa::path]` on every handler,
 //! `ToSchema` on the bodies the handlers read and write (with the limits they enforce), and the
-//! error responses from [`ERRORS`] (each operation's error codes, grouped by their status). A test
-//! checks that the document has exactly the operations of [`super::ROUTES`] and that every
-//! operation's errors are listed.
+//! error responses from [`ERRORS`] (each operation's error codes, grouped by their status). What
+//! the attributes cannot say is added by typed `utoipa::Modify` impls, one per concern, each
+//! beside the code it describes (the MCP body's in `mcp::http`), listed in `modifiers(...)`. A
+//! test checks that the document has exactly the operations of [`super::ROUTES`] and that every
+//! operation's errors are listed; the served documents are golden files
+//! (`tests/golden/openapi/`).
 //!
 //! The document served by a running server also says what that server can do: without an LLM
 //! `generator`/`rewriter` accept only their non-LLM values, without a reranking model `rerank`
@@ -398,10 +401,10 @@ fn visit(schema: &mut Schema, f: &mut dyn FnMut(&mut Schema)) {
             for property in object.properties.values_mut() {
                 visit_ref_or(property, f);
             }
-            if let Some(additional) = object.additional_properties.as_deref_mut() {
-                if let AdditionalProperties::RefOr(additional) = additional {
-                    visit_ref_or(additional, f);
-                }
+            if let Some(AdditionalProperties::RefOr(additional)) =
+                object.additional_properties.as_deref_mut()
+            {
+                visit_ref_or(additional, f);
             }
             if let Some(names) = object.property_names.as_deref_mut() {
                 visit(names, f);
