@@ -7,6 +7,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use sha2::{Digest, Sha256};
 
 use crate::web::error::{ApiError, ErrorCode};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 /// One compiled-in file.
 pub struct Asset {
@@ -186,6 +187,31 @@ fn serve(req: &HttpRequest, asset: &Asset) -> HttpResponse {
     ))]
 pub async fn index(req: HttpRequest) -> HttpResponse {
     serve(&req, &INDEX)
+}
+
+/// `/static/{file}` serves the files of [`ASSETS`]: the document lists their names.
+pub(super) struct StaticFileNames;
+
+impl utoipa::Modify for StaticFileNames {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let operation = doc
+            .paths
+            .paths
+            .get_mut("/static/{file}")
+            .and_then(|item| item.get.as_mut());
+        let params = operation
+            .into_iter()
+            .flat_map(|op| op.parameters.iter_mut().flatten());
+        for param in params.filter(|p| p.name == "file") {
+            let names = ASSETS.iter().map(|a| a.name);
+            param.schema = Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(names))
+                    .into(),
+            );
+        }
+    }
 }
 
 /// `GET /static/{file}` (the document lists the file names: [`ASSETS`])

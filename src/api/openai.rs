@@ -47,7 +47,7 @@ pub struct ChatRequest {
     /// A collection of this server (`GET /v1/models`).
     #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub model: String,
-    /// The whole history; the last message is the user's.
+    /// The whole history; the last message must be the user's.
     #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
     /// Answer as server-sent `chat.completion.chunk` events.
@@ -270,6 +270,33 @@ pub struct ChatMessage {
     pub role: String,
     #[serde(default)]
     pub content: Option<MessageContent>,
+}
+
+/// What [`user_messages`] requires of a user message: text (a string, or text parts) that is
+/// not blank.
+pub(super) struct UserMessages;
+
+impl utoipa::Modify for UserMessages {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let Some(message) = crate::web::schema::component_mut(doc, "ChatMessage") else {
+            return;
+        };
+        let not_blank = crate::web::schema::NONBLANK;
+        crate::web::schema::add_keywords(
+            &mut message.extensions,
+            json!({
+                "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
+                "then": {"required": ["content"], "properties": {"content": {"anyOf": [
+                    {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS,
+                        "pattern": not_blank},
+                    {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
+                        "properties": {"type": {"const": "text"},
+                            "text": {"type": "string", "maxLength": MAX_MESSAGE_CHARS,
+                                "pattern": not_blank}}}},
+                ]}}},
+            }),
+        );
+    }
 }
 
 /// A message's content: a string, or content parts of which the text parts are read.

@@ -1,20 +1,33 @@
 //! The OpenAPI document of the API, generated from the code: `#[utoipa::path]` on every handler,
 //! `ToSchema` on the bodies the handlers read and write (with the limits they enforce), and the
-//! error responses from [`ERRORS`] (each operation's error codes, grouped by their status). A test
-//! checks that the document has exactly the operations of [`super::ROUTES`] and that every
-//! operation's errors are listed.
+//! error responses from [`ERRORS`] (each operation's error codes, grouped by their status). What
+//! the attributes cannot say is added by typed `utoipa::Modify` impls, one per concern, each
+//! beside the code it describes (the MCP body's in `mcp::http`), listed in `modifiers(...)`. A
+//! test checks that the document has exactly the operations of [`super::ROUTES`] and that every
+//! operation's errors are listed; the served documents are golden files
+//! (`tests/golden/openapi/`).
 //!
 //! The document served by a running server also says what that server can do: without an LLM
 //! `generator`/`rewriter` accept only their non-LLM values, without a reranking model `rerank`
 //! is only `false` (asking anyway is still answered, with the documented error).
 
 use actix_web::{web, HttpResponse};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{
+    AdditionalProperties, AllOfBuilder, ArrayItems, ObjectBuilder, SchemaType, Type,
+};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{RefOr, Schema};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
+use super::assets::StaticFileNames;
+use super::openai::UserMessages;
+use super::turns::UtteranceOrRegenerate;
+use super::users::OneExpiry;
+use crate::mcp::http::JsonRpcBody;
 use crate::web::error::ErrorCode;
+use crate::web::schema::{add_keywords, NONBLANK};
 use crate::web::AppState;
 
 /// What the document describes beyond the code: this server's optional parts.
@@ -81,7 +94,18 @@ impl Capabilities {
         super::profile::remove,
         crate::mcp::http::post,
     ),
-    modifiers(&BearerAuth),
+    modifiers(
+        &NamedPatterns,
+        &BearerAuth,
+        &LinkFieldNames,
+        &ErrorResponses,
+        &ErrorSchemas,
+        &UtteranceOrRegenerate,
+        &UserMessages,
+        &OneExpiry,
+        &JsonRpcBody,
+        &StaticFileNames,
+    ),
     security(("bearer" = []))
 )]
 struct ApiDoc;
@@ -269,169 +293,166 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
 const OPENAI_SHAPED: &[&str] = &["list_models", "chat_completions"];
 
 /// The document for a server with `capabilities`.
-pub fn document_value(capabilities: Capabilities) -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
-    expand_patterns(&mut doc);
-    link_field_names(&mut doc);
-    add_error_responses(&mut doc);
-    add_error_schemas(&mut doc);
-    require_utterance_or_regenerate(&mut doc);
-    describe_chat_messages(&mut doc);
-    describe_mcp_body(&mut doc);
-    list_static_files(&mut doc);
+pub fn document_for(capabilities: Capabilities) -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
     narrow_to(&mut doc, capabilities);
     doc
 }
 
+/// [`document_for`] as JSON.
+pub fn document_value(capabilities: Capabilities) -> Value {
+    serde_json::to_value(document_for(capabilities)).unwrap_or_default()
+}
+
 /// The patterns the annotations name (utoipa takes literals only), as the server checks them:
-/// `NONBLANK` is `store::require_text` (some character that `str::trim` keeps; no NUL, which
-/// PostgreSQL text cannot hold), `NOTNUL` any text without NUL, `IDENTIFIER`
+/// `NONBLANK` [`NONBLANK`], `NOTNUL` any text without NUL, `IDENTIFIER`
 /// `store::require_identifier` (collection names, statement ids; lengths are separate).
 const PATTERNS: &[(&str, &str)] = &[
-    (
-        "NONBLANK",
-        "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000]*$",
-    ),
+    ("NONBLANK", NONBLANK),
     ("NOTNUL", "^[^\\u0000]*$"),
     ("IDENTIFIER", "^[A-Za-z0-9][A-Za-z0-9._-]*$"),
     // `index::validate_name`: a collection's directory name.
     ("INDEX_NAME", "^[A-Za-z0-9_-][A-Za-z0-9._-]*$"),
 ];
 
-fn expand_patterns(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, item) in map.iter_mut() {
-                if key == "pattern" {
-                    if let Some((_, pattern)) = PATTERNS
-                        .iter()
-                        .find(|(name, _)| item.as_str() == Some(name))
-                    {
-                        *item = json!(pattern);
-                    }
-                } else {
-                    expand_patterns(item);
+/// Replaces the pattern names of the annotations by the patterns.
+struct NamedPatterns;
+
+impl Modify for NamedPatterns {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        visit_schemas(doc, &mut |schema| {
+            let Schema::Object(object) = schema else {
+                return;
+            };
+            let named = PATTERNS
+                .iter()
+                .find(|(name, _)| object.pattern.as_deref() == Some(name));
+            if let Some((_, pattern)) = named {
+                object.pattern = Some(pattern.to_string());
+            }
+        });
+    }
+}
+
+/// Every operation of the document.
+fn operations_mut(doc: &mut utoipa::openapi::OpenApi) -> impl Iterator<Item = &mut Operation> {
+    doc.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ]
+        .into_iter()
+        .filter_map(Option::as_mut)
+    })
+}
+
+/// Calls `f` on every schema written out in the document (components, parameters, bodies,
+/// responses) and on every schema inside those; `$ref`s are visited where they are defined.
+fn visit_schemas(doc: &mut utoipa::openapi::OpenApi, f: &mut dyn FnMut(&mut Schema)) {
+    if let Some(components) = doc.components.as_mut() {
+        for schema in components.schemas.values_mut() {
+            visit_ref_or(schema, f);
+        }
+    }
+    for operation in operations_mut(doc) {
+        for parameter in operation.parameters.iter_mut().flatten() {
+            if let Some(schema) = parameter.schema.as_mut() {
+                visit_ref_or(schema, f);
+            }
+        }
+        let bodies = operation
+            .request_body
+            .iter_mut()
+            .flat_map(|b| b.content.values_mut());
+        for content in bodies {
+            if let Some(schema) = content.schema.as_mut() {
+                visit_ref_or(schema, f);
+            }
+        }
+        for response in operation.responses.responses.values_mut() {
+            let RefOr::T(response) = response else {
+                continue;
+            };
+            for content in response.content.values_mut() {
+                if let Some(schema) = content.schema.as_mut() {
+                    visit_ref_or(schema, f);
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(expand_patterns),
+    }
+}
+
+fn visit_ref_or(schema: &mut RefOr<Schema>, f: &mut dyn FnMut(&mut Schema)) {
+    if let RefOr::T(schema) = schema {
+        visit(schema, f);
+    }
+}
+
+fn visit(schema: &mut Schema, f: &mut dyn FnMut(&mut Schema)) {
+    f(schema);
+    match schema {
+        Schema::Object(object) => {
+            for property in object.properties.values_mut() {
+                visit_ref_or(property, f);
+            }
+            if let Some(AdditionalProperties::RefOr(additional)) =
+                object.additional_properties.as_deref_mut()
+            {
+                visit_ref_or(additional, f);
+            }
+            if let Some(names) = object.property_names.as_deref_mut() {
+                visit(names, f);
+            }
+        }
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                visit_ref_or(items, f);
+            }
+            for item in &mut array.prefix_items {
+                visit(item, f);
+            }
+        }
+        Schema::OneOf(one) => one.items.iter_mut().for_each(|s| visit_ref_or(s, f)),
+        Schema::AllOf(all) => all.items.iter_mut().for_each(|s| visit_ref_or(s, f)),
+        Schema::AnyOf(any) => any.items.iter_mut().for_each(|s| visit_ref_or(s, f)),
         _ => {}
     }
 }
 
-/// What `openai::user_messages` requires of a user message: text (a string, or text parts)
-/// that is not blank.
-fn describe_chat_messages(doc: &mut Value) {
-    let not_blank = PATTERNS[0].1;
-    if let Some(message) = doc
-        .pointer_mut("/components/schemas/ChatMessage")
-        .and_then(Value::as_object_mut)
-    {
-        message.insert(
-            "if".into(),
-            json!({"required": ["role"], "properties": {"role": {"const": "user"}}}),
-        );
-        message.insert(
-            "then".into(),
-            json!({"required": ["content"], "properties": {"content": {"anyOf": [
-                {"type": "string", "minLength": 1, "maxLength": 10000, "pattern": not_blank},
-                {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
-                    "properties": {"type": {"const": "text"},
-                        "text": {"type": "string", "maxLength": 10000, "pattern": not_blank}}}},
-            ]}}}),
-        );
-    }
-    // The last message is the one answered: the user's.
-    if let Some(messages) = doc
-        .pointer_mut("/components/schemas/ChatRequest/properties/messages")
-        .and_then(Value::as_object_mut)
-    {
-        messages.insert(
-            "description".into(),
-            json!("The whole history; the last message must be the user's."),
-        );
-    }
-}
-
-/// `POST /mcp` reads one JSON-RPC message or a batch, as `mcp::classify` tells them apart.
-fn describe_mcp_body(doc: &mut Value) {
-    let message = json!({
-        "type": "object",
-        "required": ["jsonrpc"],
-        "properties": {
-            "jsonrpc": {"const": "2.0"},
-            "method": {"type": "string"},
-            "id": {"type": ["string", "number"]},
-            "params": {},
-        },
-        "anyOf": [
-            {"required": ["method"]},
-            {"required": ["id", "result"]},
-            {"required": ["id", "error"]},
-        ],
-    });
-    if let Some(schemas) = doc
-        .pointer_mut("/components/schemas")
-        .and_then(Value::as_object_mut)
-    {
-        schemas.insert("JsonRpcMessage".into(), message);
-    }
-    // A batch is answered with an array.
-    if let Some(reply) =
-        doc.pointer_mut("/paths/~1mcp/post/responses/200/content/application~1json/schema")
-    {
-        *reply = json!({"oneOf": [
-            {"type": "object"},
-            {"type": "array", "items": {"type": "object"}},
-        ]});
-    }
-    if let Some(content) =
-        doc.pointer_mut("/paths/~1mcp/post/requestBody/content/application~1json/schema")
-    {
-        // `anyOf`, not `oneOf`: the two are disjoint anyway (object or array), and schemathesis
-        // 4.32.5's coverage phase fails internally on this `oneOf`.
-        *content = json!({"anyOf": [
-            {"$ref": "#/components/schemas/JsonRpcMessage"},
-            {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/JsonRpcMessage"}},
-        ]});
-    }
-}
-
 /// utoipa 5.4 writes a link's fields in snake case; OpenAPI names them in camel case.
-fn link_field_names(doc: &mut Value) {
-    for operation in operations_mut(doc) {
-        let responses = operation
-            .get_mut("responses")
-            .and_then(Value::as_object_mut);
-        for response in responses.into_iter().flat_map(|r| r.values_mut()) {
-            let links = response.get_mut("links").and_then(Value::as_object_mut);
-            for link in links.into_iter().flat_map(|l| l.values_mut()) {
-                let Some(link) = link.as_object_mut() else {
+struct LinkFieldNames;
+
+impl Modify for LinkFieldNames {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let responses = operations_mut(doc).flat_map(|op| op.responses.responses.values_mut());
+        for response in responses {
+            let RefOr::T(response) = response else {
+                continue;
+            };
+            for link in response.links.values_mut() {
+                let RefOr::T(link) = link else {
                     continue;
                 };
-                for (from, to) in [
-                    ("operation_id", "operationId"),
-                    ("operation_ref", "operationRef"),
-                    ("request_body", "requestBody"),
+                let mut fields = serde_json::Map::new();
+                for (name, value) in [
+                    ("operationId", std::mem::take(&mut link.operation_id)),
+                    ("operationRef", std::mem::take(&mut link.operation_ref)),
                 ] {
-                    if let Some(value) = link.remove(from) {
-                        link.insert(to.into(), value);
+                    if !value.is_empty() {
+                        fields.insert(name.into(), Value::String(value));
                     }
                 }
+                if let Some(body) = link.request_body.take() {
+                    fields.insert("requestBody".into(), body);
+                }
+                add_keywords(&mut link.extensions, fields);
             }
-        }
-    }
-}
-
-/// `/static/{file}` serves the files of [`super::assets::ASSETS`].
-fn list_static_files(doc: &mut Value) {
-    let names: Vec<&str> = super::assets::ASSETS.iter().map(|a| a.name).collect();
-    if let Some(params) = doc
-        .pointer_mut("/paths/~1static~1{file}/get/parameters")
-        .and_then(Value::as_array_mut)
-    {
-        for param in params.iter_mut().filter(|p| p["name"] == "file") {
-            param["schema"] = json!({"type": "string", "enum": names});
         }
     }
 }
@@ -449,162 +470,169 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
         llm: state.turns.has_llm(),
         reranker: state.turns.reranker().is_some(),
     };
-    HttpResponse::Ok().json(document_value(capabilities))
-}
-
-fn operations_mut(doc: &mut Value) -> impl Iterator<Item = &mut Map<String, Value>> {
-    doc.get_mut("paths")
-        .and_then(Value::as_object_mut)
-        .into_iter()
-        .flat_map(|paths| paths.values_mut())
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut())
-        .filter_map(Value::as_object_mut)
+    HttpResponse::Ok().json(document_for(capabilities))
 }
 
 /// Each operation's error codes from [`ERRORS`], one response per status whose body's `code`
 /// is one of that status's codes.
-fn add_error_responses(doc: &mut Value) {
-    for operation in operations_mut(doc) {
-        let id = operation
-            .get("operationId")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let Some((_, groups)) = ERRORS.iter().find(|(op, _)| *op == id) else {
-            continue;
-        };
-        let mut by_status: Vec<(u16, Vec<&str>)> = Vec::new();
-        for code in groups.iter().flat_map(|g| g.iter()) {
-            let status = code.status().as_u16();
-            match by_status.iter_mut().find(|(s, _)| *s == status) {
-                Some((_, codes)) if !codes.contains(&code.as_str()) => codes.push(code.as_str()),
-                Some(_) => {}
-                None => by_status.push((status, vec![code.as_str()])),
-            }
-        }
-        let openai = OPENAI_SHAPED.contains(&id.as_str());
-        let Some(responses) = operation
-            .get_mut("responses")
-            .and_then(Value::as_object_mut)
-        else {
-            continue;
-        };
-        for (status, codes) in by_status {
-            let schema = if openai {
-                json!({"$ref": "#/components/schemas/OpenAiError"})
-            } else if id == "mcp" {
-                json!({"$ref": "#/components/schemas/Error"})
-            } else {
-                error_schema(&codes)
+struct ErrorResponses;
+
+impl Modify for ErrorResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        for operation in operations_mut(doc) {
+            let id = operation.operation_id.clone().unwrap_or_default();
+            let Some((_, groups)) = ERRORS.iter().find(|(op, _)| *op == id) else {
+                continue;
             };
-            let description = format!("Error: {}", codes.join(", "));
-            responses.entry(status.to_string()).or_insert(json!({
-                "description": description,
-                "content": {"application/json": {"schema": schema}},
-            }));
+            let openai = OPENAI_SHAPED.contains(&id.as_str());
+            for (status, codes) in by_status(groups) {
+                let schema = if openai {
+                    Ref::from_schema_name("OpenAiError").into()
+                } else if id == "mcp" {
+                    Ref::from_schema_name("Error").into()
+                } else {
+                    error_schema(&codes)
+                };
+                let response = ResponseBuilder::new()
+                    .description(format!("Error: {}", codes.join(", ")))
+                    .content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(schema)).build(),
+                    )
+                    .build();
+                operation
+                    .responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert(RefOr::T(response));
+            }
         }
     }
 }
 
+/// The codes of `groups` by their status, in the order first named.
+fn by_status(groups: &[&[ErrorCode]]) -> Vec<(u16, Vec<&'static str>)> {
+    let mut by_status: Vec<(u16, Vec<&str>)> = Vec::new();
+    for code in groups.iter().flat_map(|g| g.iter()) {
+        let status = code.status().as_u16();
+        match by_status.iter_mut().find(|(s, _)| *s == status) {
+            Some((_, codes)) if !codes.contains(&code.as_str()) => codes.push(code.as_str()),
+            Some(_) => {}
+            None => by_status.push((status, vec![code.as_str()])),
+        }
+    }
+    by_status
+}
+
 /// The error envelope with `code` limited to `codes`.
-fn error_schema(codes: &[&str]) -> Value {
-    json!({
-        "allOf": [{"$ref": "#/components/schemas/Error"}],
-        "properties": {"error": {"properties": {"code": {"enum": codes}}}},
-    })
+fn error_schema(codes: &[&str]) -> RefOr<Schema> {
+    let code = ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .enum_values(Some(codes.iter().copied()));
+    let error = ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .property("code", code);
+    let limits = ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .property("error", error)
+        .build();
+    let mut schema = AllOfBuilder::new()
+        .item(Ref::from_schema_name("Error"))
+        .build();
+    add_keywords(&mut schema.extensions, limits);
+    Schema::AllOf(schema).into()
 }
 
-fn add_error_schemas(doc: &mut Value) {
-    let Some(schemas) = doc
-        .pointer_mut("/components/schemas")
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
-    schemas.insert(
-        "Error".into(),
-        json!({
-            "type": "object",
-            "required": ["error"],
-            "properties": {"error": {
-                "type": "object",
-                "required": ["code", "message", "field"],
-                "properties": {
-                    "code": ErrorCode::schema(),
-                    "message": {"type": "string"},
-                    "field": {"type": ["string", "null"], "description": "The request field (body path, query or path parameter) the error is about."},
-                },
-            }},
-        }),
-    );
-    schemas.insert(
-        "OpenAiError".into(),
-        json!({
-            "type": "object",
-            "required": ["error"],
-            "properties": {"error": {
-                "type": "object",
-                "required": ["message", "type", "param", "code"],
-                "properties": {
-                    "message": {"type": "string"},
-                    "type": {"type": "string", "enum": ["invalid_request_error", "server_error"]},
-                    "param": {"type": ["string", "null"]},
-                    "code": {"type": "string"},
-                },
-            }},
-        }),
-    );
-}
+/// The error bodies: ours (`Error`) and OpenAI's (`OpenAiError`).
+struct ErrorSchemas;
 
-/// A turn needs an utterance unless it regenerates an earlier one (which has its own).
-fn require_utterance_or_regenerate(doc: &mut Value) {
-    if let Some(schema) = doc
-        .pointer_mut("/components/schemas/CreateTurn")
-        .and_then(Value::as_object_mut)
-    {
-        schema.insert(
-            "anyOf".into(),
-            json!([
-                {"required": ["utterance"], "properties": {"utterance": {"type": "string"}}},
-                {"required": ["regenerate"], "properties": {"regenerate": {"type": "string"}}},
-            ]),
-        );
+impl Modify for ErrorSchemas {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        let nullable_string =
+            || ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null]));
+        let envelope = |error: ObjectBuilder| {
+            ObjectBuilder::new()
+                .required("error")
+                .property("error", error)
+                .build()
+        };
+        let ours = ObjectBuilder::new()
+            .required("code")
+            .required("message")
+            .required("field")
+            .property("code", ErrorCode::schema())
+            .property("message", string())
+            .property(
+                "field",
+                nullable_string().description(Some(
+                    "The request field (body path, query or path parameter) the error is about.",
+                )),
+            );
+        let openai = ObjectBuilder::new()
+            .required("message")
+            .required("type")
+            .required("param")
+            .required("code")
+            .property("message", string())
+            .property(
+                "type",
+                string().enum_values(Some(["invalid_request_error", "server_error"])),
+            )
+            .property("param", nullable_string())
+            .property("code", string());
+        let components = doc.components.get_or_insert_with(Default::default);
+        components
+            .schemas
+            .insert("Error".into(), envelope(ours).into());
+        components
+            .schemas
+            .insert("OpenAiError".into(), envelope(openai).into());
     }
 }
 
 /// Leaves out the values this server refuses for want of an LLM or a model.
-fn narrow_to(doc: &mut Value, capabilities: Capabilities) {
+pub fn narrow_to(doc: &mut utoipa::openapi::OpenApi, capabilities: Capabilities) {
+    let schemas = doc.components.as_mut().map(|c| &mut c.schemas);
+    let Some(schemas) = schemas else {
+        return;
+    };
     if !capabilities.llm {
-        for (schema, value) in [
+        for (name, value) in [
             ("GeneratorChoice", "extractive"),
             ("RewriterChoice", "history"),
         ] {
-            if let Some(values) = doc
-                .pointer_mut(&format!("/components/schemas/{schema}/enum"))
-                .and_then(Value::as_array_mut)
-            {
-                values.retain(|v| v == value);
-            }
-        }
-    }
-    if !capabilities.reranker {
-        if let Some(rerank) = doc.pointer_mut("/components/schemas/CreateTurn/properties/rerank") {
-            *rerank = json!({"type": ["boolean", "null"], "enum": [false, null],
-                "description": "This server has no reranking model."});
-        }
-        for operation in operations_mut(doc) {
-            let is_search =
-                operation.get("operationId").and_then(Value::as_str) == Some("search_collection");
-            let params = operation
-                .get_mut("parameters")
-                .and_then(Value::as_array_mut);
-            for param in params.into_iter().flatten().filter(|_| is_search) {
-                if param.get("name").and_then(Value::as_str) == Some("rerank") {
-                    param["schema"] = json!({"type": "boolean", "enum": [false]});
+            if let Some(RefOr::T(Schema::Object(schema))) = schemas.get_mut(name) {
+                if let Some(values) = schema.enum_values.as_mut() {
+                    values.retain(|v| v == value);
                 }
             }
         }
+    }
+    if capabilities.reranker {
+        return;
+    }
+    if let Some(RefOr::T(Schema::Object(turn))) = schemas.get_mut("CreateTurn") {
+        if let Some(rerank) = turn.properties.get_mut("rerank") {
+            *rerank = ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Boolean, Type::Null]))
+                .enum_values(Some([Value::Bool(false), Value::Null]))
+                .description(Some("This server has no reranking model."))
+                .into();
+        }
+    }
+    let search =
+        operations_mut(doc).find(|op| op.operation_id.as_deref() == Some("search_collection"));
+    let params = search
+        .into_iter()
+        .flat_map(|op| op.parameters.iter_mut().flatten());
+    for param in params.filter(|p| p.name == "rerank") {
+        param.schema = Some(
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .enum_values(Some([false]))
+                .into(),
+        );
     }
 }
 
@@ -629,6 +657,66 @@ pub fn operations(doc: &Value) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// `value` with every object's keys sorted, pretty-printed: the golden files' form.
+    fn canonical(value: &Value) -> String {
+        fn sort(value: &Value) -> Value {
+            match value {
+                Value::Object(map) => {
+                    let mut entries: Vec<_> = map.iter().collect();
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                    Value::Object(
+                        entries
+                            .into_iter()
+                            .map(|(k, v)| (k.clone(), sort(v)))
+                            .collect(),
+                    )
+                }
+                Value::Array(items) => Value::Array(items.iter().map(sort).collect()),
+                other => other.clone(),
+            }
+        }
+        serde_json::to_string_pretty(&sort(value)).unwrap() + "\n"
+    }
+
+    /// The served document is checked in under `tests/golden/openapi/`: a change to it (from an
+    /// attribute, a schema or a `Modify`) shows as a diff to review. Regenerate with
+    /// `CONVRAG_UPDATE_GOLDEN=1 cargo test --lib api::openapi`.
+    #[test]
+    fn documents_equal_the_golden_files() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/openapi");
+        let cases = [
+            ("full.json", Capabilities::ALL),
+            (
+                "without_llm_or_reranker.json",
+                Capabilities {
+                    llm: false,
+                    reranker: false,
+                },
+            ),
+        ];
+        for (name, capabilities) in cases {
+            let path = dir.join(name);
+            let actual = canonical(&document_value(capabilities));
+            if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &actual).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (CONVRAG_UPDATE_GOLDEN=1 creates it)",
+                    path.display()
+                )
+            });
+            assert!(
+                expected == actual,
+                "{} differs from the document:\n{actual}",
+                path.display()
+            );
+        }
+    }
 
     #[test]
     fn document_matches_the_routes() {
@@ -642,10 +730,10 @@ mod tests {
 
     #[test]
     fn every_operation_lists_its_errors() {
-        let mut doc = document_value(Capabilities::ALL);
+        let mut typed = document_for(Capabilities::ALL);
         let mut ids = Vec::new();
-        for operation in operations_mut(&mut doc) {
-            let id = operation["operationId"].as_str().unwrap().to_string();
+        for operation in operations_mut(&mut typed) {
+            let id = operation.operation_id.clone().unwrap();
             assert!(
                 ERRORS.iter().any(|(op, _)| *op == id),
                 "{id} has no ERRORS entry"
@@ -657,6 +745,7 @@ mod tests {
         }
         let unique: std::collections::HashSet<_> = ids.iter().collect();
         assert_eq!(unique.len(), ids.len(), "operationIds are unique");
+        let doc = document_value(Capabilities::ALL);
         // A 400 naming fields is documented where a body is read.
         let create = doc.pointer("/paths/~1v1~1conversations/post/responses/400/content/application~1json/schema/properties/error/properties/code/enum");
         assert_eq!(create, Some(&json!(["malformed_json", "invalid_field"])));

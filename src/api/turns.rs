@@ -58,6 +58,29 @@ pub struct CreateTurn {
     pub rewriter: Option<RewriterChoice>,
 }
 
+/// A turn needs an utterance unless it regenerates an earlier one (which has its own).
+pub(super) struct UtteranceOrRegenerate;
+
+impl utoipa::Modify for UtteranceOrRegenerate {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, SchemaType, Type};
+        let Some(turn) = crate::web::schema::component_mut(doc, "CreateTurn") else {
+            return;
+        };
+        let given = |field: &str| {
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .required(field)
+                .property(field, ObjectBuilder::new().schema_type(Type::String))
+        };
+        let either = AnyOfBuilder::new()
+            .item(given("utterance"))
+            .item(given("regenerate"))
+            .build();
+        crate::web::schema::add_keywords(&mut turn.extensions, either);
+    }
+}
+
 /// The `{conversation_id}` and `{turn_id}` of a route.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]

@@ -61,7 +61,7 @@ async fn command(store: &Store, command: UserCommand) -> anyhow::Result<()> {
                 expires_in_seconds: expires_in,
                 ..Default::default()
             };
-            let (_, _, token) = store.create_user_with(&name, admin, &token).await?;
+            let (_, _, token) = store.create_user_with(&name, admin, &token, None).await?;
             println!("{token}");
         }
         UserCommand::List => {

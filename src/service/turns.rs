@@ -321,12 +321,12 @@ impl TurnService {
         Ok(settings)
     }
 
-    /// Refuses an utterance longer than the store's limit (413 naming `utterance`).
+    /// Refuses an utterance longer than the store's limit (400 naming `utterance`).
     pub fn check_utterance(store: &Store, utterance: &str) -> Result<()> {
         let max = store.limits().utterance_chars;
         let chars = utterance.chars().count();
         if chars > max {
-            return Err(StoreError::TooLarge {
+            return Err(StoreError::Invalid {
                 field: "utterance",
                 message: format!("must be at most {max} characters (got {chars})"),
             }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use super::{CollectionService, CollectionServiceError};
-use crate::store::{NewToken, Store, StoreError, TokenInfo, User};
+use chrono::{DateTime, Utc};
+
+use crate::store::{Authenticated, NewToken, Store, StoreError, TokenInfo, User};
 
 /// Errors of user requests.
 #[derive(Debug, thiserror::Error)]
@@ -31,20 +33,22 @@ impl UserService {
 
     /// The user a token names: unknown, expired, revoked, or a disabled user's token each
     /// refused with its own reason.
-    pub async fn authenticate(&self, token: &str) -> Result<User> {
-        Ok(self.store.authenticate(token).await?)
+    pub async fn authenticate(&self, token: &str) -> Result<Authenticated> {
+        Ok(self.store.authenticate_token(token).await?)
     }
 
-    /// A new user with a first token (administrators only; the caller checks).
+    /// A new user with a first token (administrators only; the caller checks) that expires
+    /// at the latest at `not_after`, when the creator's token does.
     pub async fn create(
         &self,
         name: &str,
         is_admin: bool,
         first_token: &NewToken,
+        not_after: Option<DateTime<Utc>>,
     ) -> Result<(User, TokenInfo, String)> {
         Ok(self
             .store
-            .create_user_with(name, is_admin, first_token)
+            .create_user_with(name, is_admin, first_token, not_after)
             .await?)
     }
 
@@ -60,9 +64,18 @@ impl UserService {
         Ok(self.store.set_user_disabled(user_id, disabled).await?)
     }
 
-    /// Another token for the same user.
-    pub async fn create_token(&self, user_id: i64, new: &NewToken) -> Result<(TokenInfo, String)> {
-        Ok(self.store.create_token_with(user_id, new).await?)
+    /// Another token for the same user, expiring at the latest at `not_after`, when the token
+    /// asking for it does: a token never outlives the one that made it.
+    pub async fn create_token(
+        &self,
+        user_id: i64,
+        new: &NewToken,
+        not_after: Option<DateTime<Utc>>,
+    ) -> Result<(TokenInfo, String)> {
+        Ok(self
+            .store
+            .create_token_with(user_id, new, not_after)
+            .await?)
     }
 
     /// The user's tokens that are not revoked (never the secrets).

@@ -104,7 +104,8 @@ async fn check_conversation_count(
         return Err(StoreError::QuotaExceeded {
             field: "conversations",
             message: format!(
-                "you keep {count} conversations; at most {max} are allowed (delete some first)"
+                "you keep {}, the most allowed (delete some first)",
+                super::count_of(usize::try_from(count).unwrap_or(0), "conversation")
             ),
         });
     }
@@ -175,6 +176,7 @@ impl Store {
             .into_iter()
             .filter(|p| !new.ptkb.iter().any(|s| s.text.trim() == p.text))
             .collect();
+        super::ptkb::check_new_conversation_count(self.limits(), new.ptkb.len(), profile.len())?;
         insert_statements(&mut tx, self.limits(), id, 1, &profile).await?;
         // Read before committing: once the commit lands, the answer needs no more database work.
         let created = CreatedConversation {

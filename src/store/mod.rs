@@ -36,7 +36,7 @@ pub use idempotency::{IdempotencyKey, KeyLookup};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
 pub use turns::{Committed, HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
-pub use users::{AuthFailure, NewToken, TokenInfo, User};
+pub use users::{AuthFailure, Authenticated, NewToken, TokenInfo, User};
 
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
@@ -53,12 +53,6 @@ pub enum StoreError {
     /// Input the database (or a check before it) refuses.
     #[error("{field}: {message}")]
     Invalid {
-        field: &'static str,
-        message: String,
-    },
-    /// Text or a list longer than the configured limit allows (HTTP 413).
-    #[error("{field}: {message}")]
-    TooLarge {
         field: &'static str,
         message: String,
     },
@@ -398,17 +392,26 @@ pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Resu
     Ok(())
 }
 
-/// Checks a text that must not be blank and whose length a configured limit bounds (413 beyond).
+/// Checks a text that must not be blank and whose length a configured limit bounds.
 pub(crate) fn require_text_within(field: &'static str, value: &str, max: usize) -> Result<()> {
     require_text(field, value, usize::MAX)?;
     let chars = value.chars().count();
     if chars > max {
-        return Err(StoreError::TooLarge {
+        return Err(StoreError::Invalid {
             field,
             message: format!("must be at most {max} characters (got {chars})"),
         });
     }
     Ok(())
+}
+
+/// `n` and the noun, singular for one: "1 statement", "2 statements".
+pub(crate) fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Checks a name used as an identifier (collection names, statement ids): 1 to `max` ASCII
@@ -429,5 +432,15 @@ pub(crate) fn require_identifier(field: &'static str, value: &str, max: usize) -
                 "must be 1-{max} letters, digits, '.', '_' or '-', starting with a letter or digit"
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(super::count_of(1, "statement"), "1 statement");
+        assert_eq!(super::count_of(0, "statement"), "0 statements");
+        assert_eq!(super::count_of(200, "statement"), "200 statements");
     }
 }

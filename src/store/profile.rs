@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::ptkb::NewStatement;
-use super::{require_text_within, Result, Store, StoreError};
+use super::{count_of, require_text_within, Result, Store, StoreError};
 
 /// One statement of a user's profile.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
@@ -68,7 +68,8 @@ impl Store {
             return Err(StoreError::QuotaExceeded {
                 field: "text",
                 message: format!(
-                    "your profile holds {count} statements; at most {max} are allowed (remove some first)"
+                    "your profile holds {}, the most it may hold (remove some first)",
+                    count_of(usize::try_from(count).unwrap_or(0), "statement")
                 ),
             });
         }

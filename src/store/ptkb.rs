@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::lease::{lock_owned, next_seq};
-use super::{require_text_within, sqlstate, Result, Store, StoreError};
+use super::{count_of, require_text_within, sqlstate, Result, Store, StoreError};
 use crate::config::Limits;
 
 /// One version of a PTKB statement.
@@ -78,10 +78,6 @@ pub(crate) async fn insert_statements(
                     field: "ptkb",
                     message: format!("statement {}: text {message}", i + 1),
                 },
-                StoreError::TooLarge { message, .. } => StoreError::TooLarge {
-                    field: "ptkb",
-                    message: format!("statement {}: text {message}", i + 1),
-                },
                 other => other,
             },
         )?;
@@ -134,7 +130,7 @@ fn numeric_id(id: &str) -> Option<i64> {
 }
 
 /// Refuses `adding` statements that would make the conversation's open statements exceed the
-/// limit: 413 when the request alone is too large, 429 when the conversation is full.
+/// limit: 400 when the request alone is too large, 429 when the conversation is full.
 async fn check_statement_count(
     tx: &mut sqlx::PgConnection,
     limits: &Limits,
@@ -143,10 +139,12 @@ async fn check_statement_count(
 ) -> Result<()> {
     let max = limits.statements_per_conversation;
     if adding > max {
-        return Err(StoreError::TooLarge {
+        return Err(StoreError::Invalid {
             field: "ptkb",
             message: format!(
-                "{adding} statements given; a conversation holds at most {max} statements"
+                "{} given; a conversation holds at most {}",
+                count_of(adding, "statement"),
+                count_of(max, "statement")
             ),
         });
     }
@@ -164,7 +162,30 @@ async fn check_statement_count(
         return Err(StoreError::QuotaExceeded {
             field: "ptkb",
             message: format!(
-                "the conversation holds {open} statements; at most {max} are allowed (remove some first)"
+                "the conversation holds {}; with {} more it would hold {}, and it holds at most {max} (remove some first)",
+                count_of(open, "statement"),
+                adding,
+                open.saturating_add(adding),
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a new conversation whose statements (`given` and the profile's) exceed the limit.
+pub(crate) fn check_new_conversation_count(
+    limits: &Limits,
+    given: usize,
+    profile: usize,
+) -> Result<()> {
+    let max = limits.statements_per_conversation;
+    let total = given.saturating_add(profile);
+    if total > max {
+        return Err(StoreError::QuotaExceeded {
+            field: "ptkb",
+            message: format!(
+                "the conversation would start with {} ({given} given, {profile} from your profile); it holds at most {max} (give fewer, or remove profile statements)",
+                count_of(total, "statement"),
             ),
         });
     }
@@ -260,6 +281,8 @@ impl Store {
         conversation_id: Uuid,
         new: &NewStatement,
     ) -> Result<Statement> {
+        // The request's field is `text` (in a new conversation's list it is `ptkb`).
+        require_text_within("text", &new.text, self.limits().statement_chars)?;
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, conversation_id).await?;
         let seq = next_seq(&mut tx, conversation_id).await?;

@@ -54,11 +54,13 @@ pub struct NewToken {
     /// A label; surrounding whitespace is trimmed.
     #[schema(min_length = 1, max_length = 100, pattern = "NONBLANK")]
     pub name: Option<String>,
-    /// Lifetime in seconds, at most ten years (default: it does not expire; not with
-    /// `expires_at`).
+    /// Lifetime in seconds, at most ten years, and not past the expiry of the token making the
+    /// request (default: it expires with that token, or never if that token does not expire;
+    /// not with `expires_at`).
     #[schema(minimum = 1, maximum = 316224000)]
     pub expires_in_seconds: Option<i64>,
-    /// When the token expires: in the future, at most ten years from now.
+    /// When the token expires: in the future, at most ten years from now, and not after the
+    /// token making the request expires.
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -66,8 +68,35 @@ pub struct NewToken {
 const MAX_TOKEN_SECONDS: i64 = 10 * 366 * 24 * 3600;
 
 impl NewToken {
-    /// The expiry, checked against `now`.
-    fn expiry(&self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+    /// The expiry, checked against `now` and `not_after` (when the token making the request
+    /// expires): a token never outlives the one that made it. Without an expiry asked for, it
+    /// expires with that token; an expiry later than that token's is refused.
+    fn expiry(
+        &self,
+        now: DateTime<Utc>,
+        not_after: Option<DateTime<Utc>>,
+    ) -> Result<Option<DateTime<Utc>>> {
+        let asked = self.asked_expiry(now)?;
+        let field = if self.expires_at.is_some() {
+            "expires_at"
+        } else {
+            "expires_in_seconds"
+        };
+        match (asked, not_after) {
+            (None, limit) => Ok(limit),
+            (Some(at), Some(limit)) if at > limit => Err(StoreError::Invalid {
+                field,
+                message: format!(
+                    "must not be later than {} (when the token making this request expires)",
+                    limit.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            }),
+            (Some(at), _) => Ok(Some(at)),
+        }
+    }
+
+    /// The expiry asked for, checked against `now`.
+    fn asked_expiry(&self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
         let invalid = |field, message: &str| StoreError::Invalid {
             field,
             message: message.to_string(),
@@ -101,6 +130,13 @@ impl NewToken {
     }
 }
 
+/// A user authenticated by a token, and when that token expires (`None`: never).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authenticated {
+    pub user: User,
+    pub token_expires_at: Option<DateTime<Utc>>,
+}
+
 /// Tokens look like `cvr_` followed by 64 hex digits (256 random bits).
 pub fn generate_token() -> String {
     let mut bytes = [0u8; 32];
@@ -116,9 +152,10 @@ async fn insert_token(
     conn: &mut sqlx::PgConnection,
     user_id: i64,
     new: &NewToken,
+    not_after: Option<DateTime<Utc>>,
 ) -> Result<(TokenInfo, String)> {
     let name = new.checked_name()?;
-    let expires_at = new.expiry(Utc::now())?;
+    let expires_at = new.expiry(Utc::now(), not_after)?;
     let token = generate_token();
     let info = sqlx::query_as(&format!(
         "INSERT INTO api_tokens (user_id, token_sha256, name, expires_at) VALUES ($1, $2, $3, $4) \
@@ -137,17 +174,19 @@ impl Store {
     /// Creates a user and its first token; returns the token in clear (never stored).
     pub async fn create_user(&self, name: &str) -> Result<(User, String)> {
         let (user, _, token) = self
-            .create_user_with(name, false, &NewToken::default())
+            .create_user_with(name, false, &NewToken::default(), None)
             .await?;
         Ok((user, token))
     }
 
-    /// Creates a user (an administrator when `is_admin`) and its first token, as `token` says.
+    /// Creates a user (an administrator when `is_admin`) and its first token, as `token` says,
+    /// expiring at the latest at `not_after` (when the creator's token expires).
     pub async fn create_user_with(
         &self,
         name: &str,
         is_admin: bool,
         token: &NewToken,
+        not_after: Option<DateTime<Utc>>,
     ) -> Result<(User, TokenInfo, String)> {
         require_text("name", name, 200)?;
         let name = name.trim();
@@ -167,7 +206,7 @@ impl Store {
             },
             _ => e.into(),
         })?;
-        let (info, token) = insert_token(&mut tx, user.id, token).await?;
+        let (info, token) = insert_token(&mut tx, user.id, token, not_after).await?;
         tx.commit().await?;
         Ok((user, info, token))
     }
@@ -175,30 +214,39 @@ impl Store {
     /// Issues an additional token for an existing user.
     pub async fn create_token(&self, user_id: i64) -> Result<String> {
         Ok(self
-            .create_token_with(user_id, &NewToken::default())
+            .create_token_with(user_id, &NewToken::default(), None)
             .await?
             .1)
     }
 
-    /// Issues an additional token, named and expiring as `new` says.
+    /// Issues an additional token, named and expiring as `new` says, at the latest at
+    /// `not_after` (when the token asking for it expires).
     pub async fn create_token_with(
         &self,
         user_id: i64,
         new: &NewToken,
+        not_after: Option<DateTime<Utc>>,
     ) -> Result<(TokenInfo, String)> {
         // A transaction, so that through PgBouncer the insert runs on one server connection.
         let mut tx = self.pool().begin().await?;
-        let issued = insert_token(&mut tx, user_id, new).await?;
+        let issued = insert_token(&mut tx, user_id, new, not_after).await?;
         tx.commit().await?;
         Ok(issued)
     }
 
-    /// The user `token` authenticates, or why it does not. Records when the token was last used
-    /// (at most once a minute, so authentication stays a read almost always).
+    /// The user `token` authenticates, or why it does not.
     pub async fn authenticate(&self, token: &str) -> Result<User> {
+        Ok(self.authenticate_token(token).await?.user)
+    }
+
+    /// The user `token` authenticates and when the token expires, or why it does not. Records
+    /// when the token was last used (at most once a minute, so authentication stays a read
+    /// almost always).
+    pub async fn authenticate_token(&self, token: &str) -> Result<Authenticated> {
         #[derive(sqlx::FromRow)]
         struct Row {
             token_id: i64,
+            token_expires_at: Option<DateTime<Utc>>,
             expired: bool,
             revoked: bool,
             stale_use: bool,
@@ -206,7 +254,8 @@ impl Store {
             user: User,
         }
         let row: Option<Row> = sqlx::query_as(
-            "SELECT t.id AS token_id, coalesce(t.expires_at <= now(), false) AS expired, \
+            "SELECT t.id AS token_id, t.expires_at AS token_expires_at, \
+             coalesce(t.expires_at <= now(), false) AS expired, \
              t.revoked_at IS NOT NULL AS revoked, \
              coalesce(t.last_used_at < now() - interval '1 minute', true) AS stale_use, \
              u.id, u.name, u.is_admin, u.disabled_at, u.created_at \
@@ -234,7 +283,10 @@ impl Store {
                 .execute(self.auth_pool())
                 .await?;
         }
-        Ok(row.user)
+        Ok(Authenticated {
+            user: row.user,
+            token_expires_at: row.token_expires_at,
+        })
     }
 
     /// The user `token` authenticates, if any.
@@ -350,17 +402,17 @@ mod tests {
     #[test]
     fn token_expiry_is_validated() {
         let now = Utc::now();
-        let field_of = |new: NewToken| match new.expiry(now).unwrap_err() {
+        let field_of = |new: NewToken| match new.expiry(now, None).unwrap_err() {
             StoreError::Invalid { field, .. } => field,
             other => panic!("{other}"),
         };
-        assert_eq!(NewToken::default().expiry(now).unwrap(), None);
+        assert_eq!(NewToken::default().expiry(now, None).unwrap(), None);
         let in_an_hour = NewToken {
             expires_in_seconds: Some(3600),
             ..Default::default()
         };
         assert_eq!(
-            in_an_hour.expiry(now).unwrap(),
+            in_an_hour.expiry(now, None).unwrap(),
             Some(now + Duration::seconds(3600))
         );
         for secs in [0, -5, MAX_TOKEN_SECONDS + 1] {
@@ -381,5 +433,48 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(field_of(both), "expires_at");
+    }
+
+    #[test]
+    fn a_token_never_outlives_the_token_that_made_it() {
+        let now = Utc::now();
+        let limit = now + Duration::seconds(3600);
+        // Nothing asked: it expires with the creating token.
+        assert_eq!(
+            NewToken::default().expiry(now, Some(limit)).unwrap(),
+            Some(limit)
+        );
+        let shorter = NewToken {
+            expires_in_seconds: Some(60),
+            ..Default::default()
+        };
+        assert_eq!(
+            shorter.expiry(now, Some(limit)).unwrap(),
+            Some(now + Duration::seconds(60))
+        );
+        for (new, field) in [
+            (
+                NewToken {
+                    expires_in_seconds: Some(3601),
+                    ..Default::default()
+                },
+                "expires_in_seconds",
+            ),
+            (
+                NewToken {
+                    expires_at: Some(limit + Duration::seconds(1)),
+                    ..Default::default()
+                },
+                "expires_at",
+            ),
+        ] {
+            match new.expiry(now, Some(limit)).unwrap_err() {
+                StoreError::Invalid { field: f, message } => {
+                    assert_eq!(f, field);
+                    assert!(message.contains("when the token making this request expires"));
+                }
+                other => panic!("{other}"),
+            }
+        }
     }
 }

@@ -276,9 +276,6 @@ impl From<StoreError> for ApiError {
                 ApiError::field(ErrorCode::Conflict, field, message)
             }
             StoreError::Invalid { field, message } => ApiError::invalid(field, message),
-            StoreError::TooLarge { field, message } => {
-                ApiError::field(ErrorCode::PayloadTooLarge, field, message)
-            }
             StoreError::QuotaExceeded { field, message } => {
                 ApiError::field(ErrorCode::QuotaExceeded, field, message)
             }

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest};
+use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -267,6 +268,12 @@ pub fn parse_uuid(name: &str, value: &str) -> Result<Uuid, ApiError> {
 /// The authenticated user of a request (`Authorization: Bearer <token>`).
 pub struct AuthUser(pub User);
 
+/// The authenticated user of a request and when the token used expires (`None`: never).
+pub struct AuthToken {
+    pub user: User,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
 fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
     let value = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
         ApiError::new(
@@ -294,7 +301,7 @@ fn bearer(req: &HttpRequest) -> Result<String, ApiError> {
     Ok(token.to_string())
 }
 
-impl FromRequest for AuthUser {
+impl FromRequest for AuthToken {
     type Error = ApiError;
     type Future = LocalFuture<Self>;
 
@@ -306,13 +313,30 @@ impl FromRequest for AuthUser {
             let state = state
                 .ok_or_else(|| ApiError::new(ErrorCode::Internal, "application state missing"))?;
             // Unknown, expired, revoked, or a disabled user's: each with its own code.
-            Ok(AuthUser(state.users.authenticate(&token).await?))
+            let authenticated = state.users.authenticate(&token).await?;
+            Ok(AuthToken {
+                user: authenticated.user,
+                expires_at: authenticated.token_expires_at,
+            })
         })
     }
 }
 
+impl FromRequest for AuthUser {
+    type Error = ApiError;
+    type Future = LocalFuture<Self>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let token = AuthToken::from_request(req, payload);
+        Box::pin(async move { Ok(AuthUser(token.await?.user)) })
+    }
+}
+
 /// A request made with the administrator token or the token of a user who is an administrator.
-pub struct AdminAuth;
+pub struct AdminAuth {
+    /// When the token used expires (`None`: never, as the administrator token).
+    pub expires_at: Option<DateTime<Utc>>,
+}
 
 impl FromRequest for AdminAuth {
     type Error = ApiError;
@@ -332,7 +356,7 @@ impl FromRequest for AdminAuth {
                 diff |= a ^ b;
             }
             if diff == 0 {
-                return Ok(AdminAuth);
+                return Ok(AdminAuth { expires_at: None });
             }
             let refused = || {
                 ApiError::new(
@@ -341,7 +365,9 @@ impl FromRequest for AdminAuth {
                 )
             };
             match state.users.authenticate(&token).await {
-                Ok(user) if user.is_admin => Ok(AdminAuth),
+                Ok(authenticated) if authenticated.user.is_admin => Ok(AdminAuth {
+                    expires_at: authenticated.token_expires_at,
+                }),
                 Ok(_) | Err(UserError::Store(StoreError::Unauthorized(_))) => Err(refused()),
                 Err(e) => Err(e.into()),
             }

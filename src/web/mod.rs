@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod extract;
+pub mod schema;
 pub mod sse;
 
 use std::sync::Arc;

@@ -146,6 +146,102 @@ async fn tokens_are_listed_named_expire_and_are_revoked() {
     server.stop().await;
 }
 
+/// A token never expires later than the token that made it: without an expiry it expires with
+/// that token, a later one is refused naming the field. The administrator token does not
+/// expire, so what it makes need not either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_never_outlives_the_token_that_made_it() {
+    let db = TestDb::new().await;
+    let server = db.serve();
+    let anon = Client::new(&server, None);
+    let alice = new_user(&anon, "alice").await;
+    let r = alice
+        .post("/v1/users/me/tokens", json!({"expires_in_seconds": 3600}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let hour = alice.with_token(r.body["token"].as_str().unwrap());
+    let limit = r.body["token_info"]["expires_at"].clone();
+    assert!(limit.is_string(), "{}", r.body);
+
+    // Nothing asked: it expires with the token that made it, and so does its own child.
+    let r = hour.send("POST", "/v1/users/me/tokens", None).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["token_info"]["expires_at"], limit, "{}", r.body);
+    let child = alice.with_token(r.body["token"].as_str().unwrap());
+    let r = child
+        .post("/v1/users/me/tokens", json!({"name": "grandchild"}))
+        .await;
+    assert_eq!(r.body["token_info"]["expires_at"], limit, "{}", r.body);
+    // Both left null is neither (the document says one of them is absent or null).
+    let r = hour
+        .post(
+            "/v1/users/me/tokens",
+            json!({"expires_in_seconds": null, "expires_at": null}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["token_info"]["expires_at"], limit, "{}", r.body);
+    // Sooner is fine; later is refused with the field named.
+    let r = hour
+        .post("/v1/users/me/tokens", json!({"expires_in_seconds": 60}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let in_two_hours = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+    for (body, field) in [
+        (json!({"expires_in_seconds": 7200}), "expires_in_seconds"),
+        (json!({"expires_at": in_two_hours}), "expires_at"),
+    ] {
+        let r = hour.post("/v1/users/me/tokens", body.clone()).await;
+        assert_eq!(
+            (r.status, r.code(), r.field()),
+            (400, "invalid_field", field),
+            "{body}: {}",
+            r.body
+        );
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("when the token making this request expires"),
+            "{}",
+            r.body
+        );
+    }
+
+    // An administrator's expiring token: the users it creates get no longer.
+    let admin = anon.with_token(ADMIN_TOKEN);
+    let r = admin
+        .post(
+            "/v1/users",
+            json!({"name": "root", "is_admin": true, "expires_in_seconds": 3600}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let root_limit = r.body["token_info"]["expires_at"].clone();
+    let root = anon.with_token(r.body["token"].as_str().unwrap());
+    let r = root.post("/v1/users", json!({"name": "dave"})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["token_info"]["expires_at"], root_limit);
+    let r = root
+        .post(
+            "/v1/users",
+            json!({"name": "erin", "is_admin": true, "expires_in_seconds": 7200}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.field()),
+        (400, "expires_in_seconds"),
+        "{}",
+        r.body
+    );
+    assert!(db.store.user_by_name("erin").await.unwrap().is_none());
+    // The administrator token itself does not expire.
+    let r = admin.post("/v1/users", json!({"name": "frank"})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.body["token_info"]["expires_at"].is_null());
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disabled_users_are_refused_everywhere_until_enabled() {
     let db = TestDb::new().await;
@@ -434,7 +530,7 @@ async fn writes_for_an_account_deleted_meanwhile_are_unauthorized_not_server_err
 
     let token = db
         .store
-        .create_token_with(user.id, &NewToken::default())
+        .create_token_with(user.id, &NewToken::default(), None)
         .await;
     assert!(unknown(token.unwrap_err()));
     let conversation = db

@@ -70,3 +70,55 @@ async fn a_database_failure_shows_only_the_request_id() {
     }
     server.stop().await;
 }
+
+/// A field the document limits (a length, a count) is refused with 400 naming it, whatever
+/// the limit; 413 is only for a body over the size limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_violations_answer_400_and_only_oversized_bodies_413() {
+    let db = TestDb::new().await;
+    let server = db.serve();
+    let anon = Client::new(&server, None);
+    let alice = new_user(&anon, "alice").await;
+    let over = "x".repeat(2001); // statements: maxLength 2000
+    let r = alice
+        .post("/v1/profile/statements", json!({"text": over}))
+        .await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "text"),
+        "{}",
+        r.body
+    );
+    let r = alice.post("/v1/conversations", json!({})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let ptkb = format!(
+        "/v1/conversations/{}/ptkb",
+        r.body["conversation"]["id"].as_str().unwrap()
+    );
+    let r = alice.post(&ptkb, json!({"text": over})).await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "text"),
+        "{}",
+        r.body
+    );
+    // More statements than a conversation holds (200), in one request.
+    let many: Vec<_> = (0..201).map(|i| json!({"text": format!("F{i}")})).collect();
+    let r = alice.post("/v1/conversations", json!({"ptkb": many})).await;
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "ptkb"),
+        "{}",
+        r.body
+    );
+    // A body over the limit (64 KiB on the test server) is the one 413.
+    let huge = "x".repeat(70 * 1024);
+    let r = alice.post(&ptkb, json!({"text": huge})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (413, "payload_too_large"),
+        "{}",
+        r.body
+    );
+    server.stop().await;
+}

@@ -1,5 +1,5 @@
 //! Configured limits over HTTP, OpenAI chat and MCP: statements per conversation and in a profile,
-//! conversations per user, utterance and statement lengths (413/429 naming the field), per-user
+//! conversations per user, utterance and statement lengths (400/429 naming the field), per-user
 //! rates of turns and searches (429 with Retry-After), and a large PTKB inserted in linear time.
 
 use crate::common;
@@ -72,13 +72,13 @@ async fn statement_counts_and_lengths_are_limited_everywhere() {
     let anon = Client::new(&server, None);
     let alice = new_user(&anon, "alice").await;
 
-    // Too many in one request: 413; as many as allowed: created.
+    // Too many in one request: 400; as many as allowed: created.
     let r = alice
         .post("/v1/conversations", json!({"ptkb": statements(6)}))
         .await;
     assert_eq!(
         (r.status, r.code(), r.field()),
-        (413, "payload_too_large", "ptkb"),
+        (400, "invalid_field", "ptkb"),
         "{}",
         r.body
     );
@@ -100,6 +100,11 @@ async fn statement_counts_and_lengths_are_limited_everywhere() {
         (429, "quota_exceeded", "ptkb"),
         "{}",
         r.body
+    );
+    assert_eq!(
+        r.body["error"]["message"],
+        "the conversation holds 5 statements; with 1 more it would hold 6, and it holds at most 5 \
+         (remove some first)"
     );
     let result = mcp(
         &alice,
@@ -141,31 +146,41 @@ async fn statement_counts_and_lengths_are_limited_everywhere() {
         5
     );
 
-    // Lengths: 413 naming the field, on create, add, edit and the profile.
+    // Lengths: 400 naming the field, on create, add, edit and the profile.
     let long = "x".repeat(41);
     let r = alice
         .post("/v1/conversations", json!({"ptkb": [{"text": long}]}))
         .await;
-    assert_eq!((r.status, r.field()), (413, "ptkb"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "ptkb"),
+        "{}",
+        r.body
+    );
     let r = alice
         .send("PUT", &format!("{ptkb}/1"), Some(json!({"text": long})))
         .await;
     assert_eq!(
         (r.status, r.code(), r.field()),
-        (413, "payload_too_large", "text"),
+        (400, "invalid_field", "text"),
         "{}",
         r.body
     );
     let r = alice
         .post("/v1/profile/statements", json!({"text": long}))
         .await;
-    assert_eq!((r.status, r.field()), (413, "text"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code(), r.field()),
+        (400, "invalid_field", "text"),
+        "{}",
+        r.body
+    );
     let result = mcp(&alice, "add_profile", json!({"text": long})).await;
     assert!(
         result["content"][0]["text"]
             .as_str()
             .unwrap()
-            .starts_with("payload_too_large: text"),
+            .starts_with("invalid_field: text"),
         "{result}"
     );
 
@@ -189,6 +204,11 @@ async fn statement_counts_and_lengths_are_limited_everywhere() {
         "{}",
         r.body
     );
+    assert_eq!(
+        r.body["error"]["message"],
+        "your profile holds 5 statements, the most it may hold (remove some first)"
+    );
+    // The counts are the conversation's: the given statements and the profile's together.
     let r = alice
         .post("/v1/conversations", json!({"ptkb": statements(1)}))
         .await;
@@ -197,6 +217,11 @@ async fn statement_counts_and_lengths_are_limited_everywhere() {
         (429, "quota_exceeded", "ptkb"),
         "{}",
         r.body
+    );
+    assert_eq!(
+        r.body["error"]["message"],
+        "the conversation would start with 6 statements (1 given, 5 from your profile); it holds \
+         at most 5 (give fewer, or remove profile statements)"
     );
     let r = alice.post("/v1/conversations", json!({})).await;
     assert_eq!(r.status, 201);
@@ -221,15 +246,18 @@ async fn conversations_per_user_and_utterance_length_are_limited() {
     let conv = r.body["conversation"]["id"].as_str().unwrap().to_string();
     let turns = format!("/v1/conversations/{conv}/turns");
 
-    let r = alice
-        .post(&turns, json!({"utterance": "x".repeat(31)}))
-        .await;
-    assert_eq!(
-        (r.status, r.code(), r.field()),
-        (413, "payload_too_large", "utterance"),
-        "{}",
-        r.body
-    );
+    // Longer than configured, or than the document's maxLength (10000): 400 naming the field.
+    for chars in [31, 10_001] {
+        let r = alice
+            .post(&turns, json!({"utterance": "x".repeat(chars)}))
+            .await;
+        assert_eq!(
+            (r.status, r.code(), r.field()),
+            (400, "invalid_field", "utterance"),
+            "{}",
+            r.body
+        );
+    }
     let r = alice
         .post(
             &turns,
@@ -251,7 +279,12 @@ async fn conversations_per_user_and_utterance_length_are_limited() {
             json!({"model": "demo", "messages": [{"role": "user", "content": "y".repeat(31)}]}),
         )
         .await;
-    assert_eq!(r.status, 413, "{}", r.body);
+    assert_eq!(
+        (r.status, r.body["error"]["param"].as_str()),
+        (400, Some("utterance")),
+        "{}",
+        r.body
+    );
 
     // The second conversation is the last one allowed, whichever way it is created.
     assert_eq!(alice.post("/v1/conversations", json!({})).await.status, 201);
