@@ -76,21 +76,48 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
+    /// `auto` or `none`: a plain answer (`required` or a named function: 400).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<ToolChoiceMode>)]
     pub tool_choice: Option<Value>,
-    /// Only `text`: answers are cited prose.
+    /// Only `{"type": "text"}`: answers are cited prose (`json_object`, `json_schema`: 400).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<TextResponseFormat>)]
     pub response_format: Option<Value>,
     /// Passed to the LLM of `convrag-llm` completions.
     #[serde(default)]
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f32>,
-    /// Passed to the LLM of `convrag-llm` completions: a string or up to 4 strings.
+    /// Passed to the LLM of `convrag-llm` completions: a string or strings.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<StopSequences>)]
     pub stop: Option<Value>,
+}
+
+/// The `tool_choice` values served.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // documents `ChatRequest::tool_choice`, which is read as JSON
+pub enum ToolChoiceMode {
+    Auto,
+    None,
+}
+
+/// The `response_format` served.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documents `ChatRequest::response_format`, which is read as JSON
+pub struct TextResponseFormat {
+    #[schema(rename = "type", value_type = String, pattern = "^text$")]
+    kind: (),
+}
+
+/// Stop sequences: one or several.
+#[derive(Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // documents `ChatRequest::stop`, which is read as JSON
+pub enum StopSequences {
+    One(String),
+    Several(Vec<String>),
 }
 
 /// `stream_options` of a streamed request.
@@ -104,6 +131,25 @@ impl ChatRequest {
     /// Refuses what convrag cannot do rather than ignoring it: several answers, a tool that
     /// must be called, a structured answer.
     fn check_parameters(&self) -> Result<(), ApiError> {
+        if self.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+            return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
+        }
+        if let Some(i) = self
+            .tools
+            .iter()
+            .flatten()
+            .position(|tool| !tool.is_object())
+        {
+            return Err(ApiError::invalid(
+                format!("tools[{i}]"),
+                "must be an object",
+            ));
+        }
+        match &self.stop {
+            None | Some(Value::Null | Value::String(_)) => {}
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
+            Some(_) => return Err(ApiError::invalid("stop", "must be a string or strings")),
+        }
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::invalid(
                 "n",
@@ -180,17 +226,12 @@ impl ChatRequest {
         let stop = match &self.stop {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(items)) if items.len() <= 4 => items
+            Some(Value::Array(items)) => items
                 .iter()
                 .map(|i| i.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| ApiError::invalid("stop", "must be a string or strings"))?,
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "stop",
-                    "must be a string or up to 4 strings",
-                ))
-            }
+            Some(_) => return Err(ApiError::invalid("stop", "must be a string or strings")),
         };
         let mut request = LlmRequest::new(messages);
         request.temperature = self.temperature;

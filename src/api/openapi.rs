@@ -88,6 +88,7 @@ impl Capabilities {
         super::collections::search,
         super::sign_in::sign_in,
         super::openai::models,
+        super::openai::model,
         super::openai::chat_completions,
         super::profile::list,
         super::profile::add,
@@ -143,8 +144,8 @@ impl PartialSchema for ErrorCode {
 use ErrorCode::{
     AdminRequired, CollectionUnavailable, Conflict, DatabaseUnavailable, IdempotencyKeyReused,
     InvalidField, InvalidToken, MalformedJson, MissingToken, ModelUnavailable, NotFound,
-    PayloadTooLarge, QuotaExceeded, RateLimited, TokenExpired, TokenRevoked, UnreadableFile,
-    UnsupportedMediaType, UserDisabled,
+    PayloadTooLarge, QuotaExceeded, RateLimited, RequestTimeout, TokenExpired, TokenRevoked,
+    UnreadableFile, UnsupportedMediaType, UserDisabled,
 };
 
 /// A user's bearer token (`extract::AuthUser`).
@@ -244,8 +245,10 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 NotFound,
                 Conflict,
                 PayloadTooLarge,
+                RequestTimeout,
                 UnsupportedMediaType,
                 UnreadableFile,
+                RateLimited,
             ],
         ],
     ),
@@ -263,6 +266,7 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
         ],
     ),
     ("list_models", &[AUTH]),
+    ("get_model", &[AUTH, &[NotFound, CollectionUnavailable]]),
     (
         "chat_completions",
         &[
@@ -290,7 +294,7 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
 ];
 
 /// Operations whose errors have OpenAI's shape (their clients parse it).
-const OPENAI_SHAPED: &[&str] = &["list_models", "chat_completions"];
+const OPENAI_SHAPED: &[&str] = &["list_models", "get_model", "chat_completions"];
 
 /// The document for a server with `capabilities`.
 pub fn document_for(capabilities: Capabilities) -> utoipa::openapi::OpenApi {
