@@ -16,16 +16,16 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use super::folds::topic_folds;
-use crate::pipeline::context::ConversationContext;
-use crate::pipeline::learned::LogisticModel;
-use crate::pipeline::ptkb::{statement_features, PtkbRanker, StatementModel, TextSimilarity};
-use crate::pipeline::rewrite::{HistoryRewriter, TermCandidate, TermSelector, TERM_FEATURES};
-use crate::pipeline::{PipelineError, Result};
 use crate::eval::measures::Measure;
 use crate::eval::ptkb::evaluate_ptkb;
 use crate::eval::rouge::rouge1;
 use crate::eval::trec::{Qrels, Run};
 use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
+use crate::pipeline::context::ConversationContext;
+use crate::pipeline::learned::LogisticModel;
+use crate::pipeline::ptkb::{statement_features, PtkbRanker, StatementModel, TextSimilarity};
+use crate::pipeline::rewrite::{HistoryRewriter, TermCandidate, TermSelector, TERM_FEATURES};
+use crate::pipeline::{PipelineError, Result};
 use crate::progress::Progress;
 
 /// One turn with what a rewrite may read and the manual rewrite it is scored against.
@@ -242,11 +242,15 @@ struct Labelled {
 }
 
 fn labelled(rw: &HistoryRewriter, ex: &RewriteExample) -> Labelled {
-    let have: HashSet<String> = super::terms::content_stems(&ex.ctx.utterance)
+    let have: HashSet<String> = crate::pipeline::terms::content_stems(&ex.ctx.utterance)
         .into_iter()
         .collect();
-    let reference: HashSet<String> = super::terms::words(&ex.reference).into_iter().collect();
-    let said: HashSet<String> = super::terms::words(&ex.ctx.utterance).into_iter().collect();
+    let reference: HashSet<String> = crate::pipeline::terms::words(&ex.reference)
+        .into_iter()
+        .collect();
+    let said: HashSet<String> = crate::pipeline::terms::words(&ex.ctx.utterance)
+        .into_iter()
+        .collect();
     let candidates = rw.term_candidates(&ex.ctx, &have);
     let (features, labels) = candidates
         .iter()
