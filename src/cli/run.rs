@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use convrag::batch::engine::Worker;
-use convrag::batch::ikat::PtkbList;
-use convrag::batch::plan::{
-    self, AnswerLayout, CommonOptions, Execution, IkatOptions, PolevalOptions, QreccOptions,
-    RagRunType, RagTask, RagYear, RunOptions, Stage, TrecRagOptions,
-};
+use convrag::batch::ikat::{IkatOptions, PtkbList};
+use convrag::batch::plan::{self, CommonOptions, Execution, RunOptions, Stage};
+use convrag::batch::poleval::PolevalOptions;
+use convrag::batch::qrecc::QreccOptions;
+use convrag::batch::trec_rag::{AnswerLayout, RagRunType, RagTask, RagYear, TrecRagOptions};
 use convrag::batch::BatchError;
 use convrag::config::Config;
 use convrag::formats::ikat::RunType;
