@@ -15,14 +15,17 @@ use super::plan::{
 use super::{input_error, option, submitted_score, BatchError, Result};
 use crate::formats::ikat::{
     self as ikat_format, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, PassageProvenance, RunType,
+    TopicsLayout,
 };
+use crate::formats::ikat25::{self, Ikat25Metadata, Ikat25Response, Ikat25Turn, ScoredIds};
 use crate::formats::trec_run::{self, read_run, TrecRunLine};
-use crate::formats::{FormatError, ValidationContext};
+use crate::formats::{ikat25_validate, FormatError, Severity, ValidationContext};
 use crate::index::Retriever;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::{RankedPassage, TurnSettings};
 use crate::service::TurnService;
+use crate::store::turns::TurnPassage;
 use crate::store::Turn;
 
 /// Which statements a response's `ptkb_provenance` lists.
@@ -201,7 +204,24 @@ pub struct IkatOptions {
     pub output: PathBuf,
     pub trec_output: Option<PathBuf>,
     pub ptkb_list: PtkbList,
+    /// The submission layout (default: 2025 for topics in the 2025 layout, else 2024).
+    pub format: Option<IkatFormat>,
+    /// 2025 `metadata.team_id`.
+    pub team_id: String,
     pub common: CommonOptions,
+}
+
+/// The iKAT submission layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum IkatFormat {
+    /// One run JSON (the 2024 guidelines).
+    #[value(name = "2024")]
+    #[serde(rename = "2024")]
+    Y2024,
+    /// JSONL, one line per turn with references, responses, citations and PTKB texts.
+    #[value(name = "2025")]
+    #[serde(rename = "2025")]
+    Y2025,
 }
 
 /// Checks the options against the inputs and the installed model and plans the run.
@@ -255,7 +275,11 @@ pub(super) fn plan(service: &TurnService, a: IkatOptions) -> Result<PlannedRun> 
         ikat_format::MAX_PROVENANCE,
         ikat_format::MAX_RESPONSE_WORDS,
     )?;
-    let topics = ikat_format::read_topics(&a.topics)?;
+    let (topics, layout) = ikat_format::read_topics_with_layout(&a.topics)?;
+    let format = a.format.unwrap_or(match layout {
+        TopicsLayout::Y2025 => IkatFormat::Y2025,
+        TopicsLayout::Y2023 | TopicsLayout::Y2024 => IkatFormat::Y2024,
+    });
     let collection = if stages.retrieve {
         Some(collection_required(
             a.collection,
@@ -286,6 +310,10 @@ pub(super) fn plan(service: &TurnService, a: IkatOptions) -> Result<PlannedRun> 
     options.insert("run_type".into(), json!(run_type.as_str()));
     let mut output_options = Map::new();
     output_options.insert("ptkb_list".into(), json!(a.ptkb_list));
+    if format == IkatFormat::Y2025 {
+        output_options.insert("format".into(), json!(format));
+        output_options.insert("team_id".into(), json!(a.team_id));
+    }
     let plan = Plan {
         task: "ikat".into(),
         run_name: run_name.clone(),
@@ -311,6 +339,8 @@ pub(super) fn plan(service: &TurnService, a: IkatOptions) -> Result<PlannedRun> 
         run_type,
         stages,
         ptkb_list: a.ptkb_list,
+        format,
+        team_id: a.team_id,
         topics,
         output: a.output,
         trec_output: a.trec_output,
@@ -325,6 +355,8 @@ struct IkatRender {
     run_type: RunType,
     stages: Stages,
     ptkb_list: PtkbList,
+    format: IkatFormat,
+    team_id: String,
     topics: Vec<IkatTopic>,
     output: PathBuf,
     trec_output: Option<PathBuf>,
@@ -332,6 +364,9 @@ struct IkatRender {
 
 impl IkatRender {
     fn render(self, stored: &[Vec<Turn>]) -> Result<Outputs> {
+        if self.format == IkatFormat::Y2025 {
+            return self.render_2025(stored);
+        }
         let run = render(
             &RenderOptions {
                 run_name: &self.run_name,
@@ -373,4 +408,83 @@ impl IkatRender {
         }
         Ok(outputs)
     }
+
+    /// The 2025 JSONL, refused when the organizers' checker would report an error or fix it.
+    fn render_2025(self, stored: &[Vec<Turn>]) -> Result<Outputs> {
+        let metadata = Ikat25Metadata {
+            team_id: self.team_id.clone(),
+            run_id: self.run_name.clone(),
+            run_type: self.run_type.into(),
+        };
+        let turns = render_2025(&metadata, self.stages.generate, self.ptkb_list, stored)?;
+        let text = ikat25::render_jsonl(&turns)?;
+        let findings = ikat25_validate::check_text(&text, &self.topics);
+        let refused: Vec<_> = findings
+            .iter()
+            .filter(|f| f.kind.is_fix() || f.kind.severity() == Severity::Error)
+            .cloned()
+            .collect();
+        if !refused.is_empty() {
+            let report = ikat25_validate::to_report(&refused);
+            return Err(FormatError::Invalid(report.error_summary()).into());
+        }
+        let mut outputs = vec![(self.output, text)];
+        if let Some(path) = self.trec_output {
+            outputs.push((path, ikat25::trec_run_text(&turns)));
+        }
+        Ok(outputs)
+    }
+}
+
+/// The 2025 submission lines of the stored turns (topic order, turn order): the turn's passages
+/// as references, those the response used as its citations, the selected PTKB statements' texts
+/// (or all, ranked) as its provenance. Without generation a line has no response.
+pub fn render_2025(
+    metadata: &Ikat25Metadata,
+    responses: bool,
+    ptkb_list: PtkbList,
+    stored: &[Vec<Turn>],
+) -> Result<Vec<Ikat25Turn>> {
+    let mut out = Vec::new();
+    for turn in stored.iter().flatten() {
+        let key = turn.external_turn_id.clone().unwrap_or_default();
+        if turn.passages.len() > ikat25::MAX_REFERENCES {
+            return Err(BatchError::Resume(format!(
+                "turn {key}: {} passages, more than the {} references a line may list",
+                turn.passages.len(),
+                ikat25::MAX_REFERENCES
+            )));
+        }
+        let scored = |p: &TurnPassage| (p.passage_id.clone(), submitted_score(p.score));
+        let references = ScoredIds(turn.passages.iter().map(scored).collect());
+        let citations = ScoredIds(
+            turn.passages
+                .iter()
+                .filter(|p| p.used)
+                .map(scored)
+                .collect(),
+        );
+        let ptkb_provenance = turn
+            .ptkb_ranking
+            .iter()
+            .filter(|s| ptkb_list == PtkbList::All || s.selected)
+            .map(|s| s.text.clone())
+            .collect();
+        let responses = if responses {
+            vec![Ikat25Response {
+                text: turn.response_text.clone().unwrap_or_default(),
+                citations,
+                ptkb_provenance,
+            }]
+        } else {
+            Vec::new()
+        };
+        out.push(Ikat25Turn {
+            metadata: metadata.clone(),
+            turn_id: key,
+            references,
+            responses,
+        });
+    }
+    Ok(out)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use convrag::batch::engine::Worker;
-use convrag::batch::ikat::{IkatOptions, PtkbList};
+use convrag::batch::ikat::{IkatFormat, IkatOptions, PtkbList};
 use convrag::batch::plan::{self, CommonOptions, Execution, RunOptions, Stage};
 use convrag::batch::poleval::PolevalOptions;
 use convrag::batch::qrecc::QreccOptions;
@@ -100,8 +100,9 @@ pub struct CommonArgs {
 pub enum RunTypeArg {
     Automatic,
     Manual,
-    /// As the guidelines spell it (`only-response` is accepted too).
-    #[value(name = "only_response", alias = "only-response")]
+    /// As the 2024 guidelines spell it (`only-response`, and 2025's `generation-only`, are
+    /// accepted too).
+    #[value(name = "only_response", aliases = ["only-response", "generation-only"])]
     OnlyResponse,
 }
 
@@ -129,15 +130,23 @@ pub struct IkatArgs {
     /// (texts come from --collection).
     #[arg(long, value_name = "FILE")]
     pub ranking: Option<PathBuf>,
-    /// Run JSON to write.
+    /// Run JSON (2024) or JSONL (2025) to write.
     #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Also write the passage ranking as a TREC run (first 1000 unique passages per turn).
+    /// Also write the passage ranking as a TREC run (first 1000 unique passages per turn; for
+    /// 2025, the references as the organizers' generate_run.py converts them).
     #[arg(long, value_name = "FILE")]
     pub trec_output: Option<PathBuf>,
     /// `ptkb_provenance`: the selected statements (the submission) or all of them, ranked.
     #[arg(long, value_enum, default_value = "selected")]
     pub ptkb_list: PtkbList,
+    /// Submission layout: 2024 (one run JSON) or 2025 (JSONL with references, citations and
+    /// PTKB statement texts). Default: 2025 for topics in the 2025 layout, else 2024.
+    #[arg(long, value_enum)]
+    pub format: Option<IkatFormat>,
+    /// 2025 `metadata.team_id`.
+    #[arg(long, value_name = "ID", default_value = "convrag")]
+    pub team_id: String,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -276,6 +285,8 @@ impl RunTask {
                     output: a.output,
                     trec_output: a.trec_output,
                     ptkb_list: a.ptkb_list,
+                    format: a.format,
+                    team_id: a.team_id,
                     common: a.common.into(),
                 };
                 (RunOptions::Ikat(options), execution, quiet)

@@ -10,6 +10,8 @@ pub mod atomic;
 pub mod cast;
 pub mod check;
 pub mod ikat;
+pub mod ikat25;
+pub mod ikat25_validate;
 pub mod poleval;
 pub mod pyjson;
 pub mod qrecc;
