@@ -448,13 +448,6 @@ pub fn render_2025(
     let mut out = Vec::new();
     for turn in stored.iter().flatten() {
         let key = turn.external_turn_id.clone().unwrap_or_default();
-        if turn.passages.len() > ikat25::MAX_REFERENCES {
-            return Err(BatchError::Resume(format!(
-                "turn {key}: {} passages, more than the {} references a line may list",
-                turn.passages.len(),
-                ikat25::MAX_REFERENCES
-            )));
-        }
         let scored = |p: &TurnPassage| (p.passage_id.clone(), submitted_score(p.score));
         let references = ScoredIds(turn.passages.iter().map(scored).collect());
         let citations = ScoredIds(

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! (Python 3.11.7; the golden file is the standard output, `[exit] N`, `[fixed] yes|no`,
-//! `[stderr]` and the standard error.) convrag must reach every verdict: the same errors and
+//! `[stderr]` and the standard error, of a traceback only its first and last line.) convrag must reach every verdict: the same errors and
 //! warnings on the same lines (the checker's fixes as warnings), the same missing and additional
 //! turns, the same exit status, and no file written.
 
