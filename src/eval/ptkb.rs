@@ -61,6 +61,69 @@ pub fn read_ptkb_judgments(path: &Path) -> Result<Qrels> {
     }
 }
 
+/// A PTKB ranking run, as [`read_ptkb_run`] reads it, or an iKAT 2025 submission (JSONL: the
+/// first response's `ptkb_provenance` statement texts, in order), whose texts become statement
+/// ids through `topics`.
+pub fn read_ptkb_run_with_topics(path: &Path, topics: Option<&Path>) -> Result<Run> {
+    let text = read_text(path)?;
+    let first: Option<Value> = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| serde_json::from_str(l).ok());
+    let is_2025 = first.is_some_and(|v| v.get("turn_id").is_some() && v.get("metadata").is_some());
+    if !is_2025 {
+        return read_ptkb_run(path);
+    }
+    let topics = topics.ok_or_else(|| {
+        EvalError::Usage(format!(
+            "{}: an iKAT 2025 submission names PTKB statements by their text; give --topics to judge it",
+            path.display()
+        ))
+    })?;
+    let topics = read_topics(topics)?;
+    let mut rankings = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| EvalError::parse(path, i + 1, e.to_string()))?;
+        let turn_id = v
+            .get("turn_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| EvalError::parse(path, i + 1, "no \"turn_id\" string"))?;
+        let ptkb = topics
+            .iter()
+            .find(|t| t.turns.iter().any(|u| t.turn_key(u) == turn_id))
+            .map(|t| t.ptkb.as_slice())
+            .unwrap_or_default();
+        let mut ids: Vec<String> = Vec::new();
+        let statements = v["responses"][0]["ptkb_provenance"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for s in statements {
+            let s = s.as_str().unwrap_or_default();
+            let id = ptkb
+                .iter()
+                .find(|(_, text)| text == s)
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| {
+                    EvalError::parse(
+                        path,
+                        i + 1,
+                        format!("turn {turn_id}: statement {s:?} is not in the topic's PTKB"),
+                    )
+                })?;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        rankings.push((turn_id.to_string(), ids));
+    }
+    Ok(Run::from_rankings(rankings))
+}
+
 /// A PTKB ranking run: an iKAT run file (first response's `ptkb_provenance`, in order) or any
 /// run format [`read_run`] accepts (TREC, `{"turn": {"statement": score}}`).
 pub fn read_ptkb_run(path: &Path) -> Result<Run> {

@@ -154,3 +154,43 @@ fn eval_commands_read_2025_topics() {
 fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
+
+#[test]
+fn a_2025_submission_is_judged_like_the_2024_run_of_the_same_turns() {
+    let golden = |name: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/batch")
+            .join(name)
+    };
+    // The manual runs of batch_golden.rs (2023 topics, 2024 run JSON) and batch_ikat25.rs (the
+    // same topics in the 2025 layout, 2025 JSONL with statement texts).
+    let report = |topics: &str, run: PathBuf| {
+        let topics = fixture(topics);
+        let (ok, out) = convrag(&[
+            "eval",
+            "ptkb",
+            "--topics",
+            topics.to_str().unwrap(),
+            "--run",
+            run.to_str().unwrap(),
+            "--json",
+            "-q",
+        ]);
+        assert!(ok, "{out}");
+        json(&out)
+    };
+    let from2024 = report("ikat_topics.json", golden("ikat_manual.json"));
+    let from2025 = report("ikat25_topics.json", golden("ikat25_manual.jsonl"));
+    assert_eq!(from2025, from2024);
+    assert_eq!(from2025["all"]["num_q"], 5);
+    // Without topics the texts cannot be judged.
+    let (ok, out) = convrag(&[
+        "eval",
+        "ptkb",
+        "--qrels",
+        "/dev/null",
+        "--run",
+        golden("ikat25_manual.jsonl").to_str().unwrap(),
+    ]);
+    assert!(!ok && out.contains("give --topics"), "{out}");
+}
