@@ -19,7 +19,7 @@ use crate::formats::ikat::{
 };
 use crate::formats::ikat25::{self, Ikat25Metadata, Ikat25Response, Ikat25Turn, ScoredIds};
 use crate::formats::trec_run::{self, read_run, TrecRunLine};
-use crate::formats::{ikat25_validate, FormatError, Severity, ValidationContext};
+use crate::formats::{FormatError, ValidationContext};
 use crate::index::Retriever;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
@@ -418,16 +418,7 @@ impl IkatRender {
         };
         let turns = render_2025(&metadata, self.stages.generate, self.ptkb_list, stored)?;
         let text = ikat25::render_jsonl(&turns)?;
-        let findings = ikat25_validate::check_text(&text, &self.topics);
-        let refused: Vec<_> = findings
-            .iter()
-            .filter(|f| f.kind.is_fix() || f.kind.severity() == Severity::Error)
-            .cloned()
-            .collect();
-        if !refused.is_empty() {
-            let report = ikat25_validate::to_report(&refused);
-            return Err(FormatError::Invalid(report.error_summary()).into());
-        }
+        ikat25::check_rendered(&text, &self.topics)?;
         let mut outputs = vec![(self.output, text)];
         if let Some(path) = self.trec_output {
             outputs.push((path, ikat25::trec_run_text(&turns)));

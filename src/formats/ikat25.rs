@@ -18,8 +18,9 @@ use std::path::Path;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use super::ikat::RunType;
-use super::{atomic, pyjson, Result};
+use super::ikat::{IkatTopic, RunType};
+use super::ikat25_validate::{check_text, to_report, Finding};
+use super::{atomic, pyjson, FormatError, Result, Severity};
 
 /// Most references per turn.
 pub const MAX_REFERENCES: usize = 1000;
@@ -97,8 +98,37 @@ pub fn render_jsonl(turns: &[Ikat25Turn]) -> Result<String> {
     Ok(out)
 }
 
-/// Writes `text` (a rendered submission) atomically.
-pub fn write(path: &Path, text: &str) -> Result<()> {
+/// Fails, naming the problems, when the organizers' checker would report an error in rendered
+/// submission `text` or fix anything in it.
+pub fn check_rendered(text: &str, topics: &[IkatTopic]) -> Result<()> {
+    let refused: Vec<Finding> = check_text(text, topics)
+        .into_iter()
+        .filter(|f| f.kind.is_fix() || f.kind.severity() == Severity::Error)
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    // Fixes are warnings of the report: name every refused finding.
+    let named: Vec<String> = to_report(&refused)
+        .problems
+        .iter()
+        .take(5)
+        .map(|p| format!("line {}: {}", p.line, p.message))
+        .collect();
+    let more = refused.len().saturating_sub(named.len());
+    let more = if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    };
+    Err(FormatError::Invalid(format!("{}{more}", named.join("; "))))
+}
+
+/// Renders `turns`, checks them against `topics` ([`check_rendered`]) and writes the file
+/// atomically.
+pub fn write(path: &Path, turns: &[Ikat25Turn], topics: &[IkatTopic]) -> Result<()> {
+    let text = render_jsonl(turns)?;
+    check_rendered(&text, topics)?;
     atomic::write_atomic(path, text.as_bytes())
 }
 
@@ -159,6 +189,21 @@ mod tests {
              \"responses\": [{\"text\": \"Watermelon is fine.\", \"citations\": \
              {\"clueweb22-en0000-01-00001:0\": 2.5}, \"ptkb_provenance\": [\"I enjoy kiwi.\"]}]}\n"
         );
+    }
+
+    #[test]
+    fn a_line_the_checker_would_fix_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.jsonl");
+        let mut long = turn();
+        long.responses[0].text = vec!["word"; 251].join(" ");
+        let e = write(&path, &[long], &[]).unwrap_err().to_string();
+        assert!(e.contains("response_length=251 > 250"), "{e}");
+        assert!(!path.exists());
+        // A turn the topics do not have is an error of the checker too.
+        let e = write(&path, &[turn()], &[]).unwrap_err().to_string();
+        assert!(e.contains("Additional turn_id not in topics: 1-1_2"), "{e}");
+        assert!(!path.exists());
     }
 
     #[test]

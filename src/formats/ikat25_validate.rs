@@ -11,7 +11,9 @@
 //! `clueweb22-enDDDD-DD-DDDDD:N` only warn); each response an object with a string `text`,
 //! `citations` (an object whose ids are all references) and `ptkb_provenance`. Then, over the
 //! file: every turn of the topics present (a line counts when its `turn_id` is a string), and
-//! no other turn. A duplicate line passes, as it does there. Where the checker stops with a
+//! no other turn. A duplicate line passes, as it does there. (The topics may be in any layout
+//! [`super::ikat::read_topics`] reads; the checker itself finds turns only in the 2025 layout's
+//! `responses`.) Where the checker stops with a
 //! Python traceback, convrag reports an error on that line and checks no further, as it does.
 //!
 //! Each [`Finding`] renders the checker's own message ([`FindingKind::official`]), so its output
