@@ -1,7 +1,7 @@
 //! `convrag run ...` as library code: what every task shares (common options, stages, settings,
-//! run name) and the dispatch to each task's planning (`ikat::plan`, `trec_rag::plan`,
-//! `qrecc::plan`, `poleval::plan`): the options of a task are checked against the inputs and
-//! the installed model and become a [`PlannedRun`] (topics of turns, settings, the facts
+//! run name) and the execution. Each task's planning (`ikat::plan`, `trec_rag::plan`,
+//! `qrecc::plan`, `poleval::plan`, reached through [`super::task::plan`]) checks its options
+//! against the inputs and the installed model and makes a [`PlannedRun`] (topics of turns, settings, the facts
 //! recorded with the run, and how the stored turns render into the submission file), which
 //! [`execute`] runs (or resumes) through the [`TurnService`] and writes with its `.meta.json`
 //! sidecar. The command line only parses arguments and prints.
@@ -13,11 +13,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::engine::{batch_user, Engine, TopicJob, Worker};
-use super::ikat::IkatOptions;
-use super::poleval::PolevalOptions;
-use super::qrecc::QreccOptions;
 use super::record::{self, OutputRecord, RunRecord, Sidecar, TurnCounts};
-use super::trec_rag::TrecRagOptions;
 use super::{option, BatchError, Result};
 use crate::config::Config;
 use crate::formats::atomic;
@@ -56,15 +52,6 @@ pub struct CommonOptions {
     pub generator: Option<GeneratorChoice>,
     pub rewriter: Option<RewriterChoice>,
     pub fusion: Option<Fusion>,
-}
-
-/// A batch run's task with its options (each task's options and planning live in its module).
-#[derive(Debug, Clone)]
-pub enum RunOptions {
-    Ikat(IkatOptions),
-    TrecRag(TrecRagOptions),
-    Qrecc(QreccOptions),
-    Poleval(PolevalOptions),
 }
 
 /// Which stages run, resolved against the task and the installed model.
@@ -165,16 +152,6 @@ impl PlannedRun {
     /// A task's plan with how its stored turns render.
     pub(super) fn new(plan: Plan, render: Render) -> Self {
         PlannedRun { plan, render }
-    }
-}
-
-/// Checks `options` against the inputs and the installed model and plans the run.
-pub fn plan(service: &TurnService, options: RunOptions) -> Result<PlannedRun> {
-    match options {
-        RunOptions::Ikat(a) => super::ikat::plan(service, a),
-        RunOptions::TrecRag(a) => super::trec_rag::plan(service, a),
-        RunOptions::Qrecc(a) => super::qrecc::plan(service, a),
-        RunOptions::Poleval(a) => super::poleval::plan(service, a),
     }
 }
 

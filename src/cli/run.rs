@@ -1,5 +1,5 @@
 //! `convrag run ikat|trec-rag|qrecc|poleval ...`: the arguments, the progress bar and what is
-//! printed. Planning and running are library code (`convrag::batch::plan`).
+//! printed. Planning and running are library code (`convrag::batch::task`, `convrag::batch::plan`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,9 +8,10 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use convrag::batch::engine::Worker;
 use convrag::batch::ikat::{IkatFormat, IkatOptions, PtkbList};
-use convrag::batch::plan::{self, CommonOptions, Execution, RunOptions, Stage};
+use convrag::batch::plan::{self, CommonOptions, Execution, Stage};
 use convrag::batch::poleval::PolevalOptions;
 use convrag::batch::qrecc::QreccOptions;
+use convrag::batch::task::{self, RunOptions};
 use convrag::batch::trec_rag::{AnswerLayout, RagRunType, RagTask, RagYear, TrecRagOptions};
 use convrag::batch::BatchError;
 use convrag::config::Config;
@@ -344,7 +345,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         convrag::rerank::load_default(config),
     )?);
     let (options, execution, quiet) = args.task.into_options();
-    let planned = plan::plan(&service, options)?;
+    let planned = task::plan(&service, options)?;
     let run_name = planned.plan.run_name.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

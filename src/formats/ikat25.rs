@@ -22,10 +22,7 @@ use super::ikat::{IkatTopic, RunType};
 use super::ikat25_validate::{check_text, to_report, Finding};
 use super::{atomic, pyjson, FormatError, Result, Severity};
 
-/// Most references per turn.
-pub const MAX_REFERENCES: usize = 1000;
-/// Most words over a turn's responses.
-pub const MAX_RESPONSE_WORDS: usize = 250;
+pub use super::ikat25_validate::{MAX_REFERENCES, MAX_RESPONSE_WORDS};
 
 /// The 2025 run types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -25,9 +25,14 @@ use regex::Regex;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::ikat::IkatTopic;
-use super::ikat25::{MAX_REFERENCES, MAX_RESPONSE_WORDS};
 use super::validate::{Problem, Report, Severity};
 use super::words::{is_python_space, trec_rag_sentence_words};
+
+/// Most references per turn (the checker trims beyond).
+pub const MAX_REFERENCES: usize = 1000;
+/// Most words over a turn's responses, `len(NFKC(text.strip()).split())` summed (the checker
+/// drops responses beyond).
+pub const MAX_RESPONSE_WORDS: usize = 250;
 
 /// A JSON value as Python's `json.loads` returns it: objects keep their key order (a repeated
 /// key keeps its first place and its last value).
