@@ -11,8 +11,9 @@
 //!   turns → the submission file, rendered in topic order and validated before it is written
 //!   atomically. Because the file is always rendered from the stored records, an interrupted and
 //!   resumed run writes the same bytes as an uninterrupted one.
-//! * [`plan`]: task options → a planned run (topics, settings, recorded facts, rendering), and
-//!   its execution; the command line (`src/cli/run.rs`) only parses and prints.
+//! * [`task`]: a task with its options ([`task::RunOptions`]) → the task module's planning: a
+//!   planned run (topics, settings, recorded facts, rendering); [`plan`]: what the tasks share,
+//!   and the execution. The command line (`src/cli/run.rs`) only parses and prints.
 
 pub mod engine;
 pub mod ikat;
@@ -20,6 +21,7 @@ pub mod plan;
 pub mod poleval;
 pub mod qrecc;
 pub mod record;
+pub mod task;
 pub mod trec_rag;
 
 use std::path::{Path, PathBuf};

@@ -3,11 +3,24 @@
 //! line, line-aligned with `in.tsv`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{json, Map};
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
-use super::{BatchError, Result};
+use super::plan::{
+    check_jobs, resolve_stages, retriever, run_name, settings, CommonOptions, Plan, PlannedRun,
+    Render, Stage,
+};
+use super::{option, BatchError, Result};
 use crate::formats::poleval::{PolevalQuestion, PASSAGES_PER_LINE};
+use crate::formats::{
+    ikat as ikat_format, poleval as poleval_format, FormatError, ValidationContext,
+};
+use crate::index::Language;
 use crate::pipeline::context::ConversationContext;
+use crate::pipeline::turn::TurnSettings;
+use crate::service::TurnService;
 use crate::store::Turn;
 
 /// Collection of each domain: `routes` (DOMAIN=NAME options) over the default, the collection
@@ -72,4 +85,107 @@ pub fn render(questions: &[PolevalQuestion], stored: &[Vec<Turn>]) -> Result<Vec
             Ok(ids)
         })
         .collect()
+}
+
+/// PolEval 2022 passage retrieval: in.tsv → out.tsv.
+#[derive(Debug, Clone)]
+pub struct PolevalOptions {
+    pub input: PathBuf,
+    pub output: Option<PathBuf>,
+    /// (domain, collection) routes.
+    pub collections: Vec<(String, String)>,
+    pub common: CommonOptions,
+}
+
+/// Checks the options against the inputs and the installed model and plans the run.
+pub(super) fn plan(service: &TurnService, a: PolevalOptions) -> Result<PlannedRun> {
+    check_jobs(&a.common)?;
+    // The installed model reads English; rerank Polish passages only when asked to.
+    let default = [Stage::Ptkb, Stage::Rewrite, Stage::Retrieve];
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        &default,
+        service.reranker().is_some(),
+    )?;
+    if !stages.retrieve || stages.generate {
+        return Err(option(
+            "--stages",
+            "out.tsv holds passage ids: retrieve (and rerank), no generate",
+        ));
+    }
+    let base = TurnSettings {
+        passages: poleval_format::PASSAGES_PER_LINE,
+        ..TurnSettings::default()
+    };
+    let settings = settings(
+        service,
+        &a.common,
+        stages,
+        base,
+        1000,
+        ikat_format::MAX_RESPONSE_WORDS,
+    )?;
+    if settings.passages < poleval_format::PASSAGES_PER_LINE {
+        return Err(option("--passages", "out.tsv needs ten passages per line"));
+    }
+    let questions = poleval_format::read_questions(&a.input)?;
+    let routes = collections(&questions, &a.collections);
+    for (domain, name) in &routes {
+        let retriever = retriever(service, name).map_err(|e| {
+            option(
+                "--collection",
+                format!("domain {domain}: {e} (index its passages.jl with --language polish, or route it with --collection {domain}=NAME)"),
+            )
+        })?;
+        if retriever.manifest().language != Language::Polish {
+            tracing::warn!(collection = %name, domain = %domain, "the collection is not indexed with the Polish analyzer");
+        }
+    }
+    let output = a
+        .output
+        .unwrap_or_else(|| a.input.with_file_name("out.tsv"));
+    let jobs = jobs(&questions, &routes);
+    let fallback = format!(
+        "poleval-{}",
+        a.input
+            .canonicalize()
+            .ok()
+            .and_then(|p| p
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default()
+    );
+    let run_name = run_name(a.common.run_name.as_deref(), &fallback)?;
+    let mut options = Map::new();
+    options.insert("collections".into(), json!(routes));
+    let output_options = Map::new();
+    let plan = Plan {
+        task: "poleval".into(),
+        run_name,
+        stages,
+        settings,
+        options,
+        output_options,
+        collections: routes.values().cloned().collect(),
+        inputs: BTreeMap::from([("in".to_string(), a.input.clone())]),
+        topics: jobs,
+        fill_to: poleval_format::PASSAGES_PER_LINE,
+        jobs: a.common.jobs,
+        output: output.clone(),
+    };
+    let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
+        let rankings = render(&questions, stored)?;
+        let text = poleval_format::render_out(&rankings)?;
+        let report = poleval_format::validate_out_text(
+            &text,
+            Some(&questions),
+            &ValidationContext::default(),
+        );
+        if report.has_errors() {
+            return Err(FormatError::Invalid(report.error_summary()).into());
+        }
+        Ok(vec![(output, text)])
+    });
+    Ok(PlannedRun::new(plan, render))
 }

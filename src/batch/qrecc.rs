@@ -2,11 +2,22 @@
 //! each turn's context is the stored conversation (earlier questions with convrag's own answers:
 //! the task gives no canonical responses). The stored turns → `run.json`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use serde_json::{json, Map};
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
+use super::plan::{
+    check_jobs, collection_required, resolve_stages, retriever, run_name, settings, CommonOptions,
+    Plan, PlannedRun, Render, Stage,
+};
 use super::{submitted_score, BatchError, Result};
 use crate::formats::qrecc::{QreccAnswer, Question};
+use crate::formats::{ikat as ikat_format, qrecc as qrecc_format, FormatError, ValidationContext};
+use crate::pipeline::generate::{WordLimit, WordMeasure};
+use crate::pipeline::turn::TurnSettings;
+use crate::service::TurnService;
 use crate::store::Turn;
 
 /// The questions as conversations, in order of first appearance. `rewritten`: the questions are
@@ -89,4 +100,96 @@ pub fn render(
             })
         })
         .collect()
+}
+
+/// SCAI-QReCC-21 (TIRA): INPUT_DIR/questions.json → OUTPUT_DIR/run.json.
+#[derive(Debug, Clone)]
+pub struct QreccOptions {
+    pub input_dir: PathBuf,
+    pub output_dir: PathBuf,
+    pub collection: Option<String>,
+    /// The questions are human rewrites, used as they are.
+    pub rewritten: bool,
+    pub common: CommonOptions,
+}
+
+/// Checks the options against the inputs and the installed model and plans the run.
+pub(super) fn plan(service: &TurnService, a: QreccOptions) -> Result<PlannedRun> {
+    check_jobs(&a.common)?;
+    let default = [
+        Stage::Ptkb,
+        Stage::Rewrite,
+        Stage::Retrieve,
+        Stage::Rerank,
+        Stage::Generate,
+    ];
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        &default,
+        service.reranker().is_some(),
+    )?;
+    let base = TurnSettings {
+        passages: 10,
+        limit: WordLimit {
+            max_words: ikat_format::MAX_RESPONSE_WORDS,
+            measure: WordMeasure::Ikat,
+        },
+        ..TurnSettings::default()
+    };
+    // QReCC sets no word limit; iKAT's 250 bounds the answers.
+    let settings = settings(service, &a.common, stages, base, 1000, 1000)?;
+    let (questions_path, output) = qrecc_format::tira_paths(&a.input_dir, &a.output_dir);
+    let questions = qrecc_format::read_questions(&questions_path)?;
+    let collection = if stages.retrieve {
+        let name =
+            collection_required(a.collection, "to retrieve (or give --stages ptkb,rewrite)")?;
+        retriever(service, &name)?;
+        Some(name)
+    } else {
+        None
+    };
+    std::fs::create_dir_all(&a.output_dir).map_err(|source| BatchError::Io {
+        path: a.output_dir.clone(),
+        source,
+    })?;
+    let jobs = jobs(&questions, collection.as_deref(), a.rewritten);
+    let input_name = a
+        .input_dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let run_name = run_name(a.common.run_name.as_deref(), &format!("qrecc-{input_name}"))?;
+    let mut options = Map::new();
+    options.insert("rewritten".into(), json!(a.rewritten));
+    let output_options = Map::new();
+    let plan = Plan {
+        task: "qrecc".into(),
+        run_name,
+        stages,
+        settings,
+        options,
+        output_options,
+        collections: collection.into_iter().collect(),
+        inputs: BTreeMap::from([("questions".to_string(), questions_path)]),
+        topics: jobs,
+        fill_to: 0,
+        jobs: a.common.jobs,
+        output: output.clone(),
+    };
+    let fields = Fields {
+        passages: stages.retrieve,
+        answer: stages.generate,
+    };
+    let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
+        let answers = render(&questions, stored, fields)?;
+        let text = qrecc_format::render_run(&answers)?;
+        let report =
+            qrecc_format::validate_run_text(&text, Some(&questions), &ValidationContext::default());
+        if report.has_errors() {
+            return Err(FormatError::Invalid(report.error_summary()).into());
+        }
+        Ok(vec![(output, text)])
+    });
+    Ok(PlannedRun::new(plan, render))
 }

@@ -2,19 +2,28 @@
 //! given ranking: `baseline_r_out.tsv` and/or reranker-request JSONL carrying the segments) and RAG
 //! (answers over convrag's own retrieval). Each topic is a one-turn conversation.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map};
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
-use super::{input_error, submitted_score, BatchError, Result};
+use super::plan::{
+    check_jobs, collection_required, resolve_stages, retriever, run_name, settings, stem,
+    CommonOptions, Outputs, Plan, PlannedRun, Render, Stage, Stages,
+};
+use super::{input_error, option, submitted_score, BatchError, Result};
 use crate::formats::trec_rag::{
-    Rag24Answer, Rag25Answer, Rag25Metadata, RerankRequest, SegmentFields, Sentence, Topic,
+    self as rag_format, AnswerFormat, Rag24Answer, Rag25Answer, Rag25Metadata, RerankRequest,
+    SegmentFields, Sentence, Topic,
 };
 use crate::formats::trec_run::{self, RankedList, RunRules, TrecRunLine, TrecRunWriter};
-use crate::formats::ValidationContext;
+use crate::formats::{FormatError, ValidationContext};
 use crate::index::Retriever;
 use crate::pipeline::context::ConversationContext;
-use crate::pipeline::turn::RankedPassage;
+use crate::pipeline::generate::WordLimit;
+use crate::pipeline::turn::{RankedPassage, TurnSettings};
+use crate::service::TurnService;
 use crate::store::Turn;
 
 /// At most this many segments per topic in an R run ("We will take a maximum of 100 results").
@@ -284,4 +293,385 @@ pub fn render_2025(
             Ok(Rag25Answer::new(metadata.clone(), topic, refs, sentences))
         })
         .collect()
+}
+
+/// The TREC RAG task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RagTask {
+    R,
+    Ag,
+    Rag,
+}
+
+/// The run type of TREC RAG 2025 metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RagRunType {
+    Automatic,
+    Manual,
+}
+
+/// The TREC RAG edition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum RagYear {
+    #[value(name = "2024")]
+    #[serde(rename = "2024")]
+    Y2024,
+    #[value(name = "2025")]
+    #[serde(rename = "2025")]
+    Y2025,
+}
+
+impl std::fmt::Display for RagYear {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RagYear::Y2024 => "2024",
+            RagYear::Y2025 => "2025",
+        })
+    }
+}
+
+/// TREC RAG 2025 answer layout: 1 (citations index `references`) or 2 (citations are segment
+/// ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+pub enum AnswerLayout {
+    #[default]
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    Format1,
+    #[value(name = "2")]
+    #[serde(rename = "2")]
+    Format2,
+}
+
+impl AnswerLayout {
+    /// As recorded with the run (`"1"`, `"2"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerLayout::Format1 => "1",
+            AnswerLayout::Format2 => "2",
+        }
+    }
+}
+
+/// TREC RAG 2024/2025: R (a TREC run), AG (answers over a given ranking), RAG (answers).
+#[derive(Debug, Clone)]
+pub struct TrecRagOptions {
+    pub year: RagYear,
+    pub task: RagTask,
+    pub topics: Option<PathBuf>,
+    pub collection: Option<String>,
+    pub ranking: Option<PathBuf>,
+    pub requests: Option<PathBuf>,
+    pub output: PathBuf,
+    pub trec_output: Option<PathBuf>,
+    /// Segments listed in `references`.
+    pub references: usize,
+    pub team_id: Option<String>,
+    pub run_type: RagRunType,
+    pub format: AnswerLayout,
+    /// Format 1 in the organizers' checker layout.
+    pub checker_layout: bool,
+    pub common: CommonOptions,
+}
+
+/// The TREC RAG options that must agree with the task and with each other.
+fn check_trec_rag(a: &TrecRagOptions, stages: Stages) -> Result<()> {
+    let answers = a.task != RagTask::R;
+    let year2025 = a.year == RagYear::Y2025;
+    if !stages.retrieve || stages.generate != answers {
+        return Err(option(
+            "--stages",
+            if answers {
+                "AG and RAG answers need retrieve and generate"
+            } else {
+                "an R run is a ranking: retrieve (and rerank), no generate"
+            },
+        ));
+    }
+    if a.references == 0 || a.references > rag_format::MAX_REFERENCES {
+        return Err(option(
+            "--references",
+            format!("must be between 1 and {}", rag_format::MAX_REFERENCES),
+        ));
+    }
+    let given_input = a.ranking.is_some() || a.requests.is_some();
+    if (a.task == RagTask::Ag) != given_input {
+        return Err(option(
+            "--ranking",
+            "the AG task answers over a given ranking (--ranking and/or --requests); R and RAG retrieve themselves",
+        ));
+    }
+    if a.trec_output.is_some() && a.task != RagTask::Rag {
+        return Err(option(
+            "--trec-output",
+            "is for RAG runs (an R run's output is already a TREC run)",
+        ));
+    }
+    if year2025 && answers && a.team_id.is_none() {
+        return Err(option(
+            "--team-id",
+            "is required for 2025 answers (metadata.team_id)",
+        ));
+    }
+    Ok(())
+}
+
+/// The input files of a TREC RAG run, read.
+struct RagInputs {
+    /// Role → path, recorded with the run.
+    files: BTreeMap<String, PathBuf>,
+    requests: Option<Vec<rag_format::RerankRequest>>,
+    ranking: Option<Vec<trec_run::TrecRunLine>>,
+    topics: Vec<rag_format::Topic>,
+}
+
+fn read_trec_rag_inputs(a: &TrecRagOptions) -> Result<RagInputs> {
+    let year2025 = a.year == RagYear::Y2025;
+    let mut inputs = BTreeMap::new();
+    let requests = match &a.requests {
+        Some(p) => {
+            inputs.insert("requests".to_string(), p.clone());
+            Some(rag_format::read_rerank_requests(p)?)
+        }
+        None => None,
+    };
+    let ranking = match &a.ranking {
+        Some(p) => {
+            inputs.insert("ranking".to_string(), p.clone());
+            Some(trec_run::read_run(p)?)
+        }
+        None => None,
+    };
+    let topics = match (&a.topics, &requests) {
+        (Some(p), _) => {
+            inputs.insert("topics".to_string(), p.clone());
+            if year2025 {
+                rag_format::read_rag25_topics(p)?
+            } else {
+                rag_format::read_topics_tsv(p)?
+            }
+        }
+        (None, Some(reqs)) => topics_of_requests(reqs),
+        (None, None) => {
+            return Err(option(
+                "--topics",
+                "is required (AG runs may give --requests instead)",
+            ))
+        }
+    };
+    Ok(RagInputs {
+        files: inputs,
+        requests,
+        ranking,
+        topics,
+    })
+}
+
+/// Checks the options against the inputs and the installed model and plans the run.
+pub(super) fn plan(service: &TurnService, a: TrecRagOptions) -> Result<PlannedRun> {
+    check_jobs(&a.common)?;
+    let year2025 = a.year == RagYear::Y2025;
+    let answers = a.task != RagTask::R;
+    let default: &[Stage] = if answers {
+        &[
+            Stage::Ptkb,
+            Stage::Rewrite,
+            Stage::Retrieve,
+            Stage::Rerank,
+            Stage::Generate,
+        ]
+    } else {
+        &[Stage::Ptkb, Stage::Rewrite, Stage::Retrieve, Stage::Rerank]
+    };
+    let stages = resolve_stages(
+        a.common.stages.as_deref(),
+        default,
+        service.reranker().is_some(),
+    )?;
+    check_trec_rag(&a, stages)?;
+    // R runs (and RAG runs writing their ranking too) keep 100 segments; answers cite the top.
+    let base_passages = if a.task == RagTask::R || a.trec_output.is_some() {
+        MAX_RUN_SEGMENTS
+    } else {
+        a.references
+    };
+    let base = TurnSettings {
+        passages: base_passages,
+        generation_passages: a.references,
+        limit: WordLimit::TREC_RAG,
+        ..TurnSettings::default()
+    };
+    let settings = settings(
+        service,
+        &a.common,
+        stages,
+        base,
+        MAX_RUN_SEGMENTS,
+        rag_format::MAX_WORDS,
+    )?;
+    if answers && (settings.passages < a.references || settings.generation_passages > a.references)
+    {
+        return Err(option(
+            "--passages",
+            format!("answers cite their references: keep --passages at least and --generation-passages at most --references ({})", a.references),
+        ));
+    }
+    let RagInputs {
+        files: inputs,
+        requests,
+        ranking,
+        topics,
+    } = read_trec_rag_inputs(&a)?;
+    let collection = match a.task {
+        RagTask::Ag => a.collection.clone(),
+        _ => Some(collection_required(a.collection.clone(), "to retrieve")?),
+    };
+    let retriever = collection
+        .as_deref()
+        .map(|c| retriever(service, c))
+        .transpose()?;
+    let given = if a.task == RagTask::Ag {
+        Some(given_ranking(
+            a.ranking.as_deref().zip(ranking.as_deref()),
+            a.requests.as_deref().zip(requests.as_deref()),
+            retriever.as_deref().map(|r| r as &dyn Retriever),
+            MAX_RUN_SEGMENTS,
+        )?)
+    } else {
+        None
+    };
+    let jobs = jobs(&topics, collection.as_deref(), given)?;
+    let run_name = run_name(a.common.run_name.as_deref(), &stem(&a.output))?;
+    let task_name = format!(
+        "trec-rag-{}-{}",
+        a.year,
+        match a.task {
+            RagTask::R => "r",
+            RagTask::Ag => "ag",
+            RagTask::Rag => "rag",
+        }
+    );
+    let mut options = Map::new();
+    options.insert("references".into(), json!(a.references));
+    let mut output_options = Map::new();
+    if year2025 && answers {
+        output_options.insert("format".into(), json!(a.format.as_str()));
+        output_options.insert("checker_layout".into(), json!(a.checker_layout));
+        output_options.insert("team_id".into(), json!(a.team_id));
+        output_options.insert("run_type".into(), json!(a.run_type));
+    }
+    let plan = Plan {
+        task: task_name,
+        run_name: run_name.clone(),
+        stages,
+        settings,
+        options,
+        output_options,
+        collections: collection.into_iter().collect(),
+        inputs,
+        topics: jobs,
+        fill_to: 0,
+        jobs: a.common.jobs,
+        output: a.output.clone(),
+    };
+    let output = a.output;
+    let trec_output = a.trec_output;
+    let references = a.references;
+    let task = a.task;
+    let format2 = a.format == AnswerLayout::Format2;
+    let checker_layout = a.checker_layout;
+    let metadata = Rag25Metadata {
+        team_id: a.team_id.unwrap_or_default(),
+        run_id: run_name.clone(),
+        run_type: match a.run_type {
+            RagRunType::Automatic => "automatic".into(),
+            RagRunType::Manual => "manual".into(),
+        },
+    };
+    let render = RagRender {
+        run_name,
+        topics,
+        output,
+        trec_output,
+        references,
+        task,
+        year2025,
+        format2,
+        checker_layout,
+        metadata,
+    };
+    let render: Render = Box::new(move |stored: &[Vec<Turn>]| render.render(stored));
+    Ok(PlannedRun::new(plan, render))
+}
+
+/// What a TREC RAG run's stored turns render into.
+struct RagRender {
+    run_name: String,
+    topics: Vec<rag_format::Topic>,
+    output: PathBuf,
+    trec_output: Option<PathBuf>,
+    references: usize,
+    task: RagTask,
+    year2025: bool,
+    format2: bool,
+    checker_layout: bool,
+    metadata: Rag25Metadata,
+}
+
+impl RagRender {
+    fn render(self, stored: &[Vec<Turn>]) -> Result<Outputs> {
+        let RagRender {
+            run_name,
+            topics,
+            output,
+            trec_output,
+            references,
+            task,
+            year2025,
+            format2,
+            checker_layout,
+            metadata,
+        } = self;
+        let ids: Vec<String> = topics.iter().map(|t| t.id.clone()).collect();
+        let trec = |max| render_run(&run_name, &ids, stored, max);
+        if task == RagTask::R {
+            return Ok(vec![(output, trec(MAX_RUN_SEGMENTS)?)]);
+        }
+        let ctx = ValidationContext::default();
+        let check = |text: String, format: AnswerFormat| -> Result<String> {
+            let report = rag_format::validate_answers_text(&text, format, Some(&topics), &ctx);
+            if report.has_errors() {
+                return Err(FormatError::Invalid(report.error_summary()).into());
+            }
+            Ok(text)
+        };
+        let text = if !year2025 {
+            let answers = render_2024(&run_name, &topics, stored, references)?;
+            check(rag_format::render_jsonl(&answers)?, AnswerFormat::Rag24)?
+        } else {
+            let answers = render_2025(&metadata, &topics, stored, references)?;
+            if format2 {
+                let f2 = answers
+                    .iter()
+                    .map(|a| a.to_format2())
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                check(rag_format::render_jsonl(&f2)?, AnswerFormat::Rag25Format2)?
+            } else if checker_layout {
+                let c: Vec<_> = answers.iter().map(|a| a.to_checker_layout()).collect();
+                check(rag_format::render_jsonl(&c)?, AnswerFormat::Rag25Format1)?
+            } else {
+                check(
+                    rag_format::render_jsonl(&answers)?,
+                    AnswerFormat::Rag25Format1,
+                )?
+            }
+        };
+        let mut outputs = vec![(output, text)];
+        if let Some(path) = trec_output {
+            outputs.push((path, trec(MAX_RUN_SEGMENTS)?));
+        }
+        Ok(outputs)
+    }
 }

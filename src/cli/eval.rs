@@ -9,7 +9,8 @@ use convrag::eval::compare::{compare, CompareOptions, RougeMeasure, ScoreTable};
 use convrag::eval::measures::{evaluate, EvalOptions, Measure};
 use convrag::eval::poleval::evaluate_poleval;
 use convrag::eval::ptkb::{
-    default_measures, evaluate_ptkb, ptkb_qrels_from_topics, read_ptkb_judgments, read_ptkb_run,
+    default_measures, evaluate_ptkb, ptkb_qrels_from_topics, read_ptkb_judgments,
+    read_ptkb_run_with_topics,
 };
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
 use convrag::eval::trec::{read_qrels, read_run};
@@ -177,7 +178,8 @@ pub enum EvalCommand {
         /// iKAT topics file; judgments from each turn's `ptkb_provenance`.
         #[arg(long, value_name = "FILE")]
         topics: Option<PathBuf>,
-        /// iKAT run file (first response's ptkb_provenance, in order) or a TREC/JSON run.
+        /// iKAT run file (first response's ptkb_provenance, in order; a 2025 JSONL submission
+        /// with --topics) or a TREC/JSON run.
         #[arg(long, value_name = "FILE")]
         run: PathBuf,
         #[arg(short = 'm', long = "metric", value_name = "MEASURE")]
@@ -295,14 +297,14 @@ fn run_compare(command: CompareCommand) -> anyhow::Result<()> {
             compare,
         } => {
             let measures = measures_or(&metrics, &["ndcg_cut.3", "recip_rank", "P.1", "set_F"])?;
-            let judgments = match (qrels, topics) {
-                (Some(q), _) => read_ptkb_judgments(&q)?,
-                (None, Some(t)) => ptkb_qrels_from_topics(&t)?,
+            let judgments = match (&qrels, &topics) {
+                (Some(q), _) => read_ptkb_judgments(q)?,
+                (None, Some(t)) => ptkb_qrels_from_topics(t)?,
                 (None, None) => {
                     return Err(EvalError::Usage("give --qrels or --topics".into()).into())
                 }
             };
-            let runs = compare.read(read_ptkb_run)?;
+            let runs = compare.read(|run| read_ptkb_run_with_topics(run, topics.as_deref()))?;
             report(ScoreTable::ptkb(&judgments, &runs, &measures)?, &compare)
         }
         CompareCommand::CompareRewrite {
@@ -382,14 +384,14 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             } else {
                 Measure::parse_all(&metrics)?
             };
-            let judgments = match (qrels, topics) {
-                (Some(q), _) => read_ptkb_judgments(&q)?,
-                (None, Some(t)) => ptkb_qrels_from_topics(&t)?,
+            let judgments = match (&qrels, &topics) {
+                (Some(q), _) => read_ptkb_judgments(q)?,
+                (None, Some(t)) => ptkb_qrels_from_topics(t)?,
                 (None, None) => {
                     return Err(EvalError::Usage("give --qrels or --topics".into()).into())
                 }
             };
-            let r = read_ptkb_run(&run)?;
+            let r = read_ptkb_run_with_topics(&run, topics.as_deref())?;
             let rep = evaluate_ptkb(&judgments, &r, &measures);
             emit(&out, rep.to_text(out.per_query), rep.to_json())
         }

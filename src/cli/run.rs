@@ -1,5 +1,5 @@
 //! `convrag run ikat|trec-rag|qrecc|poleval ...`: the arguments, the progress bar and what is
-//! printed. Planning and running are library code (`convrag::batch::plan`).
+//! printed. Planning and running are library code (`convrag::batch::task`, `convrag::batch::plan`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use convrag::batch::engine::Worker;
-use convrag::batch::ikat::PtkbList;
-use convrag::batch::plan::{
-    self, AnswerLayout, CommonOptions, Execution, IkatOptions, PolevalOptions, QreccOptions,
-    RagRunType, RagTask, RagYear, RunOptions, Stage, TrecRagOptions,
-};
+use convrag::batch::ikat::{IkatFormat, IkatOptions, PtkbList};
+use convrag::batch::plan::{self, CommonOptions, Execution, Stage};
+use convrag::batch::poleval::PolevalOptions;
+use convrag::batch::qrecc::QreccOptions;
+use convrag::batch::task::{self, RunOptions};
+use convrag::batch::trec_rag::{AnswerLayout, RagRunType, RagTask, RagYear, TrecRagOptions};
 use convrag::batch::BatchError;
 use convrag::config::Config;
 use convrag::formats::ikat::RunType;
@@ -100,8 +101,9 @@ pub struct CommonArgs {
 pub enum RunTypeArg {
     Automatic,
     Manual,
-    /// As the guidelines spell it (`only-response` is accepted too).
-    #[value(name = "only_response", alias = "only-response")]
+    /// As the 2024 guidelines spell it (`only-response`, and 2025's `generation-only`, are
+    /// accepted too).
+    #[value(name = "only_response", aliases = ["only-response", "generation-only"])]
     OnlyResponse,
 }
 
@@ -129,15 +131,23 @@ pub struct IkatArgs {
     /// (texts come from --collection).
     #[arg(long, value_name = "FILE")]
     pub ranking: Option<PathBuf>,
-    /// Run JSON to write.
+    /// Run JSON (2024) or JSONL (2025) to write.
     #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Also write the passage ranking as a TREC run (first 1000 unique passages per turn).
+    /// Also write the passage ranking as a TREC run (first 1000 unique passages per turn; for
+    /// 2025, the references as the organizers' generate_run.py converts them).
     #[arg(long, value_name = "FILE")]
     pub trec_output: Option<PathBuf>,
     /// `ptkb_provenance`: the selected statements (the submission) or all of them, ranked.
     #[arg(long, value_enum, default_value = "selected")]
     pub ptkb_list: PtkbList,
+    /// Submission layout: 2024 (one run JSON) or 2025 (JSONL with references, citations and
+    /// PTKB statement texts). Default: 2025 for topics in the 2025 layout, else 2024.
+    #[arg(long, value_enum)]
+    pub format: Option<IkatFormat>,
+    /// 2025 `metadata.team_id`.
+    #[arg(long, value_name = "ID", default_value = "convrag")]
+    pub team_id: String,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -276,6 +286,8 @@ impl RunTask {
                     output: a.output,
                     trec_output: a.trec_output,
                     ptkb_list: a.ptkb_list,
+                    format: a.format,
+                    team_id: a.team_id,
                     common: a.common.into(),
                 };
                 (RunOptions::Ikat(options), execution, quiet)
@@ -333,7 +345,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         convrag::rerank::load_default(config),
     )?);
     let (options, execution, quiet) = args.task.into_options();
-    let planned = plan::plan(&service, options)?;
+    let planned = task::plan(&service, options)?;
     let run_name = planned.plan.run_name.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

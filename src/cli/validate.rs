@@ -14,8 +14,9 @@ pub struct ValidateArgs {
     pub format: FormatName,
     /// The file to check.
     pub file: PathBuf,
-    /// Official topics/questions: enables topic coverage and topic-text checks.
-    #[arg(long, value_name = "FILE")]
+    /// Official topics/questions: enables topic coverage and topic-text checks (required for
+    /// ikat25).
+    #[arg(long, value_name = "FILE", required_if_eq("format", "ikat25"))]
     pub topics: Option<PathBuf>,
     /// Ids that exist in the collection (first column of each line): every cited id must be one.
     #[arg(long, value_name = "FILE")]

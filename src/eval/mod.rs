@@ -61,6 +61,9 @@ pub enum EvalError {
     /// A bad measure name or option.
     #[error("{0}")]
     Usage(String),
+    /// An input in an official format (iKAT topics) that does not parse.
+    #[error(transparent)]
+    Format(#[from] crate::formats::FormatError),
 }
 
 pub type Result<T, E = EvalError> = std::result::Result<T, E>;

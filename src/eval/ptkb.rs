@@ -14,80 +14,38 @@
 //! all judged turns; `micro_set_*` pool the counts over turns. Averages are over all judged turns
 //! (trec_eval `-c`): a judged turn missing from the run has an empty ranking and scores 0.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::measures::{evaluate, EvalOptions, Evaluation, Measure};
-use super::trec::{parse_ikat_run, parse_json_run, read_qrels, read_run, Qrels, Run, StatementId};
+use super::trec::{parse_ikat_run, parse_json_run, read_qrels, read_run, Qrels, Run};
 use super::{read_text, EvalError, Result};
+use crate::formats::ikat::{distinct_turns, read_topics};
 
-#[derive(Deserialize)]
-struct Topic {
-    number: TopicNumber,
-    #[serde(default)]
-    ptkb: BTreeMap<String, String>,
-    #[serde(default)]
-    turns: Vec<TopicTurn>,
-}
-
-/// `"9-1"` in 2023 topics, `0` in 2024 topics.
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub(crate) enum TopicNumber {
-    Int(i64),
-    Str(String),
-}
-
-impl std::fmt::Display for TopicNumber {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        match self {
-            TopicNumber::Int(i) => write!(f, "{i}"),
-            TopicNumber::Str(s) => f.write_str(s),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct TopicTurn {
-    turn_id: TopicNumber,
-    #[serde(default)]
-    ptkb_provenance: Option<Vec<StatementId>>,
-}
-
-/// PTKB judgments from an iKAT topics file (see the module documentation).
+/// PTKB judgments from an iKAT topics file of any year (see the module documentation), read by
+/// [`crate::formats::ikat::read_topics`]; 2025 topics name relevant statements by their text,
+/// which the reader turns into the statements' 1-based positions.
 pub fn ptkb_qrels_from_topics(path: &Path) -> Result<Qrels> {
-    let text = read_text(path)?;
-    let de = &mut serde_json::Deserializer::from_str(&text);
-    let topics: Vec<Topic> = serde_path_to_error::deserialize(de).map_err(|e| {
-        EvalError::parse(
-            path,
-            e.inner().line().max(1),
-            format!("{} (at {})", e.inner(), e.path()),
-        )
-    })?;
+    let topics = read_topics(path)?;
     let mut qrels = Qrels::default();
-    for t in &topics {
-        for turn in &t.turns {
-            let Some(prov) = turn.ptkb_provenance.as_ref().filter(|p| !p.is_empty()) else {
-                continue;
-            };
-            let qid = format!("{}_{}", t.number, turn.turn_id);
-            let relevant: Vec<String> = prov.iter().map(|s| s.to_string()).collect();
-            for r in &relevant {
-                if !t.ptkb.contains_key(r) {
-                    return Err(EvalError::file(
-                        path,
-                        format!("turn {qid}: ptkb_provenance names statement {r}, absent from the topic's ptkb"),
-                    ));
-                }
+    for (t, i) in distinct_turns(&topics) {
+        let turn = &t.turns[i];
+        if turn.ptkb_provenance.is_empty() {
+            continue;
+        }
+        let qid = t.turn_key(turn);
+        for r in &turn.ptkb_provenance {
+            if !t.ptkb.iter().any(|(id, _)| id == r) {
+                return Err(EvalError::file(
+                    path,
+                    format!("turn {qid}: ptkb_provenance names statement {r}, absent from the topic's ptkb"),
+                ));
             }
-            for sid in t.ptkb.keys() {
-                let rel = i64::from(relevant.contains(sid));
-                let _ = qrels.insert(&qid, sid, rel);
-            }
+        }
+        for (sid, _) in &t.ptkb {
+            let rel = i64::from(turn.ptkb_provenance.contains(sid));
+            let _ = qrels.insert(&qid, sid, rel);
         }
     }
     Ok(qrels)
@@ -101,6 +59,69 @@ pub fn read_ptkb_judgments(path: &Path) -> Result<Qrels> {
     } else {
         read_qrels(path)
     }
+}
+
+/// A PTKB ranking run, as [`read_ptkb_run`] reads it, or an iKAT 2025 submission (JSONL: the
+/// first response's `ptkb_provenance` statement texts, in order), whose texts become statement
+/// ids through `topics`.
+pub fn read_ptkb_run_with_topics(path: &Path, topics: Option<&Path>) -> Result<Run> {
+    let text = read_text(path)?;
+    let first: Option<Value> = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| serde_json::from_str(l).ok());
+    let is_2025 = first.is_some_and(|v| v.get("turn_id").is_some() && v.get("metadata").is_some());
+    if !is_2025 {
+        return read_ptkb_run(path);
+    }
+    let topics = topics.ok_or_else(|| {
+        EvalError::Usage(format!(
+            "{}: an iKAT 2025 submission names PTKB statements by their text; give --topics to judge it",
+            path.display()
+        ))
+    })?;
+    let topics = read_topics(topics)?;
+    let mut rankings = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| EvalError::parse(path, i + 1, e.to_string()))?;
+        let turn_id = v
+            .get("turn_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| EvalError::parse(path, i + 1, "no \"turn_id\" string"))?;
+        let ptkb = topics
+            .iter()
+            .find(|t| t.turns.iter().any(|u| t.turn_key(u) == turn_id))
+            .map(|t| t.ptkb.as_slice())
+            .unwrap_or_default();
+        let mut ids: Vec<String> = Vec::new();
+        let statements = v["responses"][0]["ptkb_provenance"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for s in statements {
+            let s = s.as_str().unwrap_or_default();
+            let id = ptkb
+                .iter()
+                .find(|(_, text)| text == s)
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| {
+                    EvalError::parse(
+                        path,
+                        i + 1,
+                        format!("turn {turn_id}: statement {s:?} is not in the topic's PTKB"),
+                    )
+                })?;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        rankings.push((turn_id.to_string(), ids));
+    }
+    Ok(Run::from_rankings(rankings))
 }
 
 /// A PTKB ranking run: an iKAT run file (first response's `ptkb_provenance`, in order) or any
@@ -280,11 +301,11 @@ mod tests {
     fn topics_with_unknown_statement_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.json");
-        std::fs::write(&p, r#"[{"number": "1-1", "ptkb": {"1": "a"}, "turns": [{"turn_id": 1, "ptkb_provenance": [2]}]}]"#).unwrap();
+        std::fs::write(&p, r#"[{"number": "1-1", "ptkb": {"1": "a"}, "turns": [{"turn_id": 1, "utterance": "u", "ptkb_provenance": [2]}]}]"#).unwrap();
         let e = ptkb_qrels_from_topics(&p).unwrap_err().to_string();
         assert!(e.contains("statement 2"), "{e}");
         std::fs::write(&p, "[{\"number\": \"1-1\",\n \"turns\": 3}]").unwrap();
         let e = ptkb_qrels_from_topics(&p).unwrap_err().to_string();
-        assert!(e.contains("t.json:2: "), "{e}");
+        assert!(e.contains("t.json:1: topic #1: missing `turns`"), "{e}");
     }
 }

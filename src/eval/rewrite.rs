@@ -5,8 +5,9 @@
 //!   CR line ends tolerated; a line without a tab is an error.
 //! - **JSON lines** `{"id": ..., "rewrite": ...}` (also `turn_id`/`qid` for the id and
 //!   `text`/`answer` for the text, see [`TextRole`]).
-//! - **JSON arrays** of iKAT topics (`number` + `turns[].turn_id`; reference `resolved_utterance`,
-//!   raw `utterance`), CAsT topics (`number` + `turn[].number`; reference
+//! - **JSON arrays** of iKAT topics of any year, read by [`crate::formats::ikat::parse_topics`]
+//!   (`number` + `turns[]` or `responses[]`; reference `resolved_utterance`, raw `utterance` or
+//!   `user_utterance`, answer `response`), CAsT topics (`number` + `turn[].number`; reference
 //!   `manual_rewritten_utterance`, raw `raw_utterance`, or `utterance` in CAsT 2022), QReCC / SCAI records (`Conversation_no` +
 //!   `Turn_no`; reference `Rewrite`/`Truth_rewrite`, run `Model_rewrite`, raw `Question`), or
 //!   `{"id", "rewrite"}` objects.
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 use super::rouge::{rouge1, RougeScore};
 use super::{read_text, EvalError, Result};
+use crate::formats::ikat::distinct_turns;
 
 /// Which text of a record to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +94,31 @@ fn text_of(v: &Value, role: TextRole) -> Option<String> {
         .find_map(|f| v.get(*f).and_then(Value::as_str).map(str::to_string))
 }
 
+/// An iKAT topic of any year: a `number` with `turns` (2023, 2024) or `responses` (2025).
+fn is_ikat_topic(item: &Value) -> bool {
+    item.get("number").and_then(scalar).is_some()
+        && (item.get("turns").is_some_and(Value::is_array)
+            || item.get("responses").is_some_and(Value::is_array))
+}
+
+/// The texts of iKAT topics (read by [`crate::formats::ikat::parse_topics`]): the resolved
+/// utterance as the reference rewrite, the utterance as the raw one, the canonical response as
+/// the answer. Turns without the text are left out.
+fn ikat_topic_texts(path: &Path, text: &str, role: TextRole) -> Result<Texts> {
+    let (topics, _) = crate::formats::ikat::parse_topics(path, text)?;
+    Ok(distinct_turns(&topics)
+        .filter_map(|(topic, i)| {
+            let turn = &topic.turns[i];
+            let s = match role {
+                TextRole::ReferenceRewrite => turn.resolved_utterance.clone(),
+                TextRole::RunRewrite => Some(turn.utterance.clone()),
+                TextRole::ReferenceAnswer | TextRole::RunAnswer => turn.response.clone(),
+            };
+            s.map(|s| (topic.turn_key(turn), s))
+        })
+        .collect())
+}
+
 /// Reads turn texts from any supported layout.
 pub fn read_texts(path: &Path, role: TextRole) -> Result<Texts> {
     let text = read_text(path)?;
@@ -100,29 +127,14 @@ pub fn read_texts(path: &Path, role: TextRole) -> Result<Texts> {
     if trimmed.starts_with('[') {
         let value: Value = serde_json::from_str(&text).map_err(|e| EvalError::json(path, &e))?;
         let items = value.as_array().expect("array");
-        for (i, item) in items.iter().enumerate() {
+        let ikat = items.first().is_some_and(is_ikat_topic);
+        if ikat {
+            out = ikat_topic_texts(path, &text, role)?;
+        }
+        for (i, item) in items.iter().enumerate().filter(|_| !ikat) {
             let missing =
                 |what: &str| EvalError::file(path, format!("record {}: no {what}", i + 1));
             if let (Some(num), Some(turns)) = (
-                item.get("number").and_then(scalar),
-                item.get("turns").and_then(Value::as_array),
-            ) {
-                // iKAT topics.
-                for t in turns {
-                    let tid = t
-                        .get("turn_id")
-                        .and_then(scalar)
-                        .ok_or_else(|| missing("turn_id"))?;
-                    let field = if role == TextRole::RunRewrite {
-                        "utterance"
-                    } else {
-                        "resolved_utterance"
-                    };
-                    if let Some(s) = t.get(field).and_then(Value::as_str) {
-                        out.push((format!("{num}_{tid}"), s.to_string()));
-                    }
-                }
-            } else if let (Some(num), Some(turns)) = (
                 item.get("number").and_then(scalar),
                 item.get("turn").and_then(Value::as_array),
             ) {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 
 use super::validate::{read_id_list, Report, ValidationContext};
-use super::{ikat, poleval, qrecc, trec_rag, trec_run, Result};
+use super::{ikat, ikat25_validate, poleval, qrecc, read_text, trec_rag, trec_run};
+use super::{FormatError, Result};
 
 /// The output formats `convrag validate` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -23,6 +24,9 @@ pub enum FormatName {
     Ikat,
     /// TREC run converted from an iKAT run (1000 per turn); topics = iKAT topics JSON.
     IkatTrecRun,
+    /// iKAT 2025 submission (JSONL), as the organizers' `validate_trec_ikat25.py` checks it;
+    /// topics (required) = iKAT topics JSON.
+    Ikat25,
     /// SCAI-QReCC `run.json`; topics = `questions.json`.
     Qrecc,
     /// PolEval 2022 `out.tsv`; topics = the matching `in.tsv`.
@@ -102,6 +106,14 @@ pub fn check_file(args: &FileCheck) -> Result<Report> {
         FormatName::Ikat => {
             let ts = topics.map(ikat::read_topics).transpose()?;
             ikat::validate_run_file(file, ts.as_deref(), &ctx)?
+        }
+        FormatName::Ikat25 => {
+            let topics = topics.ok_or_else(|| {
+                FormatError::Invalid("the ikat25 check needs the topics (--topics)".into())
+            })?;
+            let topics = ikat::read_topics(topics)?;
+            let findings = ikat25_validate::check_text(&read_text(file)?, &topics);
+            ikat25_validate::to_report(&findings)
         }
         FormatName::Qrecc => {
             let qs = topics.map(qrecc::read_questions).transpose()?;

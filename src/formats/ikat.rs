@@ -130,13 +130,45 @@ impl IkatTopic {
     }
 }
 
+/// The layout of an iKAT topics file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TopicsLayout {
+    /// `number` strings (`9-1`), a `ptkb` object, `turns` with `utterance` and `ptkb_provenance`
+    /// ids.
+    #[serde(rename = "2023")]
+    Y2023,
+    /// As 2023 with integer `number`s.
+    #[serde(rename = "2024")]
+    Y2024,
+    /// A `ptkb` list, `responses` with `user_utterance` and `relevant_ptkbs` statement texts.
+    #[serde(rename = "2025")]
+    Y2025,
+}
+
 /// Reads an iKAT topics file (2023, 2024 or 2025 layout).
 pub fn read_topics(path: &Path) -> Result<Vec<IkatTopic>> {
+    Ok(read_topics_with_layout(path)?.0)
+}
+
+/// Reads an iKAT topics file and tells its layout (from its first topic).
+pub fn read_topics_with_layout(path: &Path) -> Result<(Vec<IkatTopic>, TopicsLayout)> {
     let text = read_text(path)?;
     parse_topics(path, &text)
 }
 
-fn parse_topics(path: &Path, text: &str) -> Result<Vec<IkatTopic>> {
+/// The layout a topic entry is written in.
+fn layout_of(entry: &Value) -> TopicsLayout {
+    if entry.get("responses").is_some() || entry.get("ptkb").is_some_and(Value::is_array) {
+        TopicsLayout::Y2025
+    } else if entry.get("number").is_some_and(Value::is_number) {
+        TopicsLayout::Y2024
+    } else {
+        TopicsLayout::Y2023
+    }
+}
+
+/// Parses the text of an iKAT topics file read from `path` (named in errors).
+pub fn parse_topics(path: &Path, text: &str) -> Result<(Vec<IkatTopic>, TopicsLayout)> {
     let doc = parse_json_document(path, text)?;
     let Value::Array(entries) = doc else {
         return Err(FormatError::parse(
@@ -145,6 +177,7 @@ fn parse_topics(path: &Path, text: &str) -> Result<Vec<IkatTopic>> {
             "expected a JSON array of topics",
         ));
     };
+    let layout = entries.first().map_or(TopicsLayout::Y2024, layout_of);
     let topic_lines = key_lines(text, "number");
     let turn_lines = key_lines(text, "turn_id");
     let mut turn_index = 0;
@@ -220,7 +253,7 @@ fn parse_topics(path: &Path, text: &str) -> Result<Vec<IkatTopic>> {
             turns,
         });
     }
-    Ok(out)
+    Ok((out, layout))
 }
 
 fn parse_turn(

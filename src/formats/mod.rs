@@ -2,7 +2,8 @@
 //! output (byte-exact to the guidelines in `shared/specs/`), and validators that check what the
 //! guidelines and the organizers' checking scripts check.
 //!
-//! One submodule per task family (`trec_rag`, `ikat`, `qrecc`, `poleval`) plus shared pieces:
+//! One submodule per task family (`trec_rag`, `ikat`, `qrecc`, `poleval`; `ikat25` for the iKAT
+//! 2025 JSONL with `ikat25_validate`, the organizers' checker's verdicts) plus shared pieces:
 //! TREC run files (`trec_run`), word counting (`words`), Python-`json.dumps`-compatible JSON
 //! output (`pyjson`), atomic file output (`atomic`) and the validation report (`validate`).
 
@@ -10,6 +11,8 @@ pub mod atomic;
 pub mod cast;
 pub mod check;
 pub mod ikat;
+pub mod ikat25;
+pub mod ikat25_validate;
 pub mod poleval;
 pub mod pyjson;
 pub mod qrecc;
