@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-# PgBouncer and HAProxy (Debian packages): tests/it/db_pgbouncer.rs and scripts/multinode-test.sh
+# PgBouncer and HAProxy (Debian packages): tests/it/server/pgbouncer.rs and scripts/multinode-test.sh
 # run private instances of them.
 ./scripts/multinode-test.sh --install
 # ONNX Runtime and the default reranking model into ./.convrag (the tests load the real model).

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api_turns::{
+use crate::api::turns::{
     check_turn_invariants, conversation, index_recipes, parse_events, silent_llm, turn, VEGETARIAN,
 };
 use crate::common::{new_user, Client, TestDb, ADMIN_TOKEN};

@@ -1,7 +1,7 @@
 //! The MCP server over its streamable HTTP transport (`POST /mcp`): the handshake, the tools,
 //! the resources and the errors, over real HTTP against real PostgreSQL and a real index.
 
-use crate::api_openai::setup;
+use crate::api::openai::setup;
 use crate::common::{new_user, Client};
 
 use serde_json::{json, Value};

@@ -162,7 +162,7 @@ fn a_2025_submission_is_judged_like_the_2024_run_of_the_same_turns() {
             .join("tests/golden/batch")
             .join(name)
     };
-    // The manual runs of batch_golden.rs (2023 topics, 2024 run JSON) and batch_ikat25.rs (the
+    // The manual runs of batch/golden.rs (2023 topics, 2024 run JSON) and batch/ikat25.rs (the
     // same topics in the 2025 layout, 2025 JSONL with statement texts).
     let report = |topics: &str, run: PathBuf| {
         let topics = fixture(topics);

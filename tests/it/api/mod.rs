@@ -1,0 +1,13 @@
+//! The HTTP API, OpenAI-compatible chat and MCP over real HTTP against a real server.
+
+mod accounts;
+mod collections;
+mod errors;
+mod first_run;
+mod foundation;
+mod limits;
+mod mcp;
+pub(crate) mod openai;
+pub(crate) mod turns;
+mod ui_assets;
+mod uploads;

@@ -1,0 +1,8 @@
+//! Batch runs: submission files against golden files, resume, workers and leases.
+
+mod golden;
+mod ikat25;
+mod leases;
+mod real_data;
+mod resume;
+mod workers;

@@ -1,0 +1,7 @@
+//! BM25 indexing and retrieval (tantivy), checksum manifests, against Anserini.
+
+mod build;
+mod cranfield;
+mod manifests;
+mod readers;
+mod topk;

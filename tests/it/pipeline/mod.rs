@@ -1,0 +1,7 @@
+//! The turn pipeline stages on real topics, generation with and without the LLM, tuning.
+
+mod generate_fallback;
+mod generate_llm_server;
+mod ptkb_ikat;
+mod rewrite_rouge;
+mod tune;

@@ -1,0 +1,5 @@
+//! The server as operated: PgBouncer, the embedded cluster, faults.
+
+mod embedded_cluster;
+mod pgbouncer;
+mod reliability;
