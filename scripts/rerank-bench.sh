@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements of BENCHMARKS.md "Neural reranking (issue 5)", in one place.
+# The measurements of BENCHMARKS.md "Neural reranking", in one place.
 #
 #   scripts/fetch-models.sh && cargo build --release
 #   scripts/rerank-bench.sh [CONVRAG_BINARY] [OUT_DIR]       (defaults: target/release/convrag, ./artifacts/rerank)
