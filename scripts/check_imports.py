@@ -316,6 +316,9 @@ def cycles(edges, nodes):
 
 
 def main():
+    global SRC
+    if len(sys.argv) == 3 and sys.argv[1] == "--src":
+        SRC = sys.argv[2]
     graph = Graph()
     edges = graph.edges()
     name = lambda mod: graph.files[mod]

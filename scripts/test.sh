@@ -24,6 +24,8 @@ echo "test LLM server: $CONVRAG_TEST_LLM_URL"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 ./scripts/check-lib-deps.sh
+# No import cycle and no upward import between the library's files (ARCHITECTURE.md, Layers).
+./scripts/check-imports.sh
 cargo test --locked --no-fail-fast
 # `convrag eval compare` p-values against SciPy (pinned, venv in ~/.cache/convrag) on DL19 and iKAT PTKB runs.
 ./scripts/compare-scipy.sh
