@@ -36,7 +36,8 @@ cargo test --locked --no-fail-fast
 ./scripts/schemathesis.sh
 # Three servers behind HAProxy and PgBouncer, one killed under load; batch workers (about 3 min).
 ./scripts/multinode-test.sh
-# The chat page in a real browser against a real server (screenshots in target/ui-artifacts/).
+# The chat page in a real browser against a real server, twice: with the real LLM, then with its
+# endpoint down (screenshots in target/ui-artifacts/llm-real/ and llm-down/).
 ./scripts/ui-test.sh
 # 60 turns at 8 concurrent with PostgreSQL stopped, the LLM killed and the server SIGKILLed
 # mid-run (a private cluster on its own port); every acknowledged turn stored, nothing else.

@@ -3,25 +3,43 @@
 # driven by Playwright (playwright-core from npm) through Debian's chromium, headless; and the
 # turn stream's contract, read through the page's own stream module in node (stream.test.mjs).
 #
-#   scripts/ui-test.sh                       # run them; screenshots in target/ui-artifacts/
+#   scripts/ui-test.sh                       # both LLM modes, one server each (below)
+#   scripts/ui-test.sh --llm real            # only with the real LLM
+#   scripts/ui-test.sh --llm down            # only with the LLM endpoint down
 #   scripts/ui-test.sh --update-screenshot   # also copy the desktop screenshot to docs/chat.png
+#                                            # (from the real run; from the down run with --llm down)
+#
+# The two modes, each asserting its one outcome (CONVRAG_UI_LLM in chat.test.mjs):
+#   real  the server answers with the real LLM at CONVRAG_TEST_LLM_URL (scripts/llm-server.sh,
+#         started by scripts/test.sh); its answer is used and cites.
+#   down  the server is given an LLM endpoint on a closed loopback port, so the page's handling of
+#         a real "LLM unreachable" fallback is what is tested.
+# Screenshots and the server log of each mode go to target/ui-artifacts/llm-real/ and llm-down/.
 #
 # Needs: chromium and node/npm (scripts/setup.sh installs them), the ONNX Runtime and model in
 # ./.convrag (scripts/fetch-models.sh), a PostgreSQL server (scripts/test-database.sh finds or
-# starts one). With CONVRAG_TEST_LLM_URL (scripts/llm-server.sh, started by scripts/test.sh) the
-# server answers with that real LLM; without it, the server is given an LLM endpoint on a closed
-# loopback port, so the page's handling of a real "LLM unreachable" fallback is what is tested.
-# Fails (never skips) when any of it is missing.
+# starts one), and for the real mode CONVRAG_TEST_LLM_URL. Fails (never skips) when any of it is
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 
 update_screenshot=0
-for arg in "$@"; do
-  case "$arg" in
+llm_modes="real down"
+while [ "$#" -gt 0 ]; do
+  case "$1" in
     --update-screenshot) update_screenshot=1 ;;
-    *) echo "ui-test: unknown argument $arg" >&2; exit 2 ;;
+    --llm)
+      [ "$#" -ge 2 ] || { echo "ui-test: --llm needs real or down" >&2; exit 2; }
+      case "$2" in
+        real | down) llm_modes="$2" ;;
+        *) echo "ui-test: --llm must be real or down, not $2" >&2; exit 2 ;;
+      esac
+      shift
+      ;;
+    *) echo "ui-test: unknown argument $1" >&2; exit 2 ;;
   esac
+  shift
 done
 
 die() { echo "ui-test: error: $*" >&2; exit 1; }
@@ -37,22 +55,46 @@ for dir in onnxruntime models; do
   [ -d ".convrag/$dir" ] || die ".convrag/$dir is missing: run scripts/fetch-models.sh"
 done
 
+artifacts_root="${CONVRAG_UI_ARTIFACTS:-$root/target/ui-artifacts}"
+
+# Both modes: this script once per mode, each with a server of its own; both run even when the
+# first fails, and the result fails when either does.
+if [ "$llm_modes" = "real down" ]; then
+  [ -n "${CONVRAG_TEST_LLM_URL:-}" ] ||
+    die "CONVRAG_TEST_LLM_URL is not set: start the test LLM (scripts/llm-server.sh start) or choose --llm down"
+  rm -rf "$artifacts_root"
+  failed=()
+  for mode in real down; do
+    CONVRAG_UI_ARTIFACTS="$artifacts_root" "$root/scripts/ui-test.sh" --llm "$mode" || failed+=("$mode")
+  done
+  [ "${#failed[@]}" -eq 0 ] || die "the browser tests failed with the LLM ${failed[*]}"
+  if [ "$update_screenshot" -eq 1 ]; then
+    mkdir -p docs
+    cp "$artifacts_root/llm-real/chat-desktop.png" docs/chat.png
+    echo "ui-test: docs/chat.png updated (from the real LLM run)"
+  fi
+  exit 0
+fi
+llm_mode="$llm_modes"
+
+[ "$llm_mode" = down ] || [ -n "${CONVRAG_TEST_LLM_URL:-}" ] ||
+  die "--llm real needs CONVRAG_TEST_LLM_URL (scripts/llm-server.sh start prints it)"
+
 # Node dependencies, exactly as locked (npm keeps its download cache in ~/.npm).
 (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
   die "npm ci in tests/ui failed"
 
-if [ -n "${CONVRAG_TEST_LLM_URL:-}" ]; then
-  llm_mode=real
-  llm_url="$CONVRAG_TEST_LLM_URL"
-else
-  llm_mode=down
-  # A port that was free a moment ago: nothing answers there.
-  closed_port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
-  llm_url="http://127.0.0.1:$closed_port/v1"
-fi
+case "$llm_mode" in
+  real) llm_url="$CONVRAG_TEST_LLM_URL" ;;
+  down)
+    # A port that was free a moment ago: nothing answers there.
+    closed_port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
+    llm_url="http://127.0.0.1:$closed_port/v1"
+    ;;
+esac
 # shellcheck source=scripts/test-server.sh
 . scripts/test-server.sh
-start_test_server ui CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct
+start_test_server "ui_$llm_mode" CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct
 
 # Two users, created with the administrator token like an operator would (the second one must
 # not see the first one's private collection).
@@ -71,7 +113,7 @@ new_user() {
 token="$(new_user ui-tester)" || die "creating the test user failed"
 other_token="$(new_user ui-other)" || die "creating the second test user failed"
 
-artifacts="${CONVRAG_UI_ARTIFACTS:-$root/target/ui-artifacts}"
+artifacts="$artifacts_root/llm-$llm_mode"
 rm -rf "$artifacts"
 mkdir -p "$artifacts"
 echo "ui-test: server $url (LLM: $llm_mode, $llm_url), screenshots in $artifacts"
@@ -83,11 +125,11 @@ status=0
   node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs) || status=$?
 cp "$work/server.log" "$artifacts/server.log"
 if [ "$status" -ne 0 ]; then
-  echo "ui-test: the browser tests failed; the server log is in $artifacts/server.log" >&2
+  echo "ui-test: the browser tests failed with the LLM $llm_mode; the server log is in $artifacts/server.log" >&2
   exit "$status"
 fi
 if [ "$update_screenshot" -eq 1 ]; then
   mkdir -p docs
   cp "$artifacts/chat-desktop.png" docs/chat.png
-  echo "ui-test: docs/chat.png updated"
+  echo "ui-test: docs/chat.png updated (from the $llm_mode LLM run)"
 fi

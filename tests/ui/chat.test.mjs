@@ -9,7 +9,8 @@
 // Runs against a real convrag server (scripts/ui-test.sh starts one with a small indexed
 // collection): CONVRAG_UI_URL, CONVRAG_UI_TOKEN (a user's token), CONVRAG_UI_COLLECTION,
 // CONVRAG_UI_ARTIFACTS (screenshots), CONVRAG_UI_LLM ("real": the server's LLM answers;
-// "down": its LLM endpoint is unreachable), CHROMIUM (Debian's /usr/bin/chromium by default).
+// "down": its LLM endpoint is unreachable; scripts/ui-test.sh runs this file once in each), CHROMIUM
+// (Debian's /usr/bin/chromium by default).
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";

@@ -17,10 +17,10 @@ fn reranker() -> OnnxReranker {
     common::default_model()
 }
 
-const PASSAGES: &str = r#"{"id": "p1", "title": "Foxes", "text": "Red foxes live in dens and hunt small rodents at night."}
+const PASSAGES: &str = r#"{"id": "p1", "title": "Dens", "text": "Red foxes live in dens and raise their cubs there in spring."}
 {"id": "p2", "title": "Bread", "text": "Sourdough bread rises slowly because wild yeast ferments the dough."}
 {"id": "p3", "title": "Den", "text": "A den is a small room. Foxes are mentioned here only in passing, fox fox fox."}
-{"id": "p4", "title": "Rodents", "text": "Mice and voles are the main prey of the red fox in Europe."}
+{"id": "p4", "title": "Diet", "text": "The red fox's diet is mostly mice and voles, with berries and insects in late summer."}
 "#;
 
 async fn setup(with_model: bool) -> (TestDb, api::RunningServer, tempfile::TempDir) {
@@ -67,23 +67,26 @@ async fn collections_are_listed_and_searched() {
     assert!(results[0]["text"].as_str().unwrap().len() > 10);
     assert!(results[0]["rerank_score"].is_null());
 
-    // The model reads meaning: what do red foxes eat? p4 answers it, p3 only repeats words.
+    // The model reads meaning: what do red foxes eat? p4 (the red fox's diet) answers it without
+    // the word "eat"; p1 (where red foxes live) and p3 (fox, fox, fox) only share words with it.
+    // BM25 puts p1 above p4; the model puts p4 first (scores about 0.80, 0.62, 0.46).
     let r = alice
         .get("/v1/collections/demo/search?q=what%20do%20red%20foxes%20eat&k=3&rerank=true&depth=4")
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let results = r.body["results"].as_array().unwrap();
-    assert_eq!(results.len(), 3);
-    assert!(results[0]["rerank_score"].is_number());
     let ids: Vec<&str> = results.iter().map(|h| h["id"].as_str().unwrap()).collect();
-    assert!(ids[0] == "p4" || ids[0] == "p1", "{ids:?}");
-    // p4 answers the question; p3 (about red foxes, not what they eat) must come after it.
-    let p4 = ids
-        .iter()
-        .position(|&i| i == "p4")
-        .expect("p4 is in the top 3");
-    let p3 = ids.iter().position(|&i| i == "p3").unwrap_or(ids.len());
-    assert!(p4 < p3, "{ids:?}");
+    assert_eq!(ids, ["p4", "p1", "p3"], "{results:?}");
+    let score = |i: usize, field: &str| results[i][field].as_f64().unwrap();
+    assert!(
+        score(0, "rerank_score") > score(1, "rerank_score")
+            && score(1, "rerank_score") > score(2, "rerank_score"),
+        "{results:?}"
+    );
+    assert!(
+        score(1, "bm25_score") > score(0, "bm25_score"),
+        "{results:?}"
+    );
     assert!(r.body["timings_ms"]["rerank"].is_number());
     server.stop().await;
 }
