@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates tests/golden/cranfield/anserini-bm25-top10.trec: Anserini's BM25 run on Cranfield
-# (top 10 per query), the reference `tests/it/index_cranfield.rs` compares convrag's ranking with.
+# (top 10 per query), the reference `tests/it/index/cranfield.rs` compares convrag's ranking with.
 # Not run by CI: it needs Anserini, which is not part of the project.
 #
 # Needs: Java 17 (Debian's openjdk-17-jdk-headless) and network access to PyPI, from which the
