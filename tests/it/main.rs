@@ -11,6 +11,6 @@ mod batch;
 mod eval;
 mod formats;
 mod index;
-mod rerank;
 mod pipeline;
+mod rerank;
 mod server;

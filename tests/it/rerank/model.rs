@@ -372,11 +372,13 @@ fn malformed_library_is_a_clear_error_not_a_panic() {
 fn a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly() {
     // ONNX Runtime is loaded once per process and other tests of this binary load the real one,
     // so the check runs in a child process of its own (this test, re-run alone).
-    const NAME: &str =
-        "rerank_model::a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly";
+    // The test's name as the harness knows it: this module's path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let name =
+        format!("{module}::a_shared_library_that_is_not_onnx_runtime_is_refused_by_ort_cleanly");
     if std::env::var_os("CONVRAG_TEST_ORT_CHILD").is_none() {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--test-threads=1"])
+            .args(["--exact", name.as_str(), "--test-threads=1"])
             .env("CONVRAG_TEST_ORT_CHILD", "1")
             .output()
             .unwrap();
