@@ -78,6 +78,22 @@ impl ConversationContext {
     }
 }
 
+/// A context of `utterance` after earlier utterances that had no response, for unit tests.
+#[cfg(test)]
+pub(crate) fn with_history(utterance: &str, history: &[&str]) -> ConversationContext {
+    ConversationContext {
+        utterance: utterance.into(),
+        history: history
+            .iter()
+            .map(|u| HistoryTurn {
+                utterance: u.to_string(),
+                response: None,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -159,23 +159,9 @@ impl Rewriter for HistoryRewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::context::HistoryTurn;
+    use crate::pipeline::context::with_history as ctx;
     use crate::pipeline::rewrite::candidates::TERM_FEATURES;
     use crate::pipeline::rewrite::terms;
-
-    fn ctx(utterance: &str, history: &[&str]) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|u| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: None,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn learned_selection_carries_the_topic_into_a_pronoun_question() {

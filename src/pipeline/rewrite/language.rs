@@ -58,21 +58,7 @@ pub fn conversation_language(ctx: &ConversationContext) -> ConversationLanguage 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::context::HistoryTurn;
-
-    fn ctx(utterance: &str, history: &[&str]) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|u| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: None,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
+    use crate::pipeline::context::with_history as ctx;
 
     #[test]
     fn polish_conversations_are_told_from_english_ones() {

@@ -61,22 +61,8 @@ pub fn in_place(utterance: &str, text: &str, place: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::context::HistoryTurn;
+    use crate::pipeline::context::with_history as ctx;
     use crate::pipeline::rewrite::{HistoryRewriter, Rewriter};
-
-    fn ctx(utterance: &str, history: &[&str]) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|u| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: None,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn the_place_the_user_named_is_kept() {

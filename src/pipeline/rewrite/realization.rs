@@ -235,21 +235,7 @@ pub fn possessive_phrase(utterance: &str, terms: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::context::HistoryTurn;
-
-    fn ctx(utterance: &str, history: &[&str]) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|u| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: None,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
+    use crate::pipeline::context::with_history as ctx;
 
     #[test]
     fn pronoun_replacement_keeps_punctuation_and_skips_other_words() {
