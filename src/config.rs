@@ -340,6 +340,12 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "log lines on stderr: text, or json (one object per line)",
     },
     Setting {
+        env: "OTEL_EXPORTER_OTLP_ENDPOINT",
+        toml_key: "-",
+        default: "none",
+        meaning: "export traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or http/json; the other OTEL_* variables apply)",
+    },
+    Setting {
         env: "CONVRAG_ADMIN_TOKEN",
         toml_key: "admin_token",
         default: "generated into CONVRAG_HOME/admin_token",

@@ -23,16 +23,10 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
     /// Log lines on stderr as text, or as one JSON object per line (for log shippers).
-    #[arg(long, global = true, value_enum, env = "CONVRAG_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
+    #[arg(long, global = true, value_enum, env = "CONVRAG_LOG_FORMAT", default_value_t = cli::telemetry::LogFormat::Text)]
+    log_format: cli::telemetry::LogFormat,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Subcommand)]
@@ -71,7 +65,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
+    // Dropped at the end of main, after the command: exports the last spans.
+    let _telemetry = match cli::telemetry::init(cli.log_format) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let overrides = Overrides {
         config_file: cli.config.clone(),
         home: cli.home.clone(),
@@ -123,17 +124,4 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
 
 fn block_on<F: std::future::Future>(job: F) -> F::Output {
     actix_web::rt::System::new().block_on(job)
-}
-
-fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
 }

@@ -223,14 +223,43 @@ fn same_origin(origin: &str, head: &actix_web::dev::RequestHead) -> bool {
     matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
 }
 
-/// Gives every request an id: handlers (and [`ApiError`]'s response) see it through
-/// `current_request_id`, and every response carries it as `X-Request-Id`.
+/// Gives every request an id and a tracing span: handlers (and [`ApiError`]'s response) see the
+/// id through `current_request_id`, and every response carries it as `X-Request-Id`. When traces
+/// are exported the id is the span's trace id, so the id a client reports finds its trace.
 async fn request_ids(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> actix_web::Result<ServiceResponse<impl MessageBody>> {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let mut res = REQUEST_ID.scope(id.clone(), next.call(req)).await?;
+    use opentelemetry::trace::TraceContextExt;
+    use tracing::Instrument;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    // The route pattern names the span, never the path with its ids (the pattern comes from the
+    // app's resource map, known before routing; a trace's name is fixed once it has an id).
+    let route = req.match_pattern();
+    let name = match &route {
+        Some(route) => format!("{} {route}", req.method()),
+        None => format!("{} unmatched", req.method()),
+    };
+    let span = tracing::info_span!(
+        "http_request",
+        "otel.name" = name.as_str(),
+        "otel.kind" = "server",
+        "http.request.method" = %req.method(),
+        "http.route" = route.as_deref().unwrap_or_default(),
+        "http.response.status_code" = tracing::field::Empty,
+    );
+    let trace_id = span.context().span().span_context().trace_id();
+    let id = if trace_id == opentelemetry::trace::TraceId::INVALID {
+        uuid::Uuid::new_v4().simple().to_string()
+    } else {
+        trace_id.to_string()
+    };
+    let mut res = REQUEST_ID
+        .scope(id.clone(), next.call(req))
+        .instrument(span.clone())
+        .await?;
+    span.record("http.response.status_code", res.status().as_u16());
     if let Ok(value) = header::HeaderValue::from_str(&id) {
         res.headers_mut()
             .insert(header::HeaderName::from_static(REQUEST_ID_HEADER), value);

@@ -12,6 +12,7 @@ pub mod progress;
 pub mod rerank;
 pub mod run;
 pub mod serve;
+pub mod telemetry;
 pub mod tune;
 pub mod user;
 pub mod validate;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use super::context::ConversationContext;
 use super::generate::{
@@ -392,12 +393,15 @@ impl TurnPipeline {
         let mut timings = StageTimings::default();
 
         let t = Instant::now();
-        let (ctx, ptkb) = self.rank_ptkb(ctx).await?;
+        let (ctx, ptkb) = self.rank_ptkb(ctx).instrument(stage_span("ptkb")).await?;
         timings.ptkb = Some(ms_since(t));
         on_event(TurnEvent::Ptkb(&ptkb));
 
         let t = Instant::now();
-        let step = self.rewrite(&ctx, &ptkb, llm_rewriter).await?;
+        let step = self
+            .rewrite(&ctx, &ptkb, llm_rewriter)
+            .instrument(stage_span("rewrite"))
+            .await?;
         timings.rewrite = Some(ms_since(t));
         on_event(TurnEvent::Rewrite(&step.rewrite));
 
@@ -425,6 +429,7 @@ impl TurnPipeline {
                     .generate(&ctx, &output, settings, &mut |e| {
                         on_event(TurnEvent::Generation(e))
                     })
+                    .instrument(stage_span("generate"))
                     .await?;
                 timings.generate = Some(ms_since(t));
                 output.generation = Some(generation);
@@ -509,7 +514,10 @@ impl TurnPipeline {
                 }
                 let t = Instant::now();
                 let depth = settings.depth.max(settings.passages);
-                let candidates = self.retrieve(&target, query, depth).await?;
+                let candidates = self
+                    .retrieve(&target, query, depth)
+                    .instrument(stage_span("retrieve"))
+                    .await?;
                 timings.retrieve = Some(ms_since(t));
                 (Some(target.embedding_key()), candidates)
             }
@@ -532,6 +540,7 @@ impl TurnPipeline {
                 }
                 let reranked =
                     rerank_fused(model, rerank_query, candidates, collection, settings.fusion)
+                        .instrument(stage_span("rerank"))
                         .await?;
                 timings.rerank = Some(ms_since(t));
                 reranked
@@ -650,6 +659,11 @@ fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
         score,
         ordinal: hit.ordinal,
     }
+}
+
+/// The tracing span of one stage of a turn (exported as an OpenTelemetry span when traces are).
+fn stage_span(stage: &'static str) -> tracing::Span {
+    tracing::info_span!("turn_stage", "otel.name" = stage, stage)
 }
 
 /// Per-stage timings as a map, for benchmarks that aggregate many turns.

@@ -538,7 +538,8 @@ impl StartedTurn {
 
     /// Runs the stages, reporting each to `on_event`, and stores the whole turn atomically.
     pub async fn run(self, on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send)) -> Result<Turn> {
-        let result = self.run_and_store(on_event).await;
+        let span = tracing::info_span!("turn", "otel.name" = "turn");
+        let result = tracing::Instrument::instrument(self.run_and_store(on_event), span).await;
         let outcome = if result.is_ok() { "answered" } else { "failed" };
         metrics().turns.with_label_values(&[outcome]).inc();
         result

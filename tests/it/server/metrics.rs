@@ -1,6 +1,7 @@
-//! `GET /metrics` on a real `convrag serve` process: the administrator's route on the main
-//! address, the open `--metrics-bind` listener, exact counts for what one client did (the
-//! process serves nobody else), and `--log-format json`.
+//! What an operator observes of a real `convrag serve` process: `GET /metrics` (the
+//! administrator's route on the main address, the open `--metrics-bind` listener, exact counts
+//! for what one client did: the process serves nobody else), `--log-format json`, and
+//! OpenTelemetry traces received over OTLP/HTTP by a receiver in the test.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -28,7 +29,7 @@ impl Drop for Served {
 }
 
 /// `convrag serve` on free ports with the diet collection, JSON logs into `log`.
-fn serve(db: &TestDb, home: &Path, log: &Path) -> Served {
+fn serve(db: &TestDb, home: &Path, log: &Path, env: &[(&str, String)]) -> Served {
     let config = db.config();
     let mut options = IndexOptions::new("diet", Format::Jsonl);
     options.inputs = vec![Path::new(FIXTURE).to_path_buf()];
@@ -52,6 +53,7 @@ fn serve(db: &TestDb, home: &Path, log: &Path) -> Served {
         .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
         .env("CONVRAG_LOG_FORMAT", "json")
         .env("RUST_LOG", "info")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
@@ -107,7 +109,7 @@ async fn metrics_count_exactly_what_clients_did() {
     let db = TestDb::new().await;
     let home = tempfile::tempdir().unwrap();
     let log = home.path().join("serve.log");
-    let s = serve(&db, home.path(), &log);
+    let s = serve(&db, home.path(), &log, &[]);
     let http = reqwest::Client::new();
     let url = |path: &str| format!("{}{path}", s.api);
     use reqwest::Method;
@@ -274,4 +276,145 @@ async fn metrics_count_exactly_what_clients_did() {
         let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(v["level"].is_string(), "{line}");
     }
+}
+
+/// Every OTLP/HTTP JSON export request the receiver got.
+type Exports = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+
+/// A minimal OTLP/HTTP receiver (JSON encoding) on a free loopback port.
+fn otlp_receiver() -> (String, Exports) {
+    use actix_web::{web, App, HttpResponse, HttpServer};
+    let exports: Exports = Default::default();
+    let kept = exports.clone();
+    let server = HttpServer::new(move || {
+        let kept = kept.clone();
+        App::new().route(
+            "/v1/traces",
+            web::post().to(move |body: web::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let value: Value = serde_json::from_slice(&body).expect("OTLP JSON body");
+                    kept.lock().unwrap().push(value);
+                    HttpResponse::Ok()
+                        .content_type("application/json")
+                        .body("{}")
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let addr = server.addrs()[0];
+    tokio::spawn(server.run());
+    (format!("http://{addr}"), exports)
+}
+
+/// (trace id, span id, parent span id, name) of every exported span.
+fn spans(exports: &[Value]) -> Vec<(String, String, String, String)> {
+    let mut out = Vec::new();
+    for export in exports {
+        for resource in export["resourceSpans"].as_array().unwrap() {
+            let service = resource["resource"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["key"] == "service.name")
+                .map(|a| a["value"]["stringValue"].clone());
+            assert_eq!(service, Some(json!("convrag")));
+            for scope in resource["scopeSpans"].as_array().unwrap() {
+                for span in scope["spans"].as_array().unwrap() {
+                    let text = |k: &str| span[k].as_str().unwrap_or_default().to_string();
+                    out.push((
+                        text("traceId"),
+                        text("spanId"),
+                        text("parentSpanId"),
+                        text("name"),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_is_one_trace_whose_id_is_the_request_id() {
+    let db = TestDb::new().await;
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("serve.log");
+    let (endpoint, exports) = otlp_receiver();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json".to_string()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_string()),
+    ];
+    let mut s = serve(&db, home.path(), &log, &env);
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", s.api);
+    use reqwest::Method;
+
+    let r = send(
+        &http,
+        Method::POST,
+        url("/v1/users"),
+        Some(ADMIN_TOKEN),
+        Some(json!({"name": "alice"})),
+    )
+    .await;
+    let alice: Value = r.json().await.unwrap();
+    let alice = alice["token"].as_str().unwrap().to_string();
+    let r = send(&http, Method::POST, url("/v1/conversations"), Some(&alice),
+        Some(json!({"title": "dinner", "collection": "diet", "ptkb": [{"text": "I am vegetarian."}]}))).await;
+    let conversation: Value = r.json().await.unwrap();
+    let id = conversation["conversation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = send(
+        &http,
+        Method::POST,
+        url(&format!("/v1/conversations/{id}/turns")),
+        Some(&alice),
+        Some(json!({"utterance": "What can I cook for dinner tonight?"})),
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    let request_id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+
+    // SIGTERM: a clean stop exports what is left.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    let status = tokio::task::spawn_blocking(move || {
+        let status = s.child.wait().unwrap();
+        (status, s)
+    })
+    .await
+    .unwrap()
+    .0;
+    assert!(status.success(), "{status:?}");
+
+    let all = spans(&exports.lock().unwrap());
+    let turn_trace: Vec<_> = all.iter().filter(|s| s.0 == request_id).collect();
+    let root = turn_trace
+        .iter()
+        .find(|s| s.3 == "POST /v1/conversations/{conversation_id}/turns")
+        .unwrap_or_else(|| panic!("no request span with trace id {request_id} in {all:?}"));
+    assert_eq!(root.2, "", "the request span is the trace's root");
+    let turn = turn_trace
+        .iter()
+        .find(|s| s.3 == "turn")
+        .unwrap_or_else(|| panic!("no turn span in {turn_trace:?}"));
+    assert_eq!(turn.2, root.1, "the turn runs inside the request");
+    for stage in ["ptkb", "rewrite", "retrieve", "generate"] {
+        let span = turn_trace
+            .iter()
+            .find(|s| s.3 == stage)
+            .unwrap_or_else(|| panic!("no {stage} span in {turn_trace:?}"));
+        assert_eq!(span.2, turn.1, "{stage} runs inside the turn");
+    }
+    // Other requests are traces of their own.
+    assert!(all
+        .iter()
+        .any(|s| s.3 == "POST /v1/conversations" && s.0 != request_id));
 }
