@@ -252,6 +252,9 @@ async function uploadQrels(event) {
 }
 
 export function init() {
+  $("open-runs").addEventListener("click", () => {
+    location.hash = "#/runs";
+  });
   $("runs-qrels").addEventListener("change", () => {
     $("run-detail").hidden = true;
     $("run-compare").hidden = true;
