@@ -353,7 +353,10 @@ pub async fn execute(
     // Held until the run is written (alone), or never (workers coordinate through leases).
     let (_lock, discarded) = match &execution {
         Execution::Alone { restart } => {
-            let lock = store.lock_run(&plan.run_name).await?.ok_or_else(busy)?;
+            let lock = store
+                .lock_run(user, &plan.run_name)
+                .await?
+                .ok_or_else(busy)?;
             let discarded = if *restart {
                 record::delete(store, user, &plan.run_name).await?
             } else {
@@ -363,7 +366,7 @@ pub async fn execute(
         }
         Execution::Worker(_) => {
             // Workers share the run; a process computing it alone does not.
-            if store.run_locked_elsewhere(&plan.run_name).await? {
+            if store.run_locked_elsewhere(user, &plan.run_name).await? {
                 return Err(busy());
             }
             (None, 0)

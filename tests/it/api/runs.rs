@@ -313,5 +313,25 @@ async fn runs_are_measured_and_compared_per_turn_and_stay_private() {
     assert_eq!(r.status, 404);
     let still = alice.get("/v1/qrels").await;
     assert_eq!(still.body["qrels"][0]["judgments"], 12);
+
+    // Bob's own run may have the same name as Alice's: each sees only their own.
+    let o = run(&env, "auto", "manual", Some("bob"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rewrites = |report: &Value| -> Vec<Value> {
+        report["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["rewrite"].clone())
+            .collect()
+    };
+    let bobs = bob.get("/v1/runs/auto?qrels=fixture").await;
+    assert_eq!(bobs.status, 200, "{:?}", bobs.body);
+    let manual = alice.get("/v1/runs/manual?qrels=fixture").await;
+    assert_eq!(rewrites(&bobs.body), rewrites(&manual.body));
+    assert_eq!(bobs.body["judged_turns"], 1);
+    let alices = alice.get("/v1/runs/auto?qrels=fixture").await;
+    assert_eq!(rewrites(&alices.body), rewrites(&report.body));
+    assert_eq!(alices.body["summary"], report.body["summary"]);
     server.stop().await;
 }
