@@ -36,6 +36,9 @@ cargo test --locked --no-fail-fast
 ./scripts/schemathesis.sh
 # Three servers behind HAProxy and PgBouncer, one killed under load; batch workers (about 3 min).
 ./scripts/multinode-test.sh
+# /metrics through promtool, the alert rules and dashboard against the exported series, and a real
+# Prometheus scraping a real server (Debian's prometheus package, installed by the script).
+./scripts/metrics-test.sh
 # The chat page in a real browser against a real server, twice: with the real LLM, then with its
 # endpoint down (screenshots in target/ui-artifacts/llm-real/ and llm-down/).
 ./scripts/ui-test.sh

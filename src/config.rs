@@ -235,6 +235,9 @@ pub struct Config {
     pub database_url: Option<String>,
     /// Address the HTTP server binds.
     pub bind: String,
+    /// A second address serving only `GET /metrics`, without a token (for the monitoring
+    /// system); when absent, `/metrics` is served on `bind` to the administrator only.
+    pub metrics_bind: Option<String>,
     /// Token that may create users. When absent one is generated into `home/admin_token`.
     pub admin_token: Option<String>,
     /// Largest accepted HTTP request body, in bytes.
@@ -263,6 +266,7 @@ impl Default for Config {
             home: PathBuf::from("./.convrag"),
             database_url: None,
             bind: "127.0.0.1:8080".to_string(),
+            metrics_bind: None,
             admin_token: None,
             max_body_bytes: 1024 * 1024,
             cors_origins: Vec::new(),
@@ -284,6 +288,7 @@ pub struct Overrides {
     pub config_file: Option<PathBuf>,
     pub home: Option<PathBuf>,
     pub bind: Option<String>,
+    pub metrics_bind: Option<String>,
     pub database_url: Option<String>,
 }
 
@@ -321,6 +326,18 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "bind",
         default: "127.0.0.1:8080",
         meaning: "HTTP listen address (also --bind)",
+    },
+    Setting {
+        env: "CONVRAG_METRICS_BIND",
+        toml_key: "metrics_bind",
+        default: "none",
+        meaning: "address serving only GET /metrics without a token (also --metrics-bind); else /metrics needs the admin token",
+    },
+    Setting {
+        env: "CONVRAG_LOG_FORMAT",
+        toml_key: "-",
+        default: "text",
+        meaning: "log lines on stderr: text, or json (one object per line)",
     },
     Setting {
         env: "CONVRAG_ADMIN_TOKEN",
@@ -539,6 +556,9 @@ impl Config {
         if let Some(v) = non_empty("CONVRAG_BIND") {
             config.bind = v;
         }
+        if let Some(v) = non_empty("CONVRAG_METRICS_BIND") {
+            config.metrics_bind = Some(v);
+        }
         if let Some(v) = non_empty("CONVRAG_CORS_ORIGINS") {
             config.cors_origins = v
                 .split(',')
@@ -593,6 +613,9 @@ impl Config {
         if let Some(v) = &overrides.bind {
             config.bind = v.clone();
         }
+        if let Some(v) = &overrides.metrics_bind {
+            config.metrics_bind = Some(v.clone());
+        }
         if let Some(v) = &overrides.database_url {
             config.database_url = Some(v.clone());
         }
@@ -617,6 +640,14 @@ impl Config {
                 name: "bind",
                 message: format!("expected HOST:PORT, got {:?}", self.bind),
             });
+        }
+        if let Some(bind) = &self.metrics_bind {
+            if bind.parse::<std::net::SocketAddr>().is_err() && !bind.contains(':') {
+                return Err(ConfigError::Invalid {
+                    name: "metrics_bind",
+                    message: format!("expected HOST:PORT, got {bind:?}"),
+                });
+            }
         }
         for origin in &self.cors_origins {
             if !valid_origin(origin) {

@@ -13,6 +13,7 @@ pub mod formats;
 pub mod index;
 pub mod llm;
 pub mod mcp;
+pub mod metrics;
 pub mod pipeline;
 pub mod progress;
 pub mod rerank;

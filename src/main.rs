@@ -22,8 +22,17 @@ struct Cli {
     /// Data directory (overrides CONVRAG_HOME).
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Log lines on stderr as text, or as one JSON object per line (for log shippers).
+    #[arg(long, global = true, value_enum, env = "CONVRAG_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -62,7 +71,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(cli.log_format);
     let overrides = Overrides {
         config_file: cli.config.clone(),
         home: cli.home.clone(),
@@ -87,6 +96,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let mut config = Config::load(&Overrides {
                 bind: args.bind.clone(),
+                metrics_bind: args.metrics_bind.clone(),
                 ..overrides.clone()
             })?;
             if let Some(dir) = args.default_collection {
@@ -115,12 +125,15 @@ fn block_on<F: std::future::Future>(job: F) -> F::Output {
     actix_web::rt::System::new().block_on(job)
 }
 
-fn init_tracing() {
+fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }

@@ -5,6 +5,7 @@ pub mod assets;
 pub mod collections;
 pub mod conversations;
 pub mod health;
+pub mod metrics;
 pub mod model;
 pub mod openai;
 pub mod openapi;
@@ -44,6 +45,7 @@ routes! {
     GET "/static/{file}" => assets::file,
     GET "/healthz" => health::healthz,
     GET "/readyz" => health::readyz,
+    GET "/metrics" => metrics::scrape,
     GET "/v1/openapi.json" => openapi::document,
     POST "/v1/users" => users::create,
     GET "/v1/users/me" => users::me,
@@ -243,6 +245,66 @@ async fn request_ids(
     Ok(res)
 }
 
+/// Counts every request by its route pattern (never the raw path: ids would make a series per
+/// conversation) and status, and times it until the response head.
+async fn request_metrics(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> actix_web::Result<ServiceResponse<impl MessageBody>> {
+    let m = crate::metrics::metrics();
+    let started = std::time::Instant::now();
+    let method = req.method().clone();
+    m.http_in_flight.inc();
+    let result = next.call(req).await;
+    m.http_in_flight.dec();
+    let (route, status) = match &result {
+        Ok(res) => (
+            res.request().match_pattern(),
+            res.status().as_u16().to_string(),
+        ),
+        Err(e) => (
+            None,
+            e.as_response_error().status_code().as_u16().to_string(),
+        ),
+    };
+    let route = route.unwrap_or_else(|| "unmatched".to_string());
+    m.http_requests
+        .with_label_values(&[method.as_str(), &route, &status])
+        .inc();
+    m.http_duration
+        .with_label_values(&[method.as_str(), &route])
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// A listener serving only `GET /metrics`, without a token: for `--metrics-bind`, an address
+/// that only the monitoring system reaches.
+pub fn metrics_server(
+    state: web::Data<AppState>,
+    bind: &str,
+    handle_signals: bool,
+) -> std::io::Result<(std::net::SocketAddr, Server)> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .route("/metrics", web::get().to(metrics::exposition))
+    })
+    .workers(1)
+    .shutdown_timeout(2);
+    let server = if handle_signals {
+        server
+    } else {
+        server.disable_signals()
+    };
+    let server = server.bind(bind)?;
+    let addr = server
+        .addrs()
+        .first()
+        .copied()
+        .ok_or_else(|| std::io::Error::other("metrics server bound to no address"))?;
+    Ok((addr, server.run()))
+}
+
 /// Binds and starts an HTTP server for `state` on `bind` (port 0 picks a free port).
 /// Returns the bound address and the server future (which the caller drives).
 pub fn http_server(
@@ -258,6 +320,7 @@ pub fn http_server(
             .wrap(ErrorHandlers::new().default_handler(json_error_bodies))
             .wrap(Condition::new(!origins.is_empty(), cors(origins.clone())))
             .wrap(from_fn(request_ids))
+            .wrap(from_fn(request_metrics))
             .wrap(
                 actix_web::middleware::Logger::new("%r %s %Dms id=%{x-request-id}o")
                     .log_target("convrag::http"),

@@ -83,7 +83,21 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    let result = match api::http_server(web::Data::new(state), &config.bind, workers, true) {
+    let state = web::Data::new(state);
+    let metrics = match &config.metrics_bind {
+        Some(bind) => match api::metrics_server(state.clone(), bind, false) {
+            Ok((addr, server)) => {
+                say(format_args!("metrics on http://{addr}/metrics"));
+                Some((server.handle(), tokio::spawn(server)))
+            }
+            Err(e) => {
+                let _ = database.close().await;
+                return Err(anyhow::Error::new(e).context(format!("cannot listen on {bind}")));
+            }
+        },
+        None => None,
+    };
+    let result = match api::http_server(state, &config.bind, workers, true) {
         Ok((addr, server)) => {
             tracing::info!(%addr, "convrag is listening");
             say(format_args!("convrag listening on http://{addr}"));
@@ -96,6 +110,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot listen on {}", config.bind))),
     };
     purge.abort();
+    if let Some((handle, task)) = metrics {
+        handle.stop(true).await;
+        let _ = task.await;
+    }
     let closed = database.close().await;
     result.and(closed.map_err(anyhow::Error::from))
 }
@@ -180,6 +198,9 @@ pub struct ServeArgs {
     /// Listen address (overrides CONVRAG_BIND).
     #[arg(long, value_name = "HOST:PORT")]
     pub bind: Option<String>,
+    /// Also serve `GET /metrics` here, without a token (overrides CONVRAG_METRICS_BIND).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_bind: Option<String>,
     /// Directory of HTML pages to build the default collection from, once, in the background
     /// (overrides CONVRAG_DEFAULT_COLLECTION_SOURCE).
     #[arg(long, value_name = "DIR")]

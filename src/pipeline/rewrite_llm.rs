@@ -74,6 +74,15 @@ pub enum RewriteFallbackKind {
     QuestionBack,
 }
 
+impl RewriteFallbackKind {
+    pub const ALL: [RewriteFallbackKind; 4] = [
+        RewriteFallbackKind::LlmError,
+        RewriteFallbackKind::UnusableOutput,
+        RewriteFallbackKind::DroppedContent,
+        RewriteFallbackKind::QuestionBack,
+    ];
+}
+
 impl std::fmt::Display for RewriteFallbackKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -385,8 +385,14 @@ impl OnnxReranker {
         );
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); sequences.len()];
         self.pool.with_session(|session| {
+            let m = crate::metrics::metrics();
             for batch in &plan {
+                let started = std::time::Instant::now();
                 let rows = self.run_batch(session, sequences, batch)?;
+                m.rerank_batches.inc();
+                m.rerank_passages_encoded.inc_by(batch.len() as u64);
+                m.rerank_encode_duration
+                    .observe(started.elapsed().as_secs_f64());
                 for (&i, row) in batch.iter().zip(rows) {
                     out[i] = row;
                 }

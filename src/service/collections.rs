@@ -237,6 +237,21 @@ pub struct CollectionService {
 
 const DOCUMENTS_FILE: &str = "documents.jsonl";
 
+/// Bytes of the files under `dir` (unreadable entries count as nothing: a size for a gauge).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 impl CollectionService {
     pub fn new(store: Store, registry: CollectionRegistry, limits: UploadLimits) -> Self {
         CollectionService {
@@ -250,6 +265,19 @@ impl CollectionService {
 
     pub fn limits(&self) -> UploadLimits {
         self.limits
+    }
+
+    /// Each shared collection's name, passages and bytes on disk (for `/metrics`; private
+    /// collections are left out, their names are their owners' business). Blocking.
+    pub fn shared_sizes(&self) -> Result<Vec<(String, u64, u64)>> {
+        let shared = self.registry.list()?;
+        Ok(shared
+            .into_iter()
+            .map(|c| {
+                let bytes = dir_bytes(&self.registry.root().join(&c.name));
+                (c.name, c.passages, bytes)
+            })
+            .collect())
     }
 
     /// The shared collections (as found on disk) and `user_id`'s own.

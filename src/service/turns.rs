@@ -16,6 +16,7 @@ use super::rate::{RateKind, RateLimiter};
 use super::Result;
 use crate::config::{Config, Limits};
 use crate::index::{CollectionRegistry, IndexError, Retriever, TantivyRetriever, WeightedQuery};
+use crate::metrics::metrics;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::{
@@ -537,11 +538,19 @@ impl StartedTurn {
 
     /// Runs the stages, reporting each to `on_event`, and stores the whole turn atomically.
     pub async fn run(self, on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send)) -> Result<Turn> {
+        let result = self.run_and_store(on_event).await;
+        let outcome = if result.is_ok() { "answered" } else { "failed" };
+        metrics().turns.with_label_values(&[outcome]).inc();
+        result
+    }
+
+    async fn run_and_store(self, on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send)) -> Result<Turn> {
         let retrieved = matches!(self.source, Some(PassageSource::Collection(_)));
         let mut output = self
             .pipeline
             .run(self.ctx, self.source, &self.settings, on_event)
             .await?;
+        record_stages(&output);
         let filled = match &self.filler {
             Some(filler) if retrieved => fill_ranking(&mut output.passages, filler),
             _ => 0,
@@ -573,6 +582,71 @@ impl StartedTurn {
             .commit_keyed(&self.store, turn, self.key.as_ref())
             .await?;
         Ok(committed.into_turn())
+    }
+}
+
+/// Creates the LLM series at zero, so that dashboards and rules see them before the first
+/// fallback (a series that appears only on its first event hides the rate until then).
+pub fn register_llm_series() {
+    let m = metrics();
+    for stage in ["rewrite", "generate"] {
+        for outcome in ["ok", "fallback"] {
+            m.llm_requests.with_label_values(&[stage, outcome]);
+        }
+    }
+    for kind in crate::pipeline::rewrite_llm::RewriteFallbackKind::ALL {
+        m.llm_fallbacks
+            .with_label_values(&["rewrite", &kind.to_string()]);
+    }
+    for kind in crate::pipeline::generate::FallbackKind::ALL {
+        m.llm_fallbacks
+            .with_label_values(&["generate", kind.as_str()]);
+    }
+    for outcome in ["answered", "failed"] {
+        m.turns.with_label_values(&[outcome]);
+    }
+}
+
+/// Records a finished turn's stage latencies and its LLM calls (used or fallen back from).
+fn record_stages(output: &TurnOutput) {
+    let m = metrics();
+    let t = &output.timings;
+    for (stage, ms) in [
+        ("ptkb", t.ptkb),
+        ("rewrite", t.rewrite),
+        ("retrieve", t.retrieve),
+        ("rerank", t.rerank),
+        ("generate", t.generate),
+        ("total", Some(t.total)),
+    ] {
+        if let Some(ms) = ms {
+            m.turn_stage_duration
+                .with_label_values(&[stage])
+                .observe(ms / 1000.0);
+        }
+    }
+    if output.rewrite_llm_output.is_some() || output.rewrite_fallback.is_some() {
+        record_llm(
+            "rewrite",
+            output.rewrite_fallback.as_ref().map(|f| f.kind.to_string()),
+        );
+    }
+    if let Some(d) = output.generation.as_ref().map(|g| &g.diagnostics) {
+        if d.llm.is_some() || d.fallback.is_some() {
+            record_llm(
+                "generate",
+                d.fallback.as_ref().map(|f| f.kind.as_str().to_string()),
+            );
+        }
+    }
+}
+
+fn record_llm(stage: &str, fallback: Option<String>) {
+    let m = metrics();
+    let outcome = if fallback.is_some() { "fallback" } else { "ok" };
+    m.llm_requests.with_label_values(&[stage, outcome]).inc();
+    if let Some(reason) = fallback {
+        m.llm_fallbacks.with_label_values(&[stage, &reason]).inc();
     }
 }
 

@@ -161,6 +161,7 @@ impl Store {
                         released: false,
                     })
                 }
+                Some(false) if wait == FIRST_PAUSE => crate::metrics::metrics().lease_waits.inc(),
                 Some(false) => {}
                 None => {
                     return Err(StoreError::NotFound {

@@ -123,6 +123,15 @@ impl ErrorCode {
     }
 }
 
+/// Creates every error code's series at zero (see `service::turns::register_llm_series`).
+pub fn register_error_series() {
+    for code in ErrorCode::ALL {
+        crate::metrics::metrics()
+            .errors
+            .with_label_values(&[code.as_str(), code.status().as_str()]);
+    }
+}
+
 /// An error as the API reports it.
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -191,7 +200,12 @@ impl ApiError {
 
     /// The status, with `Retry-After` when the error says when to retry.
     fn response_builder(&self) -> actix_web::HttpResponseBuilder {
-        let mut builder = HttpResponse::build(self.code.status());
+        let status = self.code.status();
+        crate::metrics::metrics()
+            .errors
+            .with_label_values(&[self.code.as_str(), status.as_str()])
+            .inc();
+        let mut builder = HttpResponse::build(status);
         if let Some(seconds) = self.retry_after {
             builder.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
         }

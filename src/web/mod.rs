@@ -48,6 +48,8 @@ impl AppState {
     /// out (`serve` checks it first and refuses to start).
     pub fn new(store: Store, config: Arc<Config>, admin_token: &str) -> Self {
         use sha2::{Digest, Sha256};
+        crate::service::turns::register_llm_series();
+        error::register_error_series();
         let turns = Arc::new(turn_service(&config, None));
         let collections = collection_service(&store, &turns, &config);
         let limited = store.with_limits(config.limits.clone());

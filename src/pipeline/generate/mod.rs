@@ -176,6 +176,18 @@ pub enum FallbackKind {
 }
 
 impl FallbackKind {
+    pub const ALL: [FallbackKind; 9] = [
+        FallbackKind::Unreachable,
+        FallbackKind::Timeout,
+        FallbackKind::HttpStatus,
+        FallbackKind::Malformed,
+        FallbackKind::Request,
+        FallbackKind::Config,
+        FallbackKind::Prompt,
+        FallbackKind::Empty,
+        FallbackKind::NoCitedSentence,
+    ];
+
     /// The stored name (`no_cited_sentence`, …).
     pub fn as_str(self) -> &'static str {
         match self {

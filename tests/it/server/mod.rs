@@ -1,5 +1,6 @@
 //! The server as operated: PgBouncer, the embedded cluster, faults.
 
 mod embedded_cluster;
+mod metrics;
 mod pgbouncer;
 mod reliability;
