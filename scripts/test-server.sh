@@ -4,7 +4,8 @@
 #
 #   start_test_server NAME [VAR=VALUE ...]   # extra environment for `convrag serve`
 #
-# Sets: convrag (the binary), work (a scratch directory), url, admin_token, server_pid.
+# Sets: convrag (the binary), work (a scratch directory), url, admin_token, server_pid, and
+# server_home and server_database_url (for `convrag` commands against the same server's data).
 # The caller defines die() and runs from the repository root ($root).
 
 start_test_server() {
@@ -21,7 +22,8 @@ start_test_server() {
   trap stop_test_server EXIT
 
   # A data directory of its own: the fixture collection, and the real model (linked, not copied).
-  local home="$work/home"
+  server_home="$work/home"
+  local home="$server_home"
   mkdir -p "$home"
   ln -s "$root/.convrag/onnxruntime" "$home/onnxruntime"
   ln -s "$root/.convrag/models" "$home/models"
@@ -32,7 +34,8 @@ start_test_server() {
   test_db_admin_url="$(./scripts/test-database.sh)"
   test_database="convrag_${name}_$(date +%s)_$$"
   psql "$test_db_admin_url" -qc "CREATE DATABASE $test_database" >/dev/null
-  local database_url="${test_db_admin_url%/*}/$test_database"
+  server_database_url="${test_db_admin_url%/*}/$test_database"
+  local database_url="$server_database_url"
 
   admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
   env DATABASE_URL="$database_url" CONVRAG_HOME="$home" CONVRAG_ADMIN_TOKEN="$admin_token" \

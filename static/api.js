@@ -50,6 +50,35 @@ export class Api {
     }
   }
 
+  runs() {
+    return this.request("GET", "/v1/runs");
+  }
+  /** A run's summary and per-turn measures against the user's judgments `qrels`. */
+  run(name, qrels) {
+    return this.request("GET", `/v1/runs/${encodeURIComponent(name)}?qrels=${encodeURIComponent(qrels)}`);
+  }
+  compareRuns(a, b, qrels, measure) {
+    const query = new URLSearchParams({ a, b, qrels, measure });
+    return this.request("GET", `/v1/runs/compare?${query}`);
+  }
+  qrels() {
+    return this.request("GET", "/v1/qrels");
+  }
+  /** Stores TREC qrels text as the user's judgments `name`. */
+  async putQrels(name, text) {
+    let response;
+    try {
+      response = await fetch(`/v1/qrels/${encodeURIComponent(name)}`, {
+        method: "PUT",
+        headers: this.headers({ "Content-Type": "text/plain" }),
+        body: text,
+      });
+    } catch (e) {
+      throw unreachable(e);
+    }
+    if (!response.ok) throw await errorOf(response);
+    return response.json();
+  }
   me() {
     return this.request("GET", "/v1/users/me");
   }

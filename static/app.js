@@ -15,12 +15,13 @@ import * as passageDialog from "./passage-dialog.js";
 import * as profilePanel from "./profile-panel.js";
 import * as ptkbPanel from "./ptkb-panel.js";
 import * as regenerate from "./regenerate.js";
+import * as runsView from "./runs-view.js";
 import * as session from "./session.js";
 import { consumeSignInLink } from "./sign-in-link.js";
 import { state } from "./state.js";
 import * as turnView from "./turn-view.js";
 
-/** Shows what the location's hash names: `#/c/{id}` a conversation, `#/new` the form. */
+/** Shows what the location's hash names: `#/c/{id}` a conversation, `#/new` the form, `#/runs` the runs. */
 async function route() {
   if (!state.api) return;
   drawers.closeDrawer("sidebar");
@@ -28,6 +29,10 @@ async function route() {
   const chat = /^#\/c\/([0-9a-fA-F-]{36})$/.exec(hash);
   if (chat) {
     await conversation.openConversation(chat[1]);
+  } else if (hash === "#/runs") {
+    state.current = null;
+    renderConversationList();
+    await runsView.showRuns();
   } else if (hash === "#/new") {
     state.current = null;
     renderConversationList();
@@ -59,6 +64,7 @@ function start() {
   documentsPanel.init();
   passageDialog.init();
   regenerate.init();
+  runsView.init();
   turnView.init({ openPassage: passageDialog.openPassage, openRegenerate: regenerate.openRegenerate });
   window.addEventListener("hashchange", () => route().catch((e) => session.reportError(e)));
   consumeSignInLink().then((error) => session.resume(error));

@@ -28,9 +28,9 @@ export function announce(message) {
   $("announcer").textContent = message;
 }
 
-/** Shows one of the main sections: the welcome, the new conversation form, or the chat. */
+/** Shows one of the main sections: the welcome, the new conversation form, the chat, or the runs. */
 export function showSection(id) {
-  for (const section of ["welcome-view", "new-view", "chat-view"]) $(section).hidden = section !== id;
+  for (const section of ["welcome-view", "new-view", "chat-view", "runs-view"]) $(section).hidden = section !== id;
   document.body.dataset.section = id;
 }
 

@@ -56,6 +56,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("../../static/state.js"),
     },
     Asset {
+        name: "runs-view.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/runs-view.js"),
+    },
+    Asset {
         name: "dom.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../static/dom.js"),

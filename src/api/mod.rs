@@ -11,6 +11,7 @@ pub mod openai;
 pub mod openapi;
 pub mod profile;
 pub mod ptkb;
+pub mod runs;
 pub mod sign_in;
 pub mod turns;
 pub mod users;
@@ -79,6 +80,12 @@ routes! {
     GET "/v1/profile/statements" => profile::list,
     POST "/v1/profile/statements" => profile::add,
     DELETE "/v1/profile/statements/{statement_id}" => profile::remove,
+    GET "/v1/runs" => runs::list,
+    // Before `{run}`: `compare` is not a run's name here.
+    GET "/v1/runs/compare" => runs::compare,
+    GET "/v1/runs/{run}" => runs::get,
+    GET "/v1/qrels" => runs::list_qrels,
+    PUT "/v1/qrels/{name}" => runs::put_qrels,
     POST "/mcp" => crate::mcp::http::post,
 }
 

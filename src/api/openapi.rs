@@ -94,6 +94,11 @@ impl Capabilities {
         super::profile::list,
         super::profile::add,
         super::profile::remove,
+        super::runs::list,
+        super::runs::compare,
+        super::runs::get,
+        super::runs::list_qrels,
+        super::runs::put_qrels,
         crate::mcp::http::post,
     ),
     modifiers(
@@ -291,6 +296,14 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     (
         "remove_profile_statement",
         &[AUTH, &[InvalidField, NotFound]],
+    ),
+    ("list_runs", &[AUTH]),
+    ("compare_runs", &[AUTH, &[InvalidField, NotFound]]),
+    ("get_run", &[AUTH, &[InvalidField, NotFound]]),
+    ("list_qrels", &[AUTH]),
+    (
+        "put_qrels",
+        &[AUTH, &[InvalidField, PayloadTooLarge, UnsupportedMediaType]],
     ),
     ("mcp", &[AUTH, &[PayloadTooLarge]]),
 ];

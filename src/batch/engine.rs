@@ -83,6 +83,21 @@ pub struct Worker {
 /// How long a worker waits before asking again when every open topic is leased by another.
 const CLAIM_POLL: Duration = Duration::from_millis(500);
 
+/// The id of the user a run belongs to: `name` (an existing user, so that person sees the run
+/// in the page), or the `batch` user (created when missing).
+pub async fn run_owner(store: &Store, name: Option<&str>) -> Result<i64> {
+    let Some(name) = name else {
+        return batch_user(store).await;
+    };
+    match store.user_by_name(name).await? {
+        Some(u) => Ok(u.id),
+        None => Err(super::option(
+            "--user",
+            format!("no user named {name:?} (`convrag user create {name}` creates one)"),
+        )),
+    }
+}
+
 /// The `batch` user's id, creating the user when missing.
 pub async fn batch_user(store: &Store) -> Result<i64> {
     if let Some(u) = store.user_by_name(BATCH_USER).await? {

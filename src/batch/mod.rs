@@ -2,8 +2,8 @@
 //! turn pipeline and the same PostgreSQL records as the HTTP server.
 //!
 //! * [`engine`]: topics in parallel (`--jobs`), turns of a topic in order, each turn stored as an
-//!   ordinary conversation turn of the `batch` user (conversation external id
-//!   `<run name>/<topic id>`). The database is the resume journal: stored turns are skipped.
+//!   ordinary conversation turn of the `batch` user, or of the user named by `--user`
+//!   (conversation external id `<run name>/<topic id>`). The database is the resume journal: stored turns are skipped.
 //! * [`record`]: the `batch_runs` row and the `<output>.meta.json` sidecar (settings, model and
 //!   input checksums, collection manifests, convrag version); a resume with different facts is
 //!   refused, naming them.
@@ -25,6 +25,9 @@ pub mod task;
 pub mod trec_rag;
 
 use std::path::{Path, PathBuf};
+
+/// The score a submission shows for a stored score (also what the Runs view evaluates).
+pub use crate::formats::trec_run::submitted_score;
 
 /// Errors of batch runs.
 #[derive(Debug, thiserror::Error)]
@@ -99,28 +102,5 @@ pub(crate) fn input_error(path: &Path, line: usize, message: impl Into<String>) 
         path: path.to_path_buf(),
         line,
         message: message.into(),
-    }
-}
-
-/// A score as the pipeline computed it: scores are `f32` and stored as `f64`; the shortest
-/// decimal that identifies the `f32` is what a submission shows (0.1, not 0.10000000149011612).
-/// Distinct `f32` values keep their order, so a non-increasing ranking stays non-increasing.
-pub fn submitted_score(stored: f64) -> f64 {
-    let single = stored as f32;
-    format!("{single}").parse().unwrap_or(stored)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores_print_as_the_f32_they_were() {
-        assert_eq!(submitted_score(0.1f32 as f64), 0.1);
-        assert_eq!(submitted_score(12.345678f32 as f64), 12.345678);
-        assert_eq!(submitted_score(-3.0), -3.0);
-        let a = 0.70000005f32 as f64;
-        let b = 0.7f32 as f64;
-        assert!(submitted_score(a) > submitted_score(b));
     }
 }

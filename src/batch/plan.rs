@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::engine::{batch_user, Engine, TopicJob, Worker};
+use super::engine::{run_owner, Engine, TopicJob, Worker};
 use super::record::{self, OutputRecord, RunRecord, Sidecar, TurnCounts};
 use super::{option, BatchError, Result};
 use crate::config::Config;
@@ -330,19 +330,20 @@ pub enum Execution {
 }
 
 /// Runs (or resumes) a planned run in `store` and writes its files (as a worker: when this worker
-/// is the one that renders them). Dropping the future (Ctrl-C) rolls back the turns in flight;
-/// the same plan resumes.
+/// is the one that renders them). The run belongs to the user named `owner` (default: `batch`).
+/// Dropping the future (Ctrl-C) rolls back the turns in flight; the same plan resumes.
 pub async fn execute(
     service: Arc<TurnService>,
     config: &Config,
     store: &Store,
     run: PlannedRun,
     execution: Execution,
+    owner: Option<&str>,
     progress: SharedProgress,
 ) -> Result<RunSummary> {
     let PlannedRun { plan, render } = run;
     let record = run_record(&service, config, &plan)?;
-    let user = batch_user(store).await?;
+    let user = run_owner(store, owner).await?;
     let busy = || {
         BatchError::Resume(format!(
             "run {} is being computed by another convrag process (wait for it, or choose another --run-name)",
@@ -352,7 +353,10 @@ pub async fn execute(
     // Held until the run is written (alone), or never (workers coordinate through leases).
     let (_lock, discarded) = match &execution {
         Execution::Alone { restart } => {
-            let lock = store.lock_run(&plan.run_name).await?.ok_or_else(busy)?;
+            let lock = store
+                .lock_run(user, &plan.run_name)
+                .await?
+                .ok_or_else(busy)?;
             let discarded = if *restart {
                 record::delete(store, user, &plan.run_name).await?
             } else {
@@ -362,7 +366,7 @@ pub async fn execute(
         }
         Execution::Worker(_) => {
             // Workers share the run; a process computing it alone does not.
-            if store.run_locked_elsewhere(&plan.run_name).await? {
+            if store.run_locked_elsewhere(user, &plan.run_name).await? {
                 return Err(busy());
             }
             (None, 0)

@@ -92,6 +92,10 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "worker",
           value_parser = clap::value_parser!(u64).range(3..=3600))]
     pub lease: u64,
+    /// The existing user the run's conversations and record belong to (they see it in the
+    /// page's Runs view); default: the `batch` user.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -272,12 +276,16 @@ impl From<CommonArgs> for CommonOptions {
 }
 
 impl RunTask {
-    /// The library's options, and the command line's own (how to execute, `--quiet`).
-    fn into_options(self) -> (RunOptions, Execution, bool) {
-        let flags = |c: &CommonArgs| (execution(c), c.quiet);
+    /// The library's options, and the command line's own (how to execute, `--quiet`, `--user`).
+    fn into_options(self) -> (RunOptions, Flags) {
+        let flags = |c: &CommonArgs| Flags {
+            execution: execution(c),
+            quiet: c.quiet,
+            user: c.user.clone(),
+        };
         match self {
             RunTask::Ikat(a) => {
-                let (execution, quiet) = flags(&a.common);
+                let flags = flags(&a.common);
                 let options = IkatOptions {
                     topics: a.topics,
                     collection: a.collection,
@@ -290,10 +298,10 @@ impl RunTask {
                     team_id: a.team_id,
                     common: a.common.into(),
                 };
-                (RunOptions::Ikat(options), execution, quiet)
+                (RunOptions::Ikat(options), flags)
             }
             RunTask::TrecRag(a) => {
-                let (execution, quiet) = flags(&a.common);
+                let flags = flags(&a.common);
                 let options = TrecRagOptions {
                     year: a.year,
                     task: a.task,
@@ -310,10 +318,10 @@ impl RunTask {
                     checker_layout: a.checker_layout,
                     common: a.common.into(),
                 };
-                (RunOptions::TrecRag(options), execution, quiet)
+                (RunOptions::TrecRag(options), flags)
             }
             RunTask::Qrecc(a) => {
-                let (execution, quiet) = flags(&a.common);
+                let flags = flags(&a.common);
                 let options = QreccOptions {
                     input_dir: a.input_dir,
                     output_dir: a.output_dir,
@@ -321,20 +329,27 @@ impl RunTask {
                     rewritten: a.rewritten,
                     common: a.common.into(),
                 };
-                (RunOptions::Qrecc(options), execution, quiet)
+                (RunOptions::Qrecc(options), flags)
             }
             RunTask::Poleval(a) => {
-                let (execution, quiet) = flags(&a.common);
+                let flags = flags(&a.common);
                 let options = PolevalOptions {
                     input: a.input,
                     output: a.output,
                     collections: a.collections,
                     common: a.common.into(),
                 };
-                (RunOptions::Poleval(options), execution, quiet)
+                (RunOptions::Poleval(options), flags)
             }
         }
     }
+}
+
+/// What the command line decides beyond the task's options.
+struct Flags {
+    execution: Execution,
+    quiet: bool,
+    user: Option<String>,
 }
 
 /// Runs `convrag run ...`.
@@ -344,7 +359,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         config,
         convrag::rerank::load_default(config),
     )?);
-    let (options, execution, quiet) = args.task.into_options();
+    let (options, flags) = args.task.into_options();
     let planned = task::plan(&service, options)?;
     let run_name = planned.plan.run_name.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -358,8 +373,9 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
             config,
             &database.store,
             planned,
-            execution,
-            progress_bar(quiet),
+            flags.execution,
+            flags.user.as_deref(),
+            progress_bar(flags.quiet),
         );
         // Ctrl-C stops the run cleanly: turns in flight roll back, the embedded database (if
         // any) is shut down, and the same command resumes.

@@ -354,8 +354,27 @@ pub fn validate_file(path: &Path, rules: &RunRules, ctx: &ValidationContext) -> 
     Ok(validate_text(&read_text(path)?, rules, ctx))
 }
 
+/// A score as the pipeline computed it: scores are `f32` and stored as `f64`; the shortest
+/// decimal that identifies the `f32` is what a submission shows (0.1, not 0.10000000149011612).
+/// Distinct `f32` values keep their order, so a non-increasing ranking stays non-increasing.
+pub fn submitted_score(stored: f64) -> f64 {
+    let single = stored as f32;
+    format!("{single}").parse().unwrap_or(stored)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn scores_print_as_the_f32_they_were() {
+        use super::submitted_score;
+        assert_eq!(submitted_score(0.1f32 as f64), 0.1);
+        assert_eq!(submitted_score(12.345678f32 as f64), 12.345678);
+        assert_eq!(submitted_score(-3.0), -3.0);
+        let a = 0.70000005f32 as f64;
+        let b = 0.7f32 as f64;
+        assert!(submitted_score(a) > submitted_score(b));
+    }
+
     use super::*;
 
     #[test]

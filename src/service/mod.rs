@@ -6,6 +6,8 @@
 //!   reranking.
 //! * [`collections`]: [`CollectionService`], the collections a user sees (shared and their own
 //!   private ones) and uploads into private collections, indexed in the background.
+//! * [`runs`]: [`runs::RunService`], a user's stored batch runs measured against their uploaded
+//!   judgments (per run, per turn, two runs compared) with `crate::eval`'s measures and tests.
 //! * [`manifests`]: servers sharing a database serve only collections whose checksum
 //!   manifest matches the one recorded for the name.
 
@@ -16,6 +18,7 @@ pub mod conversations;
 pub mod manifests;
 pub mod rate;
 pub mod rows;
+pub mod runs;
 pub mod turns;
 pub mod users;
 

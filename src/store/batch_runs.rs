@@ -14,9 +14,13 @@ pub struct RunLock {
     _conn: sqlx::PgConnection,
 }
 
+/// The advisory lock key of run `$2` of user `$1`.
+pub(super) const RUN_LOCK_KEY: &str = "hashtext('convrag batch run ' || $1::text || '/' || $2)";
+
 impl Store {
-    /// The run's lock, or `None` when another process holds it.
-    pub async fn lock_run(&self, run_name: &str) -> Result<Option<RunLock>> {
+    /// The lock on `user_id`'s run `run_name` (runs of different users are different runs), or
+    /// `None` when another process holds it.
+    pub async fn lock_run(&self, user_id: i64, run_name: &str) -> Result<Option<RunLock>> {
         if self.db().pgbouncer() {
             return Err(super::through_pgbouncer(
                 "a batch run computed alone (it holds a session lock; `--worker` runs use leases)",
@@ -24,7 +28,8 @@ impl Store {
         }
         let mut conn = self.pool().acquire().await?.detach();
         let locked: bool =
-            sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('convrag batch run ' || $1))")
+            sqlx::query_scalar(&format!("SELECT pg_try_advisory_lock({RUN_LOCK_KEY})"))
+                .bind(user_id)
                 .bind(run_name)
                 .fetch_one(&mut conn)
                 .await?;

@@ -157,10 +157,12 @@ impl Store {
     /// True while a process computes the run alone (it holds the run's lock, see
     /// [`Store::lock_run`]); the check takes the lock in shared mode (so workers checking at the
     /// same time do not see each other) and only for its own statement.
-    pub async fn run_locked_elsewhere(&self, run: &str) -> Result<bool> {
-        let free: bool = sqlx::query_scalar(
-            "SELECT pg_try_advisory_xact_lock_shared(hashtext('convrag batch run ' || $1))",
-        )
+    pub async fn run_locked_elsewhere(&self, user_id: i64, run: &str) -> Result<bool> {
+        let free: bool = sqlx::query_scalar(&format!(
+            "SELECT pg_try_advisory_xact_lock_shared({})",
+            super::batch_runs::RUN_LOCK_KEY
+        ))
+        .bind(user_id)
         .bind(run)
         .fetch_one(self.db())
         .await?;

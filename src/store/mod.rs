@@ -15,6 +15,7 @@ pub mod idempotency;
 pub mod lease;
 pub mod profile;
 pub mod ptkb;
+pub mod runs;
 pub mod sign_in;
 pub mod turns;
 pub mod users;

@@ -16,6 +16,7 @@ use crate::pipeline::PipelineError;
 use crate::rerank::RerankError;
 use crate::service::chat::ChatError;
 use crate::service::conversations::ConversationError;
+use crate::service::runs::RunsError;
 use crate::service::users::UserError;
 use crate::service::{CollectionServiceError, FileProblem, ServiceError};
 use crate::store::{AuthFailure, EmbeddedError, StoreError};
@@ -508,6 +509,18 @@ impl From<ConversationError> for ApiError {
             }
             ConversationError::Service(e) => e.into(),
             ConversationError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<RunsError> for ApiError {
+    fn from(e: RunsError) -> Self {
+        match e {
+            RunsError::NotFound { field, .. } => {
+                ApiError::field(ErrorCode::NotFound, field.as_str(), e.to_string())
+            }
+            RunsError::Invalid { field, reason } => ApiError::invalid(field.as_str(), reason),
+            RunsError::Store(e) => e.into(),
         }
     }
 }

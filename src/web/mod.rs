@@ -14,6 +14,7 @@ use crate::index::background::DefaultCollection;
 use crate::rerank::Reranker;
 use crate::service::chat::ChatService;
 use crate::service::conversations::ConversationService;
+use crate::service::runs::RunService;
 use crate::service::users::UserService;
 use crate::service::{CollectionService, TurnService};
 use crate::store::Store;
@@ -33,6 +34,8 @@ pub struct AppState {
     pub conversations: ConversationService,
     /// Accounts, tokens and authentication.
     pub users: UserService,
+    /// Stored batch runs measured against uploaded judgments (the page's Runs view).
+    pub runs: RunService,
     /// The collection `serve` builds in the background (listed with its progress meanwhile);
     /// new conversations without a collection use it.
     pub default_collection: Option<Arc<DefaultCollection>>,
@@ -55,6 +58,7 @@ impl AppState {
             collections,
             chat: chat_service(&limited, &turns, &config),
             conversations: ConversationService::new(limited.clone(), turns.clone()),
+            runs: RunService::new(limited.clone()),
             store: limited,
             turns,
             config,

@@ -71,7 +71,7 @@ async fn session_features_are_refused_through_pgbouncer() {
     let store = Store::connect(&DbTarget::Url(bouncer.url(&db.name, true)))
         .await
         .unwrap();
-    let e = store.lock_run("run").await.err().unwrap();
+    let e = store.lock_run(1, "run").await.err().unwrap();
     assert!(
         matches!(&e, StoreError::Invalid { field: "database_url", message } if message.contains("--worker")),
         "{e}"

@@ -1,0 +1,184 @@
+//! The Runs view: the user's stored batch runs (`convrag run … --user NAME`) measured against
+//! judgments they uploaded, and two runs compared turn by turn (`service::runs`).
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::service::runs::{RunComparison, RunReport};
+use crate::store::runs::{QrelsInfo, RunListing};
+use crate::web::error::{ApiError, ErrorCode};
+use crate::web::extract::{ApiQuery, AuthUser};
+use crate::web::AppState;
+
+/// The largest qrels text accepted (iKAT's and TREC DL's judgments are a few MB).
+pub const QRELS_MAX_BYTES: usize = 32 * 1024 * 1024;
+
+#[derive(Serialize, ToSchema)]
+pub struct RunList {
+    /// Newest first.
+    pub runs: Vec<RunListing>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct QrelsList {
+    pub qrels: Vec<QrelsInfo>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct QrelsEnvelope {
+    pub qrels: QrelsInfo,
+}
+
+/// The `{run}` of `GET /v1/runs/{run}`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documents the path; the handler reads it as a string
+pub struct RunPath {
+    /// The run's name (`--run-name`).
+    pub run: String,
+}
+
+/// The `{name}` of `PUT /v1/qrels/{name}`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documents the path; the handler reads it as a string
+pub struct QrelsPath {
+    #[param(pattern = "IDENTIFIER", max_length = 100)]
+    pub name: String,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ReportQuery {
+    /// Name of the user's judgments (`PUT /v1/qrels/{name}`).
+    pub qrels: String,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct CompareQuery {
+    /// Run A.
+    pub a: String,
+    /// Run B (differences are B − A).
+    pub b: String,
+    /// Name of the user's judgments.
+    pub qrels: String,
+    /// One measure as `convrag eval` names it: `ndcg_cut.10`, `P.10`, `recall.100`, `map`.
+    #[param(default = "ndcg_cut.10")]
+    pub measure: Option<String>,
+}
+
+/// `GET /v1/runs`
+#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", tag = "runs",
+    responses((status = 200, description = "Your stored batch runs", body = RunList)))]
+pub async fn list(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let runs = state.runs.list(user.id).await?;
+    Ok(HttpResponse::Ok().json(RunList { runs }))
+}
+
+/// `GET /v1/runs/compare`
+#[utoipa::path(get, path = "/v1/runs/compare", operation_id = "compare_runs", tag = "runs",
+    params(CompareQuery),
+    responses((status = 200, description = "Both runs turn by turn: rewrites, selected PTKB statements, top passages with grades, the measure and B − A", body = RunComparison)))]
+pub async fn compare(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    query: ApiQuery<CompareQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.0;
+    let measure = q.measure.as_deref().unwrap_or("ndcg_cut.10");
+    let comparison = state
+        .runs
+        .compare(user.id, &q.a, &q.b, &q.qrels, measure)
+        .await?;
+    Ok(HttpResponse::Ok().json(comparison))
+}
+
+/// `GET /v1/runs/{run}`
+#[utoipa::path(get, path = "/v1/runs/{run}", operation_id = "get_run", tag = "runs",
+    params(RunPath, ReportQuery),
+    responses((status = 200, description = "The run's summary measures and every turn's", body = RunReport)))]
+pub async fn get(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: ApiQuery<ReportQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let report = state.runs.report(user.id, &path, &query.0.qrels).await?;
+    Ok(HttpResponse::Ok().json(report))
+}
+
+/// `GET /v1/qrels`
+#[utoipa::path(get, path = "/v1/qrels", operation_id = "list_qrels", tag = "runs",
+    responses((status = 200, description = "Your judgments", body = QrelsList)))]
+pub async fn list_qrels(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let qrels = state.runs.list_qrels(user.id).await?;
+    Ok(HttpResponse::Ok().json(QrelsList { qrels }))
+}
+
+/// `PUT /v1/qrels/{name}`
+#[utoipa::path(put, path = "/v1/qrels/{name}", operation_id = "put_qrels", tag = "runs",
+    params(QrelsPath),
+    request_body(content = String, content_type = "text/plain",
+        description = "TREC qrels: `query iteration document grade` per line"),
+    responses((status = 200, description = "Stored (replacing judgments of that name)", body = QrelsEnvelope)))]
+pub async fn put_qrels(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let text = text_body(&req, payload).await?;
+    let qrels = state.runs.put_qrels(user.id, &path, &text).await?;
+    Ok(HttpResponse::Ok().json(QrelsEnvelope { qrels }))
+}
+
+/// A `text/plain` UTF-8 body of at most [`QRELS_MAX_BYTES`].
+async fn text_body(req: &HttpRequest, mut payload: web::Payload) -> Result<String, ApiError> {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.to_ascii_lowercase());
+    if let Some(ct) = content_type {
+        let essence = ct.split(';').next().unwrap_or_default().trim().to_string();
+        if essence != "text/plain" {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                format!("expected Content-Type: text/plain (TREC qrels), got {essence:?}"),
+            ));
+        }
+    }
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("qrels larger than the limit of {QRELS_MAX_BYTES} bytes"),
+        )
+    };
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::invalid("body", format!("cannot read: {e}")))?;
+        if body.len() + chunk.len() > QRELS_MAX_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|_| ApiError::invalid("body", "is not UTF-8 text"))?;
+    if text.contains('\0') {
+        return Err(ApiError::invalid("body", "contains a NUL character"));
+    }
+    Ok(text)
+}

@@ -1,0 +1,491 @@
+//! The Runs view: a user's stored batch runs measured against judgments they uploaded, per run
+//! and per turn, and two runs compared turn by turn. Measures and tests are `crate::eval`'s (the
+//! code of `convrag eval ranking` and `convrag eval compare`); a turn's ranking is what the run's
+//! TREC file lists for it (unique passages in rank order, scores as submitted).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::eval::compare::{compare, CompareOptions, ScoreTable};
+use crate::eval::measures::{evaluate, EvalOptions, Measure};
+use crate::eval::trec::parse_qrels;
+use crate::eval::{EvalError, Qrels, Run};
+use crate::formats::trec_run::submitted_score;
+use crate::store::runs::{QrelsInfo, RunListing};
+use crate::store::{Store, StoreError, Turn};
+
+/// The measures of a run's summary and of each turn.
+pub const SUMMARY_MEASURES: &[&str] = &["ndcg_cut.3", "ndcg_cut.10", "P.10", "recall.100", "map"];
+/// Passages shown per turn.
+pub const SHOWN_PASSAGES: usize = 10;
+/// Passages of a turn that are evaluated (as many as a TREC run file of the run holds).
+const EVALUATED_PASSAGES: usize = 1000;
+
+/// Request parameters the Runs view reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunField {
+    Run,
+    A,
+    B,
+    Qrels,
+    Measure,
+    Name,
+    Body,
+}
+
+impl RunField {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunField::Run => "run",
+            RunField::A => "a",
+            RunField::B => "b",
+            RunField::Qrels => "qrels",
+            RunField::Measure => "measure",
+            RunField::Name => "name",
+            RunField::Body => "body",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunsError {
+    /// No run or judgments of that name among the user's (another user's are not found either).
+    #[error("{what} {name:?} not found")]
+    NotFound {
+        field: RunField,
+        what: &'static str,
+        name: String,
+    },
+    #[error("{}: {reason}", field.as_str())]
+    Invalid { field: RunField, reason: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Result<T, E = RunsError> = std::result::Result<T, E>;
+
+fn invalid(field: RunField, reason: impl Into<String>) -> RunsError {
+    RunsError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// A passage of a turn's ranking with its judged grade (`None`: not judged).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct JudgedPassage {
+    pub rank: i32,
+    pub passage_id: String,
+    pub title: Option<String>,
+    pub grade: Option<i64>,
+}
+
+/// What one run did for one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct TurnOutcome {
+    pub rewrite: Option<String>,
+    /// Texts of the PTKB statements the turn selected, best first.
+    pub ptkb: Vec<String>,
+    /// The first passages of the ranking.
+    pub passages: Vec<JudgedPassage>,
+}
+
+/// A turn of a run with its measures (empty when the judgments do not judge the turn).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct TurnMeasures {
+    /// The query id of the turn (e.g. `9-1_3`).
+    pub turn_id: String,
+    pub topic: String,
+    pub utterance: String,
+    pub judged: bool,
+    /// trec_eval name (`ndcg_cut_10`) → value.
+    pub measures: BTreeMap<String, f64>,
+    #[serde(flatten)]
+    pub outcome: TurnOutcome,
+}
+
+/// `GET /v1/runs/{run}`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct RunReport {
+    pub run: RunListing,
+    pub qrels: String,
+    /// Turns of the run the judgments judge (the summary's mean is over them, as trec_eval's).
+    pub judged_turns: usize,
+    /// trec_eval name → mean over the judged turns.
+    pub summary: BTreeMap<String, f64>,
+    pub turns: Vec<TurnMeasures>,
+}
+
+/// One turn of two runs.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct TurnComparison {
+    pub turn_id: String,
+    pub topic: String,
+    pub utterance: String,
+    pub judged: bool,
+    /// The measure of run A and of run B (`null`: not judged; a judged turn a run lacks
+    /// scores 0).
+    pub value_a: Option<f64>,
+    pub value_b: Option<f64>,
+    /// B − A.
+    pub difference: Option<f64>,
+    /// `null` where the run has no such turn.
+    pub a: Option<TurnOutcome>,
+    pub b: Option<TurnOutcome>,
+}
+
+/// `GET /v1/runs/compare`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct RunComparison {
+    pub a: RunListing,
+    pub b: RunListing,
+    pub qrels: String,
+    /// trec_eval name.
+    pub measure: String,
+    /// Means over the judged turns of either run (`convrag eval compare`'s).
+    pub mean_a: f64,
+    pub mean_b: f64,
+    pub mean_difference: f64,
+    /// Paired t-test (`null` when every difference is equal) and paired randomization test,
+    /// two-sided, as `convrag eval compare` computes them.
+    pub t_test_p: Option<f64>,
+    pub randomization_p: f64,
+    pub wins: usize,
+    pub ties: usize,
+    pub losses: usize,
+    /// In the runs' turn order.
+    pub turns: Vec<TurnComparison>,
+}
+
+/// A stored run's turns by query id, in topic and turn order.
+struct StoredRun {
+    listing: RunListing,
+    turns: Vec<(String, Turn)>,
+}
+
+impl StoredRun {
+    /// What `convrag eval ranking` reads from the run's TREC file.
+    fn ranking(&self) -> Run {
+        let mut run = Run::default();
+        for (_, turn) in &self.turns {
+            let Some(qid) = &turn.external_turn_id else {
+                continue;
+            };
+            let mut seen = std::collections::HashSet::new();
+            let docs = turn
+                .passages
+                .iter()
+                .filter(|p| seen.insert(p.passage_id.as_str()))
+                .take(EVALUATED_PASSAGES)
+                .map(|p| (p.passage_id.clone(), submitted_score(p.score)))
+                .collect();
+            run.insert(qid.clone(), docs);
+        }
+        run
+    }
+}
+
+fn outcome(turn: &Turn, judged: Option<&HashMap<String, i64>>) -> TurnOutcome {
+    TurnOutcome {
+        rewrite: turn.rewritten_utterance.clone(),
+        ptkb: turn
+            .ptkb_ranking
+            .iter()
+            .filter(|s| s.selected)
+            .map(|s| s.text.clone())
+            .collect(),
+        passages: turn
+            .passages
+            .iter()
+            .take(SHOWN_PASSAGES)
+            .map(|p| JudgedPassage {
+                rank: p.rank,
+                passage_id: p.passage_id.clone(),
+                title: p.title.clone(),
+                grade: judged.and_then(|j| j.get(&p.passage_id).copied()),
+            })
+            .collect(),
+    }
+}
+
+/// One measure named by the `measure` parameter (`ndcg_cut.10`, `ndcg_cut_10`, `map`).
+pub fn one_measure(spec: &str) -> Result<Measure> {
+    let bad = |reason: String| invalid(RunField::Measure, reason);
+    let list = Measure::parse_list(spec).map_err(|e| bad(e.to_string()))?;
+    match list.as_slice() {
+        [m] if !m.is_count() => Ok(*m),
+        [m] => Err(bad(format!(
+            "`{}` is a count, not a per-turn score",
+            m.name()
+        ))),
+        _ => Err(bad(format!(
+            "`{spec}` names {} measures; name one with its cutoff, e.g. ndcg_cut.10",
+            list.len()
+        ))),
+    }
+}
+
+/// Parses TREC qrels text, naming the line of a problem.
+pub fn parse_qrels_text(name: &str, text: &str) -> Result<Qrels> {
+    let qrels = parse_qrels(Path::new(name), text).map_err(|e| match e {
+        EvalError::Parse { line, reason, .. } => {
+            invalid(RunField::Body, format!("line {line}: {reason}"))
+        }
+        other => invalid(RunField::Body, other.to_string()),
+    })?;
+    if qrels.is_empty() {
+        return Err(invalid(
+            RunField::Body,
+            "no judgments: expected TREC qrels lines `query 0 document grade`",
+        ));
+    }
+    Ok(qrels)
+}
+
+/// The Runs view's reads and the uploads of judgments.
+#[derive(Clone)]
+pub struct RunService {
+    store: Store,
+}
+
+impl RunService {
+    pub fn new(store: Store) -> Self {
+        RunService { store }
+    }
+
+    /// The user's runs, newest first.
+    pub async fn list(&self, user_id: i64) -> Result<Vec<RunListing>> {
+        Ok(self.store.list_runs(user_id).await?)
+    }
+
+    /// The user's judgments.
+    pub async fn list_qrels(&self, user_id: i64) -> Result<Vec<QrelsInfo>> {
+        Ok(self.store.list_qrels(user_id).await?)
+    }
+
+    /// Stores (or replaces) the user's judgments `name` from TREC qrels text.
+    pub async fn put_qrels(&self, user_id: i64, name: &str, text: &str) -> Result<QrelsInfo> {
+        if crate::store::require_identifier("name", name, 100).is_err() {
+            return Err(invalid(
+                RunField::Name,
+                "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            ));
+        }
+        let qrels = parse_qrels_text(name, text)?;
+        let judgments: usize = qrels.queries.values().map(HashMap::len).sum();
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        Ok(self
+            .store
+            .put_qrels(user_id, name, text, count(qrels.len()), count(judgments))
+            .await?)
+    }
+
+    async fn qrels(&self, user_id: i64, name: &str) -> Result<Qrels> {
+        let text =
+            self.store
+                .qrels_text(user_id, name)
+                .await?
+                .ok_or_else(|| RunsError::NotFound {
+                    field: RunField::Qrels,
+                    what: "judgments",
+                    name: name.to_string(),
+                })?;
+        parse_qrels_text(name, &text)
+    }
+
+    async fn run(&self, user_id: i64, name: &str, field: RunField) -> Result<StoredRun> {
+        let listing = self
+            .store
+            .run_listing(user_id, name)
+            .await?
+            .ok_or_else(|| RunsError::NotFound {
+                field,
+                what: "run",
+                name: name.to_string(),
+            })?;
+        let mut turns = Vec::new();
+        for conversation in self.store.run_conversations(user_id, name).await? {
+            let topic = conversation
+                .external_id
+                .as_deref()
+                .and_then(|e| e.split_once('/'))
+                .map(|(_, topic)| topic.to_string())
+                .unwrap_or_default();
+            for turn in self
+                .store
+                .list_turns(user_id, conversation.id, false)
+                .await?
+            {
+                turns.push((topic.clone(), turn));
+            }
+        }
+        Ok(StoredRun { listing, turns })
+    }
+
+    /// Run `name` measured against judgments `qrels`: the summary and every turn.
+    pub async fn report(&self, user_id: i64, name: &str, qrels: &str) -> Result<RunReport> {
+        let run = self.run(user_id, name, RunField::Run).await?;
+        let judgments = self.qrels(user_id, qrels).await?;
+        let measures = Measure::parse_all(SUMMARY_MEASURES).expect("valid measure names");
+        let evaluation = evaluate(
+            &judgments,
+            &run.ranking(),
+            &measures,
+            &EvalOptions::default(),
+        );
+        let names: Vec<String> = measures.iter().map(Measure::name).collect();
+        let summary = names.iter().cloned().zip(evaluation.all.clone()).collect();
+        let turns = run
+            .turns
+            .iter()
+            .map(|(topic, turn)| {
+                let qid = turn.external_turn_id.clone().unwrap_or_default();
+                let values = evaluation.per_query.get(&qid);
+                TurnMeasures {
+                    judged: values.is_some(),
+                    measures: values
+                        .map(|v| names.iter().cloned().zip(v.iter().copied()).collect())
+                        .unwrap_or_default(),
+                    outcome: outcome(turn, judgments.get(&qid)),
+                    turn_id: qid,
+                    topic: topic.clone(),
+                    utterance: turn.utterance.clone(),
+                }
+            })
+            .collect();
+        Ok(RunReport {
+            run: run.listing,
+            qrels: qrels.to_string(),
+            judged_turns: evaluation.num_q,
+            summary,
+            turns,
+        })
+    }
+
+    /// Runs `a` and `b` compared on `measure` turn by turn.
+    pub async fn compare(
+        &self,
+        user_id: i64,
+        a: &str,
+        b: &str,
+        qrels: &str,
+        measure: &str,
+    ) -> Result<RunComparison> {
+        let measure = one_measure(measure)?;
+        if a == b {
+            return Err(invalid(RunField::B, "compare two different runs"));
+        }
+        let run_a = self.run(user_id, a, RunField::A).await?;
+        let run_b = self.run(user_id, b, RunField::B).await?;
+        let judgments = self.qrels(user_id, qrels).await?;
+        // Turns of either run, in run A's order then B's own.
+        let mut order: Vec<(String, String, String)> = Vec::new();
+        let mut by_id: HashMap<String, (Option<&Turn>, Option<&Turn>)> = HashMap::new();
+        for (side, run) in [(0, &run_a), (1, &run_b)] {
+            for (topic, turn) in &run.turns {
+                let qid = turn.external_turn_id.clone().unwrap_or_default();
+                let entry = by_id.entry(qid.clone()).or_insert_with(|| {
+                    order.push((qid, topic.clone(), turn.utterance.clone()));
+                    (None, None)
+                });
+                if side == 0 {
+                    entry.0 = Some(turn);
+                } else {
+                    entry.1 = Some(turn);
+                }
+            }
+        }
+        // The judgments of these turns only: the means are over the turns the runs answered.
+        let mut judged = Qrels::default();
+        for (qid, _, _) in &order {
+            if let Some(j) = judgments.get(qid) {
+                judged.queries.insert(qid.clone(), j.clone());
+            }
+        }
+        if judged.is_empty() {
+            return Err(invalid(
+                RunField::Qrels,
+                format!("the judgments {qrels:?} judge no turn of either run"),
+            ));
+        }
+        let runs = [
+            (a.to_string(), run_a.ranking()),
+            (b.to_string(), run_b.ranking()),
+        ];
+        let table = ScoreTable::ranking(&judged, &runs, &[measure], 1)
+            .map_err(|e| invalid(RunField::Measure, e.to_string()))?;
+        let comparison = compare(table, CompareOptions::default())
+            .map_err(|e| invalid(RunField::Measure, e.to_string()))?;
+        let m = &comparison.measures[0];
+        let pair = &m.pairs[0];
+        let topics = &comparison.table.topics;
+        let value = |run: usize, qid: &str| {
+            let i = topics.binary_search_by(|t| t.as_str().cmp(qid)).ok()?;
+            Some(comparison.table.runs[run].values[0][i])
+        };
+        let turns = order
+            .into_iter()
+            .map(|(qid, topic, utterance)| {
+                let (ta, tb) = by_id[&qid];
+                let grades = judged.get(&qid);
+                let (value_a, value_b) = (value(0, &qid), value(1, &qid));
+                TurnComparison {
+                    judged: grades.is_some(),
+                    difference: value_a.zip(value_b).map(|(x, y)| y - x),
+                    value_a,
+                    value_b,
+                    a: ta.map(|t| outcome(t, grades)),
+                    b: tb.map(|t| outcome(t, grades)),
+                    turn_id: qid,
+                    topic,
+                    utterance,
+                }
+            })
+            .collect();
+        Ok(RunComparison {
+            a: run_a.listing,
+            b: run_b.listing,
+            qrels: qrels.to_string(),
+            measure: m.measure.clone(),
+            mean_a: m.means[0],
+            mean_b: m.means[1],
+            mean_difference: pair.mean_delta,
+            t_test_p: pair.t_test_p,
+            randomization_p: pair.randomization.p,
+            wins: pair.wins,
+            ties: pair.ties,
+            losses: pair.losses,
+            turns,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_measure_is_required() {
+        assert_eq!(one_measure("ndcg_cut.10").unwrap().name(), "ndcg_cut_10");
+        assert_eq!(one_measure("map").unwrap().name(), "map");
+        for bad in ["ndcg_cut", "num_rel", "bogus", "P.5,10"] {
+            match one_measure(bad) {
+                Err(RunsError::Invalid { field, .. }) => assert_eq!(field, RunField::Measure),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn qrels_text_errors_name_the_line() {
+        let e = parse_qrels_text("q", "1_1 0 a 1\n1_1 0 b x\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "body: line 2: relevance `x` is not an integer"
+        );
+        assert!(parse_qrels_text("q", "# nothing\n").is_err());
+        assert_eq!(parse_qrels_text("q", "1_1 0 a 2\n").unwrap().len(), 1);
+    }
+}
