@@ -7,8 +7,13 @@
 # scripts/compare_scipy.py recomputes the per-topic values with pytrec_eval and the p-values with
 # SciPy (pinned, in a virtual environment under ~/.cache/convrag) and fails on any difference.
 #
-#   scripts/compare-scipy.sh [WORK_DIR]    (needs ./.convrag from scripts/fetch-models.sh and
-#                                           ../shared/data; builds the debug binary if missing)
+# The two DL19 reranked runs are committed (tests/golden/compare/, gzipped): encoding the 4,300
+# passages takes minutes on two cores, and what is checked here is the comparison, not the
+# reranker (tests/it/rerank checks that). `--regenerate-runs` writes them again with `convrag rerank`.
+#
+#   scripts/compare-scipy.sh [--regenerate-runs] [WORK_DIR]
+#                          (needs ../shared/data, and for --regenerate-runs ./.convrag from
+#                           scripts/fetch-models.sh; builds the debug binary if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +27,10 @@ fi
 
 BIN="${CONVRAG_BIN:-${CARGO_TARGET_DIR:-target}/debug/convrag}"
 [ -x "$BIN" ] || cargo build --locked --bin convrag
+regenerate=0
+if [ "${1:-}" = "--regenerate-runs" ]; then regenerate=1; shift; fi
 W="${1:-$(mktemp -d)}"
+GOLDEN=tests/golden/compare
 mkdir -p "$W"
 D=../shared/data
 # A data directory of its own for the reranker's embedding cache (keyed by model checksum; kept
@@ -34,8 +42,17 @@ export CONVRAG_MODEL_DIR="$PWD/.convrag/models/all-MiniLM-L6-v2"
 echo "== DL19: BM25 vs all-MiniLM-L6-v2 reranking vs weighted fusion (BM25 weight 0.2)"
 CANDS=$D/trec-dl-rerank/rank_llm_data_bm25_dl19_top100.json.gz
 QRELS=$D/trec-dl-rerank/qrels.dl19-passage.txt
-"$BIN" rerank --candidates "$CANDS" --output "$W/dl19.minilm.trec" --collection dl19 2>/dev/null
-"$BIN" rerank --candidates "$CANDS" --output "$W/dl19.weighted.trec" --collection dl19 --fusion weighted:0.2 2>/dev/null
+if [ "$regenerate" -eq 1 ]; then
+    "$BIN" rerank --candidates "$CANDS" --output "$W/dl19.minilm.trec" --collection dl19 2>/dev/null
+    "$BIN" rerank --candidates "$CANDS" --output "$W/dl19.weighted.trec" --collection dl19 --fusion weighted:0.2 2>/dev/null
+    mkdir -p "$GOLDEN"
+    gzip -9nc "$W/dl19.minilm.trec" > "$GOLDEN/dl19.minilm.trec.gz"
+    gzip -9nc "$W/dl19.weighted.trec" > "$GOLDEN/dl19.weighted.trec.gz"
+    echo "compare-scipy: $GOLDEN/dl19.{minilm,weighted}.trec.gz written"
+else
+    gunzip -c "$GOLDEN/dl19.minilm.trec.gz" > "$W/dl19.minilm.trec"
+    gunzip -c "$GOLDEN/dl19.weighted.trec.gz" > "$W/dl19.weighted.trec"
+fi
 "$BIN" eval compare --qrels "$QRELS" -l 2 --run "$CANDS" --run "$W/dl19.minilm.trec" --run "$W/dl19.weighted.trec" \
     -m ndcg_cut.10 -m map -m recip_rank -m recall.10 -m recall.100 --permutations 100000 \
     --json "$W/dl19.compare.json" --html "$W/dl19.compare.html"
