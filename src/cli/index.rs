@@ -207,10 +207,10 @@ pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
 /// Computes the collection's passage vectors once its BM25 index is searchable, when a
 /// bi-encoder is installed: `convrag embed`'s code path, so an interrupted build resumes there.
 fn build_vectors(config: &Config, collection: &str, skip: bool, quiet: bool) -> anyhow::Result<()> {
-    let dir = config.default_model_dir();
     if skip {
         return Ok(());
     }
+    let dir = config.default_model_dir();
     if !dir.join("manifest.json").exists() {
         eprintln!("no model in {} (scripts/fetch-models.sh installs one): passage vectors not computed; dense and hybrid retrieval need `convrag embed --collection {collection}`", dir.display());
         return Ok(());
