@@ -6,16 +6,17 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use convrag::collection::{Format, SegmenterConfig};
-use convrag::index::search::{
-    CollectionRegistry, Evaluation, Retriever, SearchOptions, WeightedQuery,
-};
-use convrag::index::topics::{read_topics, write_run, Topic};
+use convrag::index::search::{CollectionRegistry, Evaluation, SearchOptions, WeightedQuery};
+use convrag::index::topics::{read_topics, write_run_with, Topic};
 use convrag::index::writer::{index_collection, optimize, IndexOptions};
 use convrag::index::{
     open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,
 };
+use convrag::rerank::dense::{DenseRetriever, FirstStage, HybridOptions, Retrieval};
+use convrag::rerank::{DiskEmbeddingCache, ModelKind, ModelManifest, OnnxOptions, OnnxReranker};
 use convrag::Config;
 
+use super::embed::EmbedArgs;
 use super::progress::Bar;
 
 #[derive(Debug, Args)]
@@ -70,6 +71,9 @@ pub struct IndexArgs {
     /// Merge the index into one segment at the end (also works without PATHs).
     #[arg(long)]
     pub optimize: bool,
+    /// Do not compute the passage vectors of dense and hybrid retrieval (`convrag embed` later).
+    #[arg(long)]
+    pub no_vectors: bool,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -107,9 +111,19 @@ pub struct SearchArgs {
     /// TREC run file to write (atomically).
     #[arg(long, requires = "topics")]
     pub output: Option<PathBuf>,
-    /// Run tag (last column of the run).
-    #[arg(long, default_value = "convrag-bm25")]
-    pub run_tag: String,
+    /// Run tag (last column of the run; default: convrag-MODE, MODE of --retrieval).
+    #[arg(long)]
+    pub run_tag: Option<String>,
+    /// First stage: bm25 (Anserini's BM25 exactly), dense (the bi-encoder's exact cosine over
+    /// every passage vector; `convrag embed` computes them) or hybrid (RRF of both).
+    #[arg(long, value_enum, default_value_t = Retrieval::Bm25)]
+    pub retrieval: Retrieval,
+    /// RRF k of --retrieval hybrid.
+    #[arg(long, default_value_t = HybridOptions::default().rrf_k)]
+    pub rrf_k: f32,
+    /// Candidates of each retriever that --retrieval hybrid fuses (at least --k).
+    #[arg(long, default_value_t = HybridOptions::default().depth)]
+    pub depth: usize,
     /// BM25 k1 (default: the collection's).
     #[arg(long)]
     pub k1: Option<f32>,
@@ -142,7 +156,7 @@ pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
         let index = open_tantivy(&dir, m.language)?;
         optimize(&index, &dir)?;
         eprintln!("optimized collection {}", args.collection);
-        return Ok(());
+        return build_vectors(config, &args.collection, args.no_vectors, args.quiet);
     }
     let format = args
         .format
@@ -187,7 +201,36 @@ pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
         r.passages_added as f64 / r.seconds.max(1e-9),
         r.input_bytes as f64 / 1e6 / r.seconds.max(1e-9),
     );
-    Ok(())
+    build_vectors(config, &args.collection, args.no_vectors, args.quiet)
+}
+
+/// Computes the collection's passage vectors once its BM25 index is searchable, when a
+/// bi-encoder is installed: `convrag embed`'s code path, so an interrupted build resumes there.
+fn build_vectors(config: &Config, collection: &str, skip: bool, quiet: bool) -> anyhow::Result<()> {
+    if skip {
+        return Ok(());
+    }
+    let dir = config.default_model_dir();
+    if !dir.join("manifest.json").exists() {
+        eprintln!("no model in {} (scripts/fetch-models.sh installs one): passage vectors not computed; dense and hybrid retrieval need `convrag embed --collection {collection}`", dir.display());
+        return Ok(());
+    }
+    if ModelManifest::load(&dir)?.kind != ModelKind::BiEncoder {
+        eprintln!(
+            "the model in {} is not a bi-encoder: passage vectors not computed",
+            dir.display()
+        );
+        return Ok(());
+    }
+    super::embed::run(
+        config,
+        EmbedArgs {
+            collection: collection.to_string(),
+            model: None,
+            chunk: 256,
+            quiet,
+        },
+    )
 }
 
 pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
@@ -202,14 +245,23 @@ pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
             b: args.b.unwrap_or(m.bm25.b),
         });
     }
+    let hybrid = HybridOptions {
+        rrf_k: args.rrf_k,
+        depth: args.depth,
+    };
+    let stage = first_stage(config, &args.collection, retriever, args.retrieval, hybrid)?;
+    let mode = args.retrieval;
     if let (Some(topics), Some(output)) = (&args.topics, &args.output) {
         let topics = read_topics(topics)?;
         options.with_fields = false;
         if args.timing {
-            print_latencies(retriever.as_ref(), &topics, &options)?;
+            print_latencies(&stage, mode, &topics, &options)?;
         }
         let started = std::time::Instant::now();
-        let lines = write_run(retriever.as_ref(), &topics, &options, &args.run_tag, output)?;
+        let tag = args.run_tag.unwrap_or_else(|| format!("convrag-{mode}"));
+        let lines = write_run_with(&topics, &tag, output, |t| {
+            stage.search(mode, &WeightedQuery::text(&t.text), &options)
+        })?;
         eprintln!(
             "{} topics, {} lines written to {} in {:.2}s",
             topics.len(),
@@ -222,11 +274,34 @@ pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
     let query = args
         .query
         .context("give a query, or --topics FILE --output RUN")?;
-    let hits = retriever.search_with(&WeightedQuery::text(&query), &options)?;
+    let hits = stage.search(mode, &WeightedQuery::text(&query), &options)?;
+    print_hits(&hits, args.json)
+}
+
+/// The collection's first stage for `mode`: the bi-encoder and the vectors only when needed.
+fn first_stage(
+    config: &Config,
+    collection: &str,
+    retriever: std::sync::Arc<convrag::index::TantivyRetriever>,
+    mode: Retrieval,
+    hybrid: HybridOptions,
+) -> anyhow::Result<FirstStage> {
+    if mode == Retrieval::Bm25 {
+        return Ok(FirstStage::bm25(collection, retriever));
+    }
+    let dir = config.default_model_dir();
+    let model = OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default())
+        .with_context(|| format!("--retrieval {mode} needs the bi-encoder"))?;
+    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
+    let dense = DenseRetriever::open(&cache, std::sync::Arc::new(model), collection, retriever)?;
+    Ok(FirstStage::with_dense(dense, hybrid)?)
+}
+
+fn print_hits(hits: &[convrag::index::Hit], json: bool) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for (rank, h) in hits.iter().enumerate() {
-        if args.json {
+        if json {
             writeln!(out, "{}", serde_json::to_string(h)?)?;
         } else {
             let snippet: String = h.text.chars().take(160).collect();
@@ -246,23 +321,24 @@ pub fn run_search(config: &Config, args: SearchArgs) -> anyhow::Result<()> {
 
 /// Runs each topic once to warm up, then once more timed, sequentially; prints p50/p95/mean.
 fn print_latencies(
-    retriever: &dyn Retriever,
+    stage: &FirstStage,
+    mode: Retrieval,
     topics: &[Topic],
     options: &SearchOptions,
 ) -> anyhow::Result<()> {
     for t in topics {
-        retriever.search_with(&WeightedQuery::text(&t.text), options)?;
+        stage.search(mode, &WeightedQuery::text(&t.text), options)?;
     }
     let mut ms = Vec::with_capacity(topics.len());
     for t in topics {
         let started = std::time::Instant::now();
-        retriever.search_with(&WeightedQuery::text(&t.text), options)?;
+        stage.search(mode, &WeightedQuery::text(&t.text), options)?;
         ms.push(started.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(f64::total_cmp);
     let pct = |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
     eprintln!(
-        "latency k={}: p50 {:.2} ms, p95 {:.2} ms, mean {:.2} ms over {} queries (one thread, warm)",
+        "latency {mode} k={}: p50 {:.2} ms, p95 {:.2} ms, mean {:.2} ms over {} queries (one thread, warm)",
         options.k,
         pct(0.50),
         pct(0.95),

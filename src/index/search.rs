@@ -53,6 +53,23 @@ pub struct Hit {
 }
 
 impl Hit {
+    /// A hit without stored fields (what a run file needs).
+    pub fn id_only(id: String, score: f32, ordinal: Option<u64>) -> Self {
+        Hit {
+            id,
+            score,
+            title: String::new(),
+            url: String::new(),
+            headings: String::new(),
+            text: String::new(),
+            doc_id: None,
+            start_char: None,
+            end_char: None,
+            meta: None,
+            ordinal,
+        }
+    }
+
     /// What a neural model reads of the passage: the title, a newline, then the text. Every
     /// caller uses this, so cached embeddings (keyed by passage id) always match.
     pub fn model_text(&self) -> String {
@@ -241,6 +258,62 @@ impl TantivyRetriever {
             .iter()
             .map(|s| u64::from(s.max_doc()))
             .sum()
+    }
+
+    /// Live passages at ordinals `start` and above.
+    pub fn live_from(&self, start: u64) -> u64 {
+        let mut base = 0u64;
+        let mut live = 0u64;
+        for segment in self.searcher().segment_readers() {
+            let end = base + u64::from(segment.max_doc());
+            let first = start.clamp(base, end) - base;
+            live += (first as u32..segment.max_doc())
+                .filter(|&doc| !segment.is_deleted(doc))
+                .count() as u64;
+            base = end;
+        }
+        live
+    }
+
+    /// The passages at the ordinals of `scored`, each with its score, in the order given; an
+    /// ordinal beyond the layout or of a deleted passage is left out. Without `with_fields` only
+    /// ids and ordinals are loaded.
+    pub fn hits_at(&self, scored: &[(u64, f32)], with_fields: bool) -> Result<Vec<Hit>> {
+        let searcher = self.searcher();
+        let segments = searcher.segment_readers();
+        let mut id_columns = HashMap::new();
+        let mut out = Vec::with_capacity(scored.len());
+        for &(ordinal, score) in scored {
+            let Some((seg_ord, doc)) = locate(segments, ordinal) else {
+                continue;
+            };
+            let seg = &segments[seg_ord];
+            if seg.is_deleted(doc) {
+                continue;
+            }
+            let col = match id_columns.entry(seg_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(self.id_column(seg)?),
+            };
+            let mut id = String::new();
+            if let Some(ord) = col.ords().first(doc) {
+                col.ord_to_str(ord, &mut id)
+                    .map_err(super::io_err(&self.dir))?;
+            }
+            out.push(if with_fields {
+                self.load_hit(&searcher, DocAddress::new(seg_ord as u32, doc), id, score)?
+            } else {
+                Hit::id_only(id, score, Some(ordinal))
+            });
+        }
+        Ok(out)
+    }
+
+    fn id_column(&self, seg: &SegmentReader) -> Result<tantivy::columnar::StrColumn> {
+        seg.fast_fields()
+            .str("id")
+            .map_err(tantivy_err(&self.dir))?
+            .ok_or_else(|| IndexError::Invalid("index has no id column".into()))
     }
 
     /// Calls `f` with every live passage (stored fields, score 0), in index order and in batches
@@ -584,19 +657,7 @@ impl Retriever for TantivyRetriever {
                 if options.with_fields {
                     self.load_hit(&searcher, addr, id, score)
                 } else {
-                    Ok(Hit {
-                        id,
-                        score,
-                        title: String::new(),
-                        url: String::new(),
-                        headings: String::new(),
-                        text: String::new(),
-                        doc_id: None,
-                        start_char: None,
-                        end_char: None,
-                        meta: None,
-                        ordinal: None,
-                    })
+                    Ok(Hit::id_only(id, score, None))
                 }
             })
             .collect()
@@ -648,6 +709,19 @@ impl Retriever for TantivyRetriever {
         }
         Some(hex::encode(&hash.finalize()[..8]))
     }
+}
+
+/// The (segment, document) of `ordinal` in a layout of `segments`.
+fn locate(segments: &[SegmentReader], ordinal: u64) -> Option<(usize, u32)> {
+    let mut base = 0u64;
+    for (seg_ord, segment) in segments.iter().enumerate() {
+        let end = base + u64::from(segment.max_doc());
+        if ordinal < end {
+            return Some((seg_ord, (ordinal - base) as u32));
+        }
+        base = end;
+    }
+    None
 }
 
 /// A collection as listed by `GET /v1/collections`.

@@ -6,7 +6,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::search::{Retriever, SearchOptions, WeightedQuery};
+use super::search::{Hit, Retriever, SearchOptions, WeightedQuery};
 use super::{IndexError, Result};
 use crate::collection::CollectionError;
 use crate::formats::atomic::write_atomic;
@@ -89,15 +89,32 @@ pub fn write_run(
     run_tag: &str,
     output: &Path,
 ) -> Result<usize> {
+    write_run_with(topics, run_tag, output, |t| {
+        retriever.search_with(&WeightedQuery::text(&t.text), options)
+    })
+}
+
+/// [`write_run`] with any search: `search` gives each topic's ranked hits (called in parallel).
+pub fn write_run_with<E, F>(
+    topics: &[Topic],
+    run_tag: &str,
+    output: &Path,
+    search: F,
+) -> std::result::Result<usize, E>
+where
+    E: From<IndexError> + Send,
+    F: Fn(&Topic) -> std::result::Result<Vec<Hit>, E> + Sync + Send,
+{
     if run_tag.is_empty() || run_tag.chars().any(char::is_whitespace) {
         return Err(IndexError::Invalid(format!(
             "run tag {run_tag:?} must be non-empty without spaces"
-        )));
+        ))
+        .into());
     }
-    let results: Vec<_> = topics
+    let results: Vec<Vec<Hit>> = topics
         .par_iter()
-        .map(|t| retriever.search_with(&WeightedQuery::text(&t.text), options))
-        .collect::<Result<_>>()?;
+        .map(search)
+        .collect::<std::result::Result<_, E>>()?;
     let mut buf = Vec::new();
     let mut lines = 0;
     for (t, hits) in topics.iter().zip(results) {
@@ -115,6 +132,6 @@ pub fn write_run(
             lines += 1;
         }
     }
-    write_atomic(output, &buf)?;
+    write_atomic(output, &buf).map_err(IndexError::from)?;
     Ok(lines)
 }

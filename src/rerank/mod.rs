@@ -9,10 +9,12 @@
 //!   collection's precomputed vectors from a memory-mapped file by passage ordinal ([`vectors`]).
 //! - [`Fusion`] combines first-stage (BM25) and neural scores.
 //! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's;
-//!   [`embed`] precomputes a collection's embeddings.
+//!   [`embed`] precomputes a collection's embeddings; [`dense`] searches them (dense and hybrid
+//!   first-stage retrieval).
 
 pub mod cache;
 pub mod candidates;
+pub mod dense;
 pub mod embed;
 mod files;
 pub mod fusion;

@@ -96,24 +96,34 @@ impl VectorFile {
         self.len() == 0
     }
 
+    /// Complete records in the file now (remapped when records were appended since).
+    pub fn current_len(&self) -> Result<u64> {
+        let map = self.remapped()?;
+        Ok(complete_records(map.len() as u64, self.dim))
+    }
+
+    /// The current mapping, remapped first when the file has grown since it was mapped.
+    fn remapped(&self) -> Result<Arc<Mmap>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let file = File::open(&self.path)
+            .map_err(|e| cache_err(&self.path, format!("cannot open: {e}")))?;
+        let grown = file.metadata().map_err(|e| io_err(&self.path, e))?.len();
+        if grown <= map.len() as u64 {
+            return Ok(map);
+        }
+        let fresh = Arc::new(map_file(&file, &self.path)?);
+        *self.map.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+
     /// The vector stored at each `(ordinal, id)`, `None` where there is none or it belongs to
     /// another id.
     pub fn get_many(&self, keys: &[(u64, &str)]) -> Result<Vec<Option<Arc<[f32]>>>> {
         let mut map = self.map.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let beyond = |map: &Mmap| {
-            let n = complete_records(map.len() as u64, self.dim);
-            keys.iter().any(|(ord, _)| *ord >= n)
-        };
-        if beyond(&map) {
+        let n = complete_records(map.len() as u64, self.dim);
+        if keys.iter().any(|(ord, _)| *ord >= n) {
             // Records may have been appended since the file was mapped.
-            let file = File::open(&self.path)
-                .map_err(|e| cache_err(&self.path, format!("cannot open: {e}")))?;
-            let grown = file.metadata().map_err(|e| io_err(&self.path, e))?.len();
-            if grown > map.len() as u64 {
-                let fresh = Arc::new(map_file(&file, &self.path)?);
-                *self.map.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
-                map = fresh;
-            }
+            map = self.remapped()?;
         }
         let n = complete_records(map.len() as u64, self.dim);
         let size = record_bytes(self.dim);
@@ -137,6 +147,132 @@ impl VectorFile {
                 )
             })
             .collect())
+    }
+}
+
+/// A stored record found by [`VectorFile::nearest`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Neighbour {
+    pub ordinal: u64,
+    /// The hash of the passage id the vector was computed from ([`id_hash`]).
+    pub id_hash: u64,
+    /// Cosine similarity with the query.
+    pub score: f32,
+}
+
+/// Records scanned per task: large enough that a task outweighs its scheduling, small enough
+/// that both cores stay busy to the end.
+const SCAN_CHUNK: u64 = 8192;
+
+impl VectorFile {
+    /// The `k` records most similar to `query` by cosine, best first (ties by ordinal), over
+    /// every record in the file: an exact search, chunked over rayon's threads.
+    pub fn nearest(&self, query: &[f32], k: usize) -> Result<Vec<Neighbour>> {
+        use rayon::prelude::*;
+        if query.len() != self.dim {
+            return Err(cache_err(
+                &self.path,
+                format!(
+                    "a {}-dimensional query for {}-dimensional vectors",
+                    query.len(),
+                    self.dim
+                ),
+            ));
+        }
+        let map = self.remapped()?;
+        let n = complete_records(map.len() as u64, self.dim);
+        if k == 0 || n == 0 {
+            return Ok(Vec::new());
+        }
+        let query_norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let starts: Vec<u64> = (0..n).step_by(SCAN_CHUNK as usize).collect();
+        let mut best: Vec<Neighbour> = starts
+            .par_iter()
+            .map(|&start| {
+                let end = (start + SCAN_CHUNK).min(n);
+                self.scan(&map, start..end, query, query_norm, k)
+            })
+            .reduce(Vec::new, |mut a, b| {
+                a.extend(b);
+                a
+            });
+        sort_best_first(&mut best);
+        best.truncate(k);
+        Ok(best)
+    }
+
+    /// The best `k` records of `range` (unsorted).
+    fn scan(
+        &self,
+        map: &Mmap,
+        range: std::ops::Range<u64>,
+        query: &[f32],
+        query_norm: f32,
+        k: usize,
+    ) -> Vec<Neighbour> {
+        let size = record_bytes(self.dim) as usize;
+        let mut best: Vec<Neighbour> = Vec::with_capacity(2 * k.min(SCAN_CHUNK as usize));
+        for ordinal in range {
+            let start = HEADER as usize + ordinal as usize * size;
+            let record = &map[start..start + size];
+            let (hash, vector) = record.split_at(8);
+            let id_hash = u64::from_le_bytes(hash.try_into().unwrap_or_default());
+            if id_hash == 0 {
+                continue;
+            }
+            let score = cosine_le(query, query_norm, vector);
+            best.push(Neighbour {
+                ordinal,
+                id_hash,
+                score,
+            });
+            if best.len() >= 2 * k.max(1024) {
+                keep_best(&mut best, k);
+            }
+        }
+        keep_best(&mut best, k);
+        best
+    }
+}
+
+/// Orders by score descending, then ordinal ascending.
+fn sort_best_first(v: &mut [Neighbour]) {
+    v.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.ordinal.cmp(&b.ordinal))
+    });
+}
+
+/// Keeps the best `k` of `v` (in no particular order).
+fn keep_best(v: &mut Vec<Neighbour>, k: usize) {
+    if v.len() > k {
+        let better = |a: &Neighbour, b: &Neighbour| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.ordinal.cmp(&b.ordinal))
+        };
+        v.select_nth_unstable_by(k, better);
+        v.truncate(k);
+    }
+}
+
+/// Cosine of `query` (of norm `query_norm`) with a stored vector of little-endian f32, computed
+/// as the reranker's cosine is, so a passage scores the same found either way; 0 for a zero
+/// vector.
+fn cosine_le(query: &[f32], query_norm: f32, stored: &[u8]) -> f32 {
+    let mut dot = 0.0f32;
+    let mut norm = 0.0f32;
+    for (q, c) in query.iter().zip(stored.chunks_exact(4)) {
+        let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        dot += q * x;
+        norm += x * x;
+    }
+    let norm = norm.sqrt();
+    if query_norm == 0.0 || norm == 0.0 {
+        0.0
+    } else {
+        dot / (query_norm * norm)
     }
 }
 
@@ -342,6 +478,67 @@ mod tests {
         std::fs::write(&path, [7u8; 64]).unwrap();
         let err = VectorFile::open(&path).err().unwrap().to_string();
         assert!(err.contains("bad magic"), "{err}");
+    }
+
+    #[test]
+    fn nearest_is_exact_cosine_best_first_and_skips_empty_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.vec");
+        let mut w = VectorWriter::open(&path, 2).unwrap();
+        let (a, b, d, e) = ([1.0, 0.0], [0.0, 2.0], [3.0, 3.0], [0.0, 0.0]);
+        // Ordinal 2 is empty; "e" is a zero vector (cosine 0).
+        w.append(&[(0, "a", &a), (1, "b", &b), (3, "d", &d), (4, "e", &e)])
+            .unwrap();
+        let file = VectorFile::open(&path).unwrap().unwrap();
+        let got = file.nearest(&[2.0, 0.0], 10).unwrap();
+        let order: Vec<u64> = got.iter().map(|n| n.ordinal).collect();
+        // b and e tie at 0: by ordinal.
+        assert_eq!(order, vec![0, 3, 1, 4]);
+        assert!((got[0].score - 1.0).abs() < 1e-6);
+        assert!((got[1].score - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+        assert_eq!(got[0].id_hash, id_hash("a"));
+        assert_eq!(file.nearest(&[2.0, 0.0], 2).unwrap(), got[..2].to_vec());
+        assert!(
+            file.nearest(&[1.0, 0.0, 0.0], 2).is_err(),
+            "wrong dimension"
+        );
+    }
+
+    #[test]
+    fn nearest_over_many_chunks_equals_a_full_sort() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.vec");
+        let mut w = VectorWriter::open(&path, 3).unwrap();
+        let n = 2 * SCAN_CHUNK + 17;
+        let vectors: Vec<Vec<f32>> = (0..n)
+            .map(|i| {
+                let x = i as f32;
+                vec![(x * 0.37).sin(), (x * 0.11).cos(), (x % 7.0) - 3.0]
+            })
+            .collect();
+        let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let records: Vec<(u64, &str, &[f32])> = (0..n)
+            .map(|i| (i, ids[i as usize].as_str(), vectors[i as usize].as_slice()))
+            .collect();
+        w.append(&records).unwrap();
+        let file = VectorFile::open(&path).unwrap().unwrap();
+        let query = [0.3, -0.5, 0.8];
+        let norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let mut all: Vec<Neighbour> = (0..n)
+            .map(|i| {
+                let bytes: Vec<u8> = vectors[i as usize]
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect();
+                Neighbour {
+                    ordinal: i,
+                    id_hash: id_hash(&ids[i as usize]),
+                    score: cosine_le(&query, norm, &bytes),
+                }
+            })
+            .collect();
+        sort_best_first(&mut all);
+        assert_eq!(file.nearest(&query, 50).unwrap(), all[..50].to_vec());
     }
 
     #[test]

@@ -323,3 +323,53 @@ fn topics_and_trec_run_file() {
     assert!(write_run(r.as_ref(), &[], &so, "bad tag", &out2).is_err());
     assert!(!out2.exists());
 }
+
+#[test]
+fn hits_by_ordinal_carry_ids_scores_and_fields_and_skip_what_is_not_there() {
+    let home = tempfile::tempdir().unwrap();
+    let r = index_collection(
+        home.path(),
+        &opts(
+            "rag",
+            Format::MsmarcoV21Segmented,
+            vec![fixture("segmented")],
+        ),
+    )
+    .unwrap();
+    let retriever = CollectionRegistry::new(home.path()).get("rag").unwrap();
+    // The truth: every live passage with its ordinal, as the passage walk reports them.
+    let mut walked = Vec::new();
+    retriever
+        .for_each_passage(4, |hits| {
+            walked.extend(hits.iter().cloned());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(walked.len() as u64, r.passages_total);
+    let (a, b) = (&walked[walked.len() - 1], &walked[0]);
+    let (oa, ob) = (a.ordinal.unwrap(), b.ordinal.unwrap());
+    let past = retriever.ordinal_count();
+    let scored = [(oa, 0.9), (past, 0.5), (ob, 0.1)];
+    let bare = retriever.hits_at(&scored, false).unwrap();
+    let got: Vec<(&str, f32, Option<u64>)> = bare
+        .iter()
+        .map(|h| (h.id.as_str(), h.score, h.ordinal))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (a.id.as_str(), 0.9, Some(oa)),
+            (b.id.as_str(), 0.1, Some(ob))
+        ],
+        "an ordinal past the layout is left out"
+    );
+    assert!(bare[0].text.is_empty());
+    let full = retriever.hits_at(&scored, true).unwrap();
+    assert_eq!(
+        (full[0].text.as_str(), full[0].score),
+        (a.text.as_str(), 0.9)
+    );
+    assert_eq!(retriever.live_from(0), r.passages_total);
+    assert_eq!(retriever.live_from(oa), 1, "the last live passage");
+    assert_eq!(retriever.live_from(past), 0);
+}

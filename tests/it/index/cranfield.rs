@@ -146,6 +146,47 @@ fn ndcg_helper_matches_hand_computation() {
     assert!((ndcg_at_10(&run, &qrels) - expected).abs() < 1e-12);
 }
 
+/// The 225 queries of `cran.qry` in order: query `n` of the qrels is `queries[n - 1]`.
+pub(crate) fn queries(data: &std::path::Path) -> Vec<String> {
+    let qry = std::fs::read_to_string(data.join("cran.qry"))
+        .unwrap()
+        .replace('\r', "");
+    let mut queries: Vec<String> = Vec::new();
+    let mut in_text = false;
+    for line in qry.lines() {
+        if line.starts_with(".I") {
+            queries.push(String::new());
+            in_text = false;
+        } else if line.starts_with(".W") {
+            in_text = true;
+        } else if in_text {
+            let q = queries.last_mut().unwrap();
+            q.push(' ');
+            q.push_str(line);
+        }
+    }
+    assert_eq!(queries.len(), 225);
+    queries
+}
+
+/// `cranqrel`'s codes by query ordinal and document (−1, 1..4).
+pub(crate) fn qrels(data: &std::path::Path) -> HashMap<String, HashMap<String, i32>> {
+    let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();
+    for line in std::fs::read_to_string(data.join("cranqrel"))
+        .unwrap()
+        .lines()
+    {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 3 {
+            qrels
+                .entry(f[0].to_string())
+                .or_default()
+                .insert(f[1].to_string(), f[2].parse().unwrap());
+        }
+    }
+    qrels
+}
+
 #[test]
 fn cranfield_bm25_ndcg_at_10() {
     let data = crate::common::shared_data("classic-ir/cranfield");
@@ -165,38 +206,8 @@ fn cranfield_bm25_ndcg_at_10() {
     );
     assert_eq!(report.bad_records, 2);
 
-    // Queries by ordinal.
-    let qry = std::fs::read_to_string(data.join("cran.qry"))
-        .unwrap()
-        .replace('\r', "");
-    let mut queries: Vec<String> = Vec::new();
-    let mut in_text = false;
-    for line in qry.lines() {
-        if line.starts_with(".I") {
-            queries.push(String::new());
-            in_text = false;
-        } else if line.starts_with(".W") {
-            in_text = true;
-        } else if in_text {
-            let q = queries.last_mut().unwrap();
-            q.push(' ');
-            q.push_str(line);
-        }
-    }
-    assert_eq!(queries.len(), 225);
-    let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();
-    for line in std::fs::read_to_string(data.join("cranqrel"))
-        .unwrap()
-        .lines()
-    {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 3 {
-            qrels
-                .entry(f[0].to_string())
-                .or_default()
-                .insert(f[1].to_string(), f[2].parse().unwrap());
-        }
-    }
+    let queries = queries(&data);
+    let qrels = qrels(&data);
     let retriever = CollectionRegistry::new(home.path()).get("cran").unwrap();
     let search = |q: &str, k: usize| -> Vec<(String, f32)> {
         let mut options = SearchOptions::top(k);

@@ -1,7 +1,7 @@
 //! BM25 indexing and retrieval (tantivy), checksum manifests, against Anserini.
 
 mod build;
-mod cranfield;
+pub(crate) mod cranfield;
 mod manifests;
 mod readers;
 mod topk;

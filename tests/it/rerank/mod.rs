@@ -1,6 +1,7 @@
-//! The ONNX reranking models, the embedding cache and `convrag rerank`.
+//! The ONNX reranking models, the embedding cache, `convrag rerank`, dense and hybrid retrieval.
 
 mod cli;
 mod cross_encoder;
+mod dense;
 mod embed;
 mod model;

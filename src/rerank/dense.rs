@@ -1,0 +1,313 @@
+//! First-stage retrieval by the bi-encoder: exact search over a collection's memory-mapped
+//! passage vectors ([`super::vectors`], filled by `convrag embed` or `convrag index`), and its
+//! reciprocal-rank fusion with BM25. [`FirstStage`] is the one entry point for the three
+//! [`Retrieval`] modes.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::vectors::{id_hash, VectorFile};
+use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
+use crate::index::{
+    embedding_key, Hit, IndexError, Retriever, SearchOptions, TantivyRetriever, WeightedQuery,
+};
+
+/// Errors of dense and hybrid retrieval.
+#[derive(Debug, thiserror::Error)]
+pub enum DenseError {
+    #[error("collection {collection:?} has no passage vectors for model {model} (no {}); run `convrag embed --collection {collection}`", path.display())]
+    Missing {
+        collection: String,
+        model: String,
+        path: PathBuf,
+    },
+    #[error("collection {collection:?} has passage vectors for {have} of {total} passages; run `convrag embed --collection {collection}` to finish them")]
+    Incomplete {
+        collection: String,
+        have: u64,
+        total: u64,
+    },
+    #[error("dense retrieval of collection {0:?} needs a bi-encoder model (scripts/fetch-models.sh installs one)")]
+    NoModel(String),
+    #[error("invalid RRF k {0}: must be finite and > 0")]
+    RrfK(f32),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Model(#[from] RerankError),
+}
+
+pub type Result<T, E = DenseError> = std::result::Result<T, E>;
+
+/// Which first stage finds the candidates.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Retrieval {
+    /// BM25 over the tantivy index.
+    #[default]
+    Bm25,
+    /// The bi-encoder: exact cosine over every passage vector.
+    Dense,
+    /// Reciprocal-rank fusion of BM25's and the bi-encoder's top candidates.
+    Hybrid,
+}
+
+impl fmt::Display for Retrieval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Retrieval::Bm25 => "bm25",
+            Retrieval::Dense => "dense",
+            Retrieval::Hybrid => "hybrid",
+        })
+    }
+}
+
+/// How hybrid retrieval fuses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HybridOptions {
+    /// RRF's k: a passage scores `1/(k + rank)` per list it is in, ranks from 1.
+    pub rrf_k: f32,
+    /// Candidates taken from each retriever (at least the `k` asked for).
+    pub depth: usize,
+}
+
+impl Default for HybridOptions {
+    fn default() -> Self {
+        Self {
+            rrf_k: 60.0,
+            depth: 1000,
+        }
+    }
+}
+
+/// Exact bi-encoder search over one collection's passage vectors.
+pub struct DenseRetriever {
+    collection: String,
+    bm25: Arc<TantivyRetriever>,
+    vectors: VectorFile,
+    model: Arc<OnnxReranker>,
+}
+
+impl DenseRetriever {
+    /// The vectors of `collection` (whose BM25 index is `bm25`) computed by `model` in `cache`;
+    /// an error naming `convrag embed` when they are missing or do not cover every passage.
+    pub fn open(
+        cache: &DiskEmbeddingCache,
+        model: Arc<OnnxReranker>,
+        collection: &str,
+        bm25: Arc<TantivyRetriever>,
+    ) -> Result<Self> {
+        let key = embedding_key(collection, bm25.as_ref());
+        let path = cache.vector_path(model.model_sha256(), &key);
+        let vectors = VectorFile::open(&path)?.ok_or_else(|| DenseError::Missing {
+            collection: collection.to_string(),
+            model: model.model_id(),
+            path: path.clone(),
+        })?;
+        let written = vectors.current_len()?;
+        let missing = bm25.live_from(written);
+        if missing > 0 {
+            let total = bm25.num_passages();
+            return Err(DenseError::Incomplete {
+                collection: collection.to_string(),
+                have: total.saturating_sub(missing),
+                total,
+            });
+        }
+        Ok(Self {
+            collection: collection.to_string(),
+            bm25,
+            vectors,
+            model,
+        })
+    }
+
+    pub fn collection(&self) -> &str {
+        &self.collection
+    }
+
+    /// The query's vector: each part embedded, weighted and summed (a plain query is one part).
+    pub fn embed_query(&self, query: &WeightedQuery) -> Result<Vec<f32>> {
+        let parts: Vec<&(String, f32)> = query.parts.iter().filter(|(_, w)| *w != 0.0).collect();
+        let texts: Vec<&str> = parts.iter().map(|(t, _)| t.as_str()).collect();
+        let embedded = self.model.embed(&texts)?;
+        let mut sum = vec![0.0f32; self.vectors.dim()];
+        for ((_, weight), vector) in parts.iter().zip(&embedded) {
+            for (s, x) in sum.iter_mut().zip(vector) {
+                *s += weight * x;
+            }
+        }
+        Ok(sum)
+    }
+
+    /// The `k` passages nearest to `query` by cosine, best first.
+    pub fn search(&self, query: &WeightedQuery, k: usize, with_fields: bool) -> Result<Vec<Hit>> {
+        let vector = self.embed_query(query)?;
+        self.search_vector(&vector, k, with_fields)
+    }
+
+    /// [`Self::search`] with the query already embedded.
+    pub fn search_vector(&self, vector: &[f32], k: usize, with_fields: bool) -> Result<Vec<Hit>> {
+        let nearest = self.vectors.nearest(vector, k)?;
+        let scored: Vec<(u64, f32)> = nearest.iter().map(|n| (n.ordinal, n.score)).collect();
+        let hits = self.bm25.hits_at(&scored, with_fields)?;
+        // A record is only trusted for the id it was computed from.
+        let hashes: HashMap<u64, u64> = nearest.iter().map(|n| (n.ordinal, n.id_hash)).collect();
+        Ok(hits
+            .into_iter()
+            .filter(|h| {
+                h.ordinal
+                    .and_then(|o| hashes.get(&o))
+                    .is_some_and(|&hash| hash == id_hash(&h.id))
+            })
+            .collect())
+    }
+}
+
+/// Reciprocal-rank fusion of ranked lists: a passage scores the sum of `1/(k + rank)` over the
+/// lists it is in (ranks from 1); best first, ties by id. The first list's hit is kept for a
+/// passage in several (its stored fields).
+pub fn rrf(lists: &[&[Hit]], k: f32, top: usize) -> Vec<Hit> {
+    let mut fused: HashMap<&str, (f32, &Hit)> = HashMap::new();
+    for list in lists {
+        for (rank, hit) in list.iter().enumerate() {
+            let add = 1.0 / (k + rank as f32 + 1.0);
+            fused
+                .entry(hit.id.as_str())
+                .and_modify(|(score, _)| *score += add)
+                .or_insert((add, hit));
+        }
+    }
+    let mut out: Vec<Hit> = fused
+        .into_values()
+        .map(|(score, hit)| Hit {
+            score,
+            ..hit.clone()
+        })
+        .collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+    out.truncate(top);
+    out
+}
+
+/// A collection's first stage in every [`Retrieval`] mode: BM25 always, dense when its vectors
+/// are complete.
+pub struct FirstStage {
+    collection: String,
+    bm25: Arc<TantivyRetriever>,
+    dense: Option<DenseRetriever>,
+    hybrid: HybridOptions,
+}
+
+impl FirstStage {
+    /// BM25 only.
+    pub fn bm25(collection: &str, bm25: Arc<TantivyRetriever>) -> Self {
+        Self {
+            collection: collection.to_string(),
+            bm25,
+            dense: None,
+            hybrid: HybridOptions::default(),
+        }
+    }
+
+    /// BM25 and the bi-encoder.
+    pub fn with_dense(dense: DenseRetriever, hybrid: HybridOptions) -> Result<Self> {
+        if !(hybrid.rrf_k.is_finite() && hybrid.rrf_k > 0.0) {
+            return Err(DenseError::RrfK(hybrid.rrf_k));
+        }
+        Ok(Self {
+            collection: dense.collection.clone(),
+            bm25: dense.bm25.clone(),
+            dense: Some(dense),
+            hybrid,
+        })
+    }
+
+    /// The modes this collection can serve now.
+    pub fn supports(&self, mode: Retrieval) -> bool {
+        mode == Retrieval::Bm25 || self.dense.is_some()
+    }
+
+    /// The top `options.k` passages of `query` by `mode`. `options` (BM25 parameters, fields)
+    /// applies to BM25's part; scores are BM25's, cosines or RRF scores.
+    pub fn search(
+        &self,
+        mode: Retrieval,
+        query: &WeightedQuery,
+        options: &SearchOptions,
+    ) -> Result<Vec<Hit>> {
+        let dense = || self.dense.as_ref().ok_or_else(|| self.missing());
+        match mode {
+            Retrieval::Bm25 => Ok(self.bm25.search_with(query, options)?),
+            Retrieval::Dense => dense()?.search(query, options.k, options.with_fields),
+            Retrieval::Hybrid => {
+                let dense = dense()?;
+                let depth = self.hybrid.depth.max(options.k);
+                let mut bm25_options = options.clone();
+                bm25_options.k = depth;
+                let lexical = self.bm25.search_with(query, &bm25_options)?;
+                let semantic = dense.search(query, depth, options.with_fields)?;
+                Ok(rrf(
+                    &[lexical.as_slice(), semantic.as_slice()],
+                    self.hybrid.rrf_k,
+                    options.k,
+                ))
+            }
+        }
+    }
+
+    fn missing(&self) -> DenseError {
+        DenseError::NoModel(self.collection.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hits(ids: &[&str]) -> Vec<Hit> {
+        ids.iter()
+            .map(|id| Hit::id_only(id.to_string(), 0.0, None))
+            .collect()
+    }
+
+    #[test]
+    fn rrf_sums_reciprocal_ranks_and_breaks_ties_by_id() {
+        let a = hits(&["x", "y", "z"]);
+        let b = hits(&["y", "w"]);
+        let fused = rrf(&[a.as_slice(), b.as_slice()], 60.0, 10);
+        let ids: Vec<&str> = fused.iter().map(|h| h.id.as_str()).collect();
+        // y: 1/62 + 1/61, x: 1/61, w: 1/62, z: 1/63.
+        assert_eq!(ids, vec!["y", "x", "w", "z"]);
+        assert!((fused[0].score - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-7);
+        let (b, a) = (hits(&["b"]), hits(&["a"]));
+        let tied = rrf(&[b.as_slice(), a.as_slice()], 60.0, 1);
+        assert_eq!(tied[0].id, "a", "equal scores: smaller id first");
+    }
+
+    #[test]
+    fn retrieval_modes_read_and_print_in_lowercase() {
+        for mode in [Retrieval::Bm25, Retrieval::Dense, Retrieval::Hybrid] {
+            let json = serde_json::to_string(&mode).unwrap();
+            assert_eq!(json, format!("\"{mode}\""));
+            assert_eq!(serde_json::from_str::<Retrieval>(&json).unwrap(), mode);
+        }
+        assert!(serde_json::from_str::<Retrieval>("\"sparse\"").is_err());
+    }
+}

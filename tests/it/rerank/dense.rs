@@ -1,0 +1,364 @@
+//! Dense and hybrid first-stage retrieval (issue 33): exact cosine over a collection's passage
+//! vectors against a Python onnxruntime reference, RRF with BM25 on Cranfield, the vectors
+//! `convrag index` computes, and the error when they are missing.
+//!
+//! Reference: `tests/golden/cranfield/python-dense-top10.trec` (`scripts/dense-reference.py`,
+//! README there). Relevance is binary (cranqrel codes 1..4 relevant), the convention under which
+//! the issue's figures were measured: its dense 0.3995 / 0.7724 is reproduced exactly.
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use convrag::collection::Format;
+use convrag::config::Config;
+use convrag::eval::{evaluate, EvalOptions, Measure, Qrels, Run};
+use convrag::index::{
+    index_collection, CollectionRegistry, IndexOptions, SearchOptions, WeightedQuery,
+};
+use convrag::progress::NoProgress;
+use convrag::rerank::dense::{DenseError, DenseRetriever, FirstStage, HybridOptions, Retrieval};
+use convrag::rerank::embed::{embed_collection, EmbedOptions};
+use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker};
+
+const PYTHON_TOP10: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/golden/cranfield/python-dense-top10.trec"
+);
+
+/// "To 3 decimals": a score within 5e-4 of the reference's; two documents the reference scores
+/// within 1e-3 of each other may trade places.
+const SCORE_TOLERANCE: f32 = 5e-4;
+const TIE: f32 = 1e-3;
+
+/// Hybrid (RRF k = 60 of BM25's and dense's top 1000) on Cranfield: the issue's goal.
+const HYBRID_NDCG: f64 = 0.43;
+const HYBRID_RECALL: f64 = 0.78;
+
+fn config(home: &Path) -> Config {
+    Config {
+        home: home.to_path_buf(),
+        model_dir: Some(common::model_dir("all-MiniLM-L6-v2")),
+        ort_dylib_path: Some(common::ort_library()),
+        ..Config::default()
+    }
+}
+
+fn first_stage(config: &Config, collection: &str) -> Result<FirstStage, DenseError> {
+    let model = OnnxReranker::open(
+        &config.default_model_dir(),
+        &config.ort_library_path(),
+        OnnxOptions::default(),
+    )?;
+    let retriever = CollectionRegistry::new(config.collections_dir()).get(collection)?;
+    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
+    let dense = DenseRetriever::open(&cache, Arc::new(model), collection, retriever)?;
+    FirstStage::with_dense(dense, HybridOptions::default())
+}
+
+/// Python's top 10 per query: (docid, score) by rank.
+fn python_top10() -> HashMap<String, Vec<(String, f32)>> {
+    let mut run: HashMap<String, Vec<(String, f32)>> = HashMap::new();
+    for line in std::fs::read_to_string(PYTHON_TOP10).unwrap().lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        run.entry(f[0].to_string())
+            .or_default()
+            .push((f[2].to_string(), f[4].parse().unwrap()));
+    }
+    run
+}
+
+/// Where convrag's top 10 differs from the reference beyond 3 decimals, a line saying how.
+fn difference(qid: &str, convrag: &[(String, f32)], python: &[(String, f32)]) -> Option<String> {
+    let reference: HashMap<&str, f32> = python.iter().map(|(d, s)| (d.as_str(), *s)).collect();
+    let fine = convrag.len() == python.len()
+        && convrag.iter().zip(python).all(|((d, s), (pd, ps))| {
+            let same_place = d == pd
+                || reference
+                    .get(d.as_str())
+                    .is_some_and(|r| (r - ps).abs() <= TIE);
+            let same_score = reference
+                .get(d.as_str())
+                .is_none_or(|r| (r - s).abs() <= SCORE_TOLERANCE);
+            same_place && same_score
+        });
+    (!fine).then(|| format!("query {qid}: convrag {convrag:?} vs Python {python:?}"))
+}
+
+#[test]
+fn three_decimal_comparison_allows_reference_ties_only() {
+    let hits = |v: &[(&str, f32)]| -> Vec<(String, f32)> {
+        v.iter().map(|(d, s)| (d.to_string(), *s)).collect()
+    };
+    let python = hits(&[("a", 0.7), ("b", 0.6995), ("c", 0.5)]);
+    assert_eq!(
+        difference(
+            "1",
+            &hits(&[("a", 0.7002), ("b", 0.6995), ("c", 0.5)]),
+            &python
+        ),
+        None
+    );
+    assert_eq!(
+        difference(
+            "1",
+            &hits(&[("b", 0.6995), ("a", 0.7), ("c", 0.5)]),
+            &python
+        ),
+        None
+    );
+    assert!(difference(
+        "1",
+        &hits(&[("a", 0.7), ("c", 0.5), ("b", 0.6995)]),
+        &python
+    )
+    .is_some());
+    assert!(difference(
+        "1",
+        &hits(&[("a", 0.701), ("b", 0.6995), ("c", 0.5)]),
+        &python
+    )
+    .is_some());
+    assert!(difference("1", &hits(&[("a", 0.7), ("b", 0.6995)]), &python).is_some());
+}
+
+/// nDCG@10 and recall@100 as trec_eval computes them, relevance binary.
+fn measure(run: &Run, codes: &HashMap<String, HashMap<String, i32>>) -> (f64, f64) {
+    let mut qrels = Qrels::default();
+    for (q, docs) in codes {
+        for (d, code) in docs {
+            qrels.insert(q, d, i64::from(*code > 0)).unwrap();
+        }
+    }
+    let measures = Measure::parse_all(&["ndcg_cut.10", "recall.100"]).unwrap();
+    let e = evaluate(&qrels, run, &measures, &EvalOptions::default());
+    (e.all[0], e.all[1])
+}
+
+#[test]
+fn cranfield_dense_matches_python_and_hybrid_beats_bm25_and_dense() {
+    let data = common::shared_data("classic-ir/cranfield");
+    let home = tempfile::tempdir().unwrap();
+    let config = config(home.path());
+    let mut o = IndexOptions::new("cran", Format::Smart);
+    o.inputs = vec![data.join("cran.all.1400")];
+    o.heap_bytes = 64 << 20;
+    index_collection(&config.collections_dir(), &o).unwrap();
+    let options = EmbedOptions {
+        collection: "cran".into(),
+        model: None,
+        chunk: 256,
+    };
+    let report = embed_collection(&config, &options, &NoProgress).unwrap();
+    assert_eq!(report.encoded, 1398);
+    let stage = first_stage(&config, "cran").unwrap();
+
+    let queries = crate::index::cranfield::queries(&data);
+    let codes = crate::index::cranfield::qrels(&data);
+    let mut options = SearchOptions::top(1000);
+    options.with_fields = false;
+    let mut figures = HashMap::new();
+    let mut dense_top10 = HashMap::new();
+    for mode in [Retrieval::Bm25, Retrieval::Dense, Retrieval::Hybrid] {
+        let mut run = Run::default();
+        for (i, q) in queries.iter().enumerate() {
+            let qid = (i + 1).to_string();
+            let hits = stage
+                .search(mode, &WeightedQuery::text(q), &options)
+                .unwrap();
+            // BM25 finds only passages sharing a term with the query.
+            if mode != Retrieval::Bm25 {
+                assert_eq!(hits.len(), 1000, "{mode} query {qid}");
+            }
+            if mode == Retrieval::Dense {
+                let top: Vec<(String, f32)> = hits
+                    .iter()
+                    .take(10)
+                    .map(|h| (h.id.clone(), h.score))
+                    .collect();
+                dense_top10.insert(qid.clone(), top);
+            }
+            for h in hits {
+                run.push(&qid, h.id, f64::from(h.score));
+            }
+        }
+        let (ndcg, recall) = measure(&run, &codes);
+        eprintln!("Cranfield {mode}: nDCG@10 {ndcg:.4}, R@100 {recall:.4} (binary relevance)");
+        figures.insert(mode, (ndcg, recall));
+    }
+
+    let python = python_top10();
+    assert_eq!(python.len(), 225, "{PYTHON_TOP10}");
+    let differences: Vec<String> = python
+        .iter()
+        .filter_map(|(qid, top)| difference(qid, &dense_top10[qid], top))
+        .collect();
+    assert!(
+        differences.is_empty(),
+        "dense top 10 differs from Python onnxruntime's on {} of 225 queries:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+
+    // The issue's figures for the same model searched exactly in Python.
+    let (dense_ndcg, dense_recall) = figures[&Retrieval::Dense];
+    assert!(
+        (dense_ndcg - 0.3995).abs() < 0.001,
+        "dense nDCG@10 {dense_ndcg:.4}"
+    );
+    assert!(
+        (dense_recall - 0.7724).abs() < 0.001,
+        "dense R@100 {dense_recall:.4}"
+    );
+    let (bm25_ndcg, bm25_recall) = figures[&Retrieval::Bm25];
+    let (hybrid_ndcg, hybrid_recall) = figures[&Retrieval::Hybrid];
+    assert!(
+        hybrid_ndcg > bm25_ndcg.max(dense_ndcg) && hybrid_recall > bm25_recall.max(dense_recall),
+        "hybrid {hybrid_ndcg:.4}/{hybrid_recall:.4} does not beat bm25 {bm25_ndcg:.4}/{bm25_recall:.4} and dense"
+    );
+    assert!(
+        hybrid_ndcg >= HYBRID_NDCG,
+        "hybrid nDCG@10 {hybrid_ndcg:.4}"
+    );
+    assert!(
+        hybrid_recall >= HYBRID_RECALL,
+        "hybrid R@100 {hybrid_recall:.4}"
+    );
+}
+
+/// The binary with a private data directory and the installed model and library.
+fn convrag(home: &Path) -> Command {
+    let lib = std::fs::canonicalize(common::ort_library()).unwrap();
+    let model = std::fs::canonicalize(common::model_dir("all-MiniLM-L6-v2")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_convrag"));
+    cmd.env("CONVRAG_HOME", home)
+        .env("ORT_DYLIB_PATH", lib)
+        .env("CONVRAG_MODEL_DIR", model)
+        .env("RUST_LOG", "warn")
+        .current_dir(home);
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn index_computes_vectors_and_search_without_them_names_convrag_embed() {
+    let home = tempfile::tempdir().unwrap();
+    let input = home.path().join("p.jsonl");
+    let lines = [
+        r#"{"id": "flea", "title": "Fleas", "text": "The life cycle of a flea lasts from 20 days to a year."}"#,
+        r#"{"id": "paris", "title": "Paris", "text": "Paris is the capital and most populous city of France."}"#,
+        r#"{"id": "pasta", "title": "Pasta", "text": "Cook the pasta in salted boiling water for ten minutes."}"#,
+    ];
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let index = |name: &str, extra: &[&str]| {
+        run_ok(
+            convrag(home.path())
+                .args([
+                    "index",
+                    "--quiet",
+                    "--format",
+                    "jsonl",
+                    "--collection",
+                    name,
+                ])
+                .args(extra)
+                .arg(&input),
+        )
+    };
+    index("with", &[]);
+    index("without", &["--no-vectors"]);
+    let search = |name: &str, mode: &str| {
+        convrag(home.path())
+            .args(["search", "--json", "--k", "2", "--collection", name])
+            .args(["--retrieval", mode, "which city is the French capital"])
+            .output()
+            .unwrap()
+    };
+    for mode in ["dense", "hybrid"] {
+        let o = search("with", mode);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let first: serde_json::Value =
+            serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap())
+                .unwrap();
+        assert_eq!(first["id"], "paris", "{mode}");
+
+        let o = search("without", mode);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{mode} without vectors succeeded");
+        assert!(
+            stderr.contains("\"without\"") && stderr.contains("convrag embed --collection without"),
+            "{stderr}"
+        );
+    }
+    // `convrag embed` fills them; then dense works there too.
+    run_ok(convrag(home.path()).args(["embed", "--quiet", "--collection", "without"]));
+    assert!(search("without", "dense").status.success());
+}
+
+#[test]
+fn partly_embedded_vectors_are_refused_until_finished() {
+    let home = tempfile::tempdir().unwrap();
+    let config = config(home.path());
+    let input = home.path().join("p.jsonl");
+    let lines: Vec<String> = (0..30)
+        .map(|i| {
+            format!(
+                r#"{{"id": "p{i}", "text": "Passage {i} is about topic {}."}}"#,
+                i % 4
+            )
+        })
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let mut o = IndexOptions::new("demo", Format::Jsonl);
+    o.inputs = vec![input];
+    o.threads = 1;
+    o.heap_bytes = 16 << 20;
+    index_collection(&config.collections_dir(), &o).unwrap();
+    let err = first_stage(&config, "demo").err().unwrap();
+    assert!(matches!(err, DenseError::Missing { .. }), "{err}");
+
+    let options = EmbedOptions {
+        collection: "demo".into(),
+        model: None,
+        chunk: 8,
+    };
+    embed_collection(&config, &options, &NoProgress).unwrap();
+    let stage = first_stage(&config, "demo").unwrap();
+    let hits = stage
+        .search(
+            Retrieval::Dense,
+            &WeightedQuery::text("topic 3"),
+            &SearchOptions::top(5),
+        )
+        .unwrap();
+    assert_eq!(hits.len(), 5);
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+
+    // An interrupted fill: 20 of 30 records.
+    let vec_file = std::fs::read_dir(home.path().join("embeddings"))
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "vec"))
+        .unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&vec_file)
+        .unwrap();
+    file.set_len(32 + 20 * (8 + 4 * 384)).unwrap();
+    drop(file);
+    let err = first_stage(&config, "demo").err().unwrap().to_string();
+    assert!(
+        err.contains("20 of 30") && err.contains("convrag embed --collection demo"),
+        "{err}"
+    );
+}
