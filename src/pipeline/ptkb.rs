@@ -1,5 +1,8 @@
 //! Stage 1: PTKB statement ranking.
 //!
+//! The served ranker is `ptkb_calibrated::recommended_ranker` (calibrated probabilities, an
+//! absolute threshold); this module holds the shared types and the earlier rankers.
+//!
 //! A [`PtkbRanker`] scores every statement of the user's PTKB against the current turn in its
 //! context and returns them all, ranked, with the selected subset marked (a [`Selection`] rule:
 //! top-k, an absolute threshold, or a fraction of the best score; the subset may be empty).

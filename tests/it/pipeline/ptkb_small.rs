@@ -64,9 +64,16 @@ fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
         if t.relevant.is_empty() && !chosen.is_empty() {
             wrong_where_none.push((t.utterance.clone(), chosen.clone()));
         }
+        let scores: Vec<String> = ranking
+            .statements
+            .iter()
+            .map(|s| format!("{}:{:.2}", s.id, s.score))
+            .collect();
         eprintln!(
-            "{:?} -> {chosen:?} (relevant {:?})",
-            t.utterance, t.relevant
+            "{:?} -> {chosen:?} (relevant {:?}; {})",
+            t.utterance,
+            t.relevant,
+            scores.join(" ")
         );
     }
     let precision = hits as f64 / selected.max(1) as f64;
