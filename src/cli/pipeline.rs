@@ -84,12 +84,21 @@ pub struct PtkbOptions {
     /// `--neural` > 0; the other ranker options are then ignored.
     #[arg(long)]
     pub learned: bool,
+    /// The server's calibrated ranker that abstains (weights of `convrag tune ptkb-selection`),
+    /// with the bi-encoder when `--neural` > 0; the other ranker options are then ignored.
+    #[arg(long, conflicts_with = "learned")]
+    pub calibrated: bool,
 }
 
 impl PtkbOptions {
     /// The ranker these options describe.
     /// `model`: the neural model, needed when `neural` > 0.
     pub fn ranker(&self, model: Option<Arc<dyn Reranker>>) -> anyhow::Result<Box<dyn PtkbRanker>> {
+        if self.calibrated {
+            return Ok(Box::new(
+                convrag::pipeline::ptkb_calibrated::calibrated_ranker(model)?,
+            ));
+        }
         if self.learned {
             return Ok(Box::new(convrag::pipeline::ptkb::learned_ranker(model)?));
         }

@@ -31,8 +31,13 @@ use convrag::formats::ikat::{IkatTopic, RunType};
 use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
 use convrag::pipeline::ptkb::ModelSimilarity;
 use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
+use convrag::pipeline::ptkb_calibrated::calibrated_feature_names;
 use convrag::tune::answers::{
     answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
+};
+use convrag::tune::ptkb_selection::{
+    model_probabilities, selection_figures, selection_turns, tune_selection, SelectionFigures,
+    SelectionGrid, SelectionTurn, TrainOn,
 };
 use convrag::tune::rewrite_ptkb::{
     evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
@@ -55,6 +60,9 @@ pub enum TuneCommand {
     Rewrite(TuneRewriteArgs),
     /// Fit the learned PTKB statement ranker (with or without the bi-encoder).
     Ptkb(TunePtkbArgs),
+    /// Fit the calibrated PTKB ranker that abstains (served by default) and print its
+    /// cross-validated ranking and selection figures.
+    PtkbSelection(TunePtkbSelectionArgs),
     /// Fit where the extractive answer stops (its marginal-relevance threshold) against the
     /// topics' written responses.
     Extractive(TuneExtractiveArgs),
@@ -100,6 +108,33 @@ pub struct TunePtkbArgs {
     pub output: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct TunePtkbSelectionArgs {
+    /// Training topics (iKAT; labels from each turn's `ptkb_provenance`, every turn judged).
+    /// Repeatable: all are fitted on together, cross-validated by topic.
+    #[arg(long, required = true)]
+    pub train: Vec<PathBuf>,
+    /// Further PTKB qrels (such as NIST's) to measure the cross-validated ranking against.
+    #[arg(long)]
+    pub qrels: Vec<PathBuf>,
+    /// Use the bi-encoder (the installed reranking model) as well as lexical features.
+    #[arg(long)]
+    pub neural: bool,
+    /// Cross-validation folds (by topic).
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// A cache of the turns' features (the bi-encoder is slow): read when it exists and was
+    /// written for the same `--train` and `--neural`, else written.
+    #[arg(long)]
+    pub features: Option<PathBuf>,
+    /// Fit only on turns whose provenance lists a statement (all turns are still measured).
+    #[arg(long)]
+    pub judged_only: bool,
+    /// Where to write the fitted model (JSON).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ObjectiveArg {
     Recall,
@@ -134,6 +169,7 @@ pub fn run(config: &Config, args: TuneArgs) -> anyhow::Result<()> {
     match args.command {
         TuneCommand::Rewrite(a) => run_rewrite(a),
         TuneCommand::Ptkb(a) => run_ptkb(config, a),
+        TuneCommand::PtkbSelection(a) => run_ptkb_selection(config, a),
         TuneCommand::Extractive(a) => run_extractive(a),
     }
 }
@@ -226,6 +262,173 @@ fn run_ptkb(config: &Config, args: TunePtkbArgs) -> anyhow::Result<()> {
         println!(
             "{}",
             ptkb_row("learned", &ptkb_figures(&refs, &tuning.model, &q))
+        );
+    }
+    if let Some(path) = &args.output {
+        let mut json = serde_json::to_string_pretty(&tuning.model)?;
+        json.push('\n');
+        write_atomic(path, json.as_bytes())?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn selection_row(name: &str, f: &SelectionFigures) -> String {
+    let ndcg: Vec<String> = f
+        .ndcg_cut_3
+        .iter()
+        .map(|(q, v, n)| format!("{q} {v:.4} ({n})"))
+        .collect();
+    format!(
+        "  {name:<34} nDCG@3 {}\n  {:<34} set P/R/F1 {:.4} / {:.4} / {:.4}  micro P/R/F1 {:.4} / {:.4} / {:.4}  abstained {:.3} of {} nothing-relevant turns ({} turns)",
+        ndcg.join(", "),
+        "",
+        f.set_p,
+        f.set_recall,
+        f.set_f,
+        f.micro_p,
+        f.micro_recall,
+        f.micro_f,
+        f.abstained,
+        f.nothing_relevant_turns,
+        f.turns
+    )
+}
+
+/// What a `--features` file holds: the features of the turns of these training files.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FeatureFile {
+    train: Vec<PathBuf>,
+    neural: bool,
+    turns: Vec<SelectionTurn>,
+}
+
+/// The training turns' features: read from `--features` when that file was written for the same
+/// `--train` and `--neural`, else computed (and written there).
+fn selection_features(
+    args: &TunePtkbSelectionArgs,
+    sim: Option<&dyn TextSimilarity>,
+) -> anyhow::Result<Vec<SelectionTurn>> {
+    if let Some(path) = args.features.as_ref().filter(|p| p.exists()) {
+        let file: FeatureFile = serde_json::from_str(&std::fs::read_to_string(path)?)
+            .with_context(|| format!("reading features {}", path.display()))?;
+        anyhow::ensure!(
+            file.train == args.train && file.neural == args.neural,
+            "{}: features of other training files or another --neural; delete it",
+            path.display()
+        );
+        return Ok(file.turns);
+    }
+    let mut turns: Vec<SelectionTurn> = Vec::new();
+    for (set, path) in args.train.iter().enumerate() {
+        let topics = read_conversations(path)
+            .with_context(|| format!("reading topics {}", path.display()))?;
+        turns.extend(selection_turns(
+            &topics,
+            sim,
+            set,
+            &Bar::items("turns", false),
+        )?);
+    }
+    if let Some(path) = &args.features {
+        let file = FeatureFile {
+            train: args.train.clone(),
+            neural: args.neural,
+            turns,
+        };
+        write_atomic(path, serde_json::to_string(&file)?.as_bytes())?;
+        return Ok(file.turns);
+    }
+    Ok(turns)
+}
+
+fn run_ptkb_selection(config: &Config, args: TunePtkbSelectionArgs) -> anyhow::Result<()> {
+    let similarity: Option<ModelSimilarity> = if args.neural {
+        Some(ModelSimilarity(
+            convrag::rerank::load_default(config).context(
+                "--neural: no reranking model could be loaded (scripts/fetch-models.sh)",
+            )?,
+        ))
+    } else {
+        None
+    };
+    let sim = similarity.as_ref().map(|s| s as &dyn TextSimilarity);
+    let names = calibrated_feature_names(args.neural);
+    let turns = selection_features(&args, sim)?;
+    let extra: Vec<(String, Qrels)> = args
+        .qrels
+        .iter()
+        .map(|p| {
+            let q = read_ptkb_judgments(p)
+                .with_context(|| format!("reading judgments {}", p.display()))?;
+            let name = p
+                .file_stem()
+                .map_or("qrels".into(), |s| s.to_string_lossy().into_owned());
+            Ok((name, q))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let extra_refs: Vec<(String, &Qrels)> = extra.iter().map(|(n, q)| (n.clone(), q)).collect();
+    let grid = SelectionGrid {
+        train_on: if args.judged_only {
+            TrainOn::JudgedTurns
+        } else {
+            TrainOn::AllTurns
+        },
+        ..SelectionGrid::default()
+    };
+    let tuning = tune_selection(&turns, &names, args.folds, &grid)?;
+    println!(
+        "training: {} turns, {} statements ({} relevant), {}-fold by topic; l2 {}, CV log loss {:.4}, threshold {}",
+        tuning.turns, tuning.statements, tuning.positives, tuning.folds, tuning.l2, tuning.log_loss, tuning.model.threshold
+    );
+    let figures = |set: Option<usize>, probs: &[Vec<f64>], threshold: f64| {
+        let (ts, ps): (Vec<&SelectionTurn>, Vec<&[f64]>) = turns
+            .iter()
+            .zip(probs)
+            .filter(|(t, _)| set.is_none_or(|s| t.set == s))
+            .map(|(t, p)| (t, p.as_slice()))
+            .unzip();
+        selection_figures(&ts, &ps, threshold, &extra_refs)
+    };
+    for (threshold, p, r, f) in &tuning.by_threshold {
+        println!(
+            "  threshold {threshold:.2}: CV micro P/R/F1 over all turns {p:.4} / {r:.4} / {f:.4}"
+        );
+    }
+    let t = tuning.model.threshold;
+    println!(
+        "{}",
+        selection_row(
+            "cross-validated, all sets",
+            &figures(None, &tuning.cv_probabilities, t)
+        )
+    );
+    for (set, path) in args.train.iter().enumerate() {
+        let name = format!(
+            "cross-validated, {}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        println!(
+            "{}",
+            selection_row(&name, &figures(Some(set), &tuning.cv_probabilities, t))
+        );
+    }
+    if args.train.len() >= 2 {
+        // Continuity: fit on the first set only, measure on the second.
+        let first: Vec<SelectionTurn> = turns.iter().filter(|t| t.set == 0).cloned().collect();
+        let fit = tune_selection(&first, &names, args.folds, &grid)?;
+        let second: Vec<&SelectionTurn> = turns.iter().filter(|t| t.set == 1).collect();
+        let probs = model_probabilities(&second, &fit.model);
+        let prob_refs: Vec<&[f64]> = probs.iter().map(Vec::as_slice).collect();
+        println!(
+            "{}",
+            selection_row(
+                &format!(
+                    "fit on set 1 (threshold {}), test set 2",
+                    fit.model.threshold
+                ),
+                &selection_figures(&second, &prob_refs, fit.model.threshold, &extra_refs)
+            )
         );
     }
     if let Some(path) = &args.output {

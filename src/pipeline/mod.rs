@@ -13,6 +13,7 @@ pub mod context;
 pub mod generate;
 pub mod learned;
 pub mod ptkb;
+pub mod ptkb_calibrated;
 pub mod rewrite;
 pub mod rewrite_llm;
 pub mod turn;

@@ -1,5 +1,8 @@
 //! Stage 1: PTKB statement ranking.
 //!
+//! The served ranker is `ptkb_calibrated::recommended_ranker` (calibrated probabilities, an
+//! absolute threshold); this module holds the shared types and the earlier rankers.
+//!
 //! A [`PtkbRanker`] scores every statement of the user's PTKB against the current turn in its
 //! context and returns them all, ranked, with the selected subset marked (a [`Selection`] rule:
 //! top-k, an absolute threshold, or a fraction of the best score; the subset may be empty).
@@ -595,22 +598,6 @@ pub fn learned_ranker(
     })
 }
 
-/// The ranker the server and batch runs use: the learned ranker ([`learned_ranker`], weights
-/// fitted by `convrag tune ptkb` on training topics) with the bi-encoder when there is one, else
-/// with lexical features only; its figures are in BENCHMARKS.md.
-pub fn recommended_ranker(
-    model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
-) -> std::sync::Arc<dyn PtkbRanker> {
-    match learned_ranker(model) {
-        Ok(ranker) => std::sync::Arc::new(ranker),
-        Err(e) => {
-            // Unreachable with the committed weights (unit-tested); never stop a turn for it.
-            tracing::error!(error = %e, "learned PTKB weights unusable; ranking lexically");
-            std::sync::Arc::new(default_ranker())
-        }
-    }
-}
-
 /// The default ranker: [`LexicalScorer`] with the default [`Selection`].
 pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
     ScoringRanker {
@@ -678,7 +665,7 @@ mod tests {
     const PTKB: &[&str] = &[
         "I'm vegetarian.",
         "I'm allergic to soybeans.",
-        "I just finished watching the Game of Thrones.",
+        "I just finished watching Breaking Bad.",
         "I'm an Android user.",
     ];
 
@@ -697,7 +684,7 @@ mod tests {
     fn history_carries_the_topic_to_an_elliptic_turn() {
         let c = ctx(
             "What about the last season?",
-            &["I want to discuss Game of Thrones."],
+            &["I want to discuss Breaking Bad."],
             PTKB,
         );
         let r = default_ranker().rank(&c).unwrap();

@@ -193,7 +193,7 @@ impl TurnService {
             None => (None, None),
         };
         let pipeline = TurnPipeline::new(
-            crate::pipeline::ptkb::recommended_ranker(reranker.clone()),
+            crate::pipeline::ptkb_calibrated::recommended_ranker(reranker.clone()),
             reranker,
             llm,
         )

@@ -3,6 +3,7 @@
 //! single stages over whole topic files for measurement (`convrag pipeline`, `convrag eval`).
 //!
 //! * [`rewrite_ptkb`]: the rewrite term selector and the PTKB statement model.
+//! * [`ptkb_selection`]: the calibrated PTKB ranker that abstains (Platt scaling on folds).
 //! * [`answers`]: where the extractive answer stops.
 //! * [`folds`]: cross-validation folds by topic.
 //! * [`topics`]: the PTKB and rewrite stages over topic files.
@@ -12,5 +13,6 @@
 
 pub mod answers;
 pub mod folds;
+pub mod ptkb_selection;
 pub mod rewrite_ptkb;
 pub mod topics;

@@ -334,6 +334,23 @@ mod tests {
     }
 
     #[test]
+    fn ptkb_words_come_from_selected_statements_and_say_what_they_are_about() {
+        let ptkb = "I run PostgreSQL 15 on a busy production server.";
+        let question = "How do I build an index without locking out writes to the table?";
+        let r = HistoryRewriter::default()
+            .rewrite(&ctx(question, &[]), &[ptkb])
+            .unwrap();
+        assert_eq!(r.text, format!("{question} postgresql"));
+        assert!(!r.terms.iter().any(|(t, _)| t == "run"), "{:?}", r.terms);
+        // Not selected: nothing of it reaches the query.
+        let r = HistoryRewriter::default()
+            .rewrite(&ctx(question, &[]), &[])
+            .unwrap();
+        assert_eq!(r.text, question);
+        assert!(!r.terms.iter().any(|(t, _)| t == "run" || t == "postgresql"));
+    }
+
+    #[test]
     fn empty_utterance_gives_an_empty_query() {
         let r = HistoryRewriter::default()
             .rewrite(&ctx("  ", &["What is throat cancer?"]), &[])

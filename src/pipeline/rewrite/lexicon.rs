@@ -76,6 +76,52 @@ pub const POSSESSIVE_PRONOUNS: &[&str] = &["its", "their"];
 /// Words by which the user speaks of themself.
 pub const FIRST_PERSON: &[&str] = &["i", "me", "my", "mine", "myself"];
 
+/// Words by which a PTKB statement relates the user to what it is about ("I *run* PostgreSQL",
+/// "I *live* in Lisbon"): content words, but they say nothing about the thing, so they never
+/// enter a query from the PTKB. Surface forms: "running" or "runner" may be the topic.
+pub const PTKB_FRAME_WORDS: &[&str] = &[
+    "run",
+    "runs",
+    "use",
+    "uses",
+    "using",
+    "like",
+    "likes",
+    "love",
+    "loves",
+    "enjoy",
+    "enjoys",
+    "prefer",
+    "prefers",
+    "want",
+    "wants",
+    "need",
+    "needs",
+    "have",
+    "has",
+    "own",
+    "owns",
+    "work",
+    "works",
+    "live",
+    "lives",
+    "currently",
+    "usually",
+    "really",
+    "recently",
+    "just",
+    "get",
+    "gets",
+    "got",
+    "plan",
+    "plans",
+    "planning",
+    "try",
+    "trying",
+    "started",
+    "keep",
+];
+
 /// Words by which a reply addresses the user.
 pub const SECOND_PERSON: &[&str] = &["you", "your", "yours", "yourself"];
 

@@ -3,5 +3,6 @@
 mod generate_fallback;
 mod generate_llm_server;
 mod ptkb_ikat;
+mod ptkb_small;
 mod rewrite_rouge;
 mod tune;

@@ -140,3 +140,28 @@ fn the_committed_extractive_stopping_rule_is_the_tuning_output() {
     assert!(stderr.contains("passages.jsonl:2"), "{stderr}");
     assert!(!out2.exists());
 }
+
+/// The committed calibrated PTKB model without the bi-encoder is exactly what the documented
+/// command fits on iKAT 2023 train + test (BENCHMARKS.md, "PTKB selection that abstains").
+#[test]
+fn the_committed_calibrated_lexical_ptkb_model_is_the_tuning_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let test = crate::common::shared_data("ikat/official/2023_test_topics.json");
+    let (r, fitted, committed) = tune_committed(
+        dir.path(),
+        &[
+            "tune",
+            "ptkb-selection",
+            "--judged-only",
+            "--train",
+            train.to_str().unwrap(),
+            "--train",
+            test.to_str().unwrap(),
+        ],
+        "ptkb_calibrated_lexical.json",
+    );
+    assert_eq!(fitted, committed);
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(stdout.contains("cross-validated, all sets"), "{stdout}");
+}

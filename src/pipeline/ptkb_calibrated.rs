@@ -1,0 +1,320 @@
+//! PTKB selection that abstains: each statement's probability of being relevant to the turn,
+//! from features of that statement alone (never normalized within one PTKB, so a PTKB of one
+//! statement and one of twenty are scored alike), calibrated by Platt scaling fitted on
+//! cross-validation folds by topic (`convrag tune ptkb-selection`), and selected above an absolute
+//! probability. Selecting nothing is a normal outcome.
+//!
+//! Features ([`CALIBRATED_FEATURES`]): the bi-encoder's cosine of the statement with the
+//! utterance, with the conversation so far and with the previous response; the share of the
+//! statement's content words found in the utterance and in earlier utterances; whether the
+//! utterance speaks of the user. Without a model only the lexical ones
+//! ([`CALIBRATED_LEXICAL_FEATURES`]).
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::context::ConversationContext;
+use super::learned::LogisticModel;
+use super::ptkb::{
+    ModelSimilarity, PtkbRanker, ScoringRanker, Selection, StatementScorer, TextSimilarity,
+};
+use super::rewrite::lexicon;
+use super::terms;
+use super::{PipelineError, Result};
+
+/// Lexical features of one statement, independent of the other statements.
+pub const CALIBRATED_LEXICAL_FEATURES: &[&str] =
+    &["overlap_utterance", "overlap_history", "first_person"];
+
+/// Bi-encoder features, after the lexical ones when a model is used.
+pub const CALIBRATED_MODEL_FEATURES: &[&str] =
+    &["cosine_utterance", "cosine_conversation", "cosine_response"];
+
+/// The features of the calibrated ranker with or without the bi-encoder.
+pub fn calibrated_feature_names(with_model: bool) -> Vec<&'static str> {
+    let mut v = CALIBRATED_LEXICAL_FEATURES.to_vec();
+    if with_model {
+        v.extend_from_slice(CALIBRATED_MODEL_FEATURES);
+    }
+    v
+}
+
+/// Earlier utterances the conversation feature reads besides the first (the opening usually
+/// states the topic; later ones drift).
+const RECENT_UTTERANCES: usize = 2;
+
+/// The conversation so far as one text: the opening utterance, the most recent ones and the
+/// current (effective) utterance.
+pub fn conversation_text(ctx: &ConversationContext) -> String {
+    let n = ctx.history.len();
+    let mut parts: Vec<&str> = Vec::new();
+    for (i, t) in ctx.history.iter().enumerate() {
+        if i == 0 || i + RECENT_UTTERANCES >= n {
+            parts.push(&t.utterance);
+        }
+    }
+    parts.push(ctx.effective_utterance());
+    parts.join(" ")
+}
+
+/// Share of `statement`'s distinct content stems found in `have` (0 for a statement without
+/// content words).
+fn overlap(statement: &[String], have: &HashSet<String>) -> f64 {
+    let distinct: HashSet<&String> = statement.iter().collect();
+    if distinct.is_empty() {
+        return 0.0;
+    }
+    distinct.iter().filter(|s| have.contains(**s)).count() as f64 / distinct.len() as f64
+}
+
+/// Features of every statement of `ctx.ptkb` (rows in PTKB order): [`CALIBRATED_LEXICAL_FEATURES`],
+/// then, with a `similarity` model, [`CALIBRATED_MODEL_FEATURES`]. A row depends only on its own
+/// statement and the conversation.
+pub fn calibrated_features(
+    ctx: &ConversationContext,
+    similarity: Option<&dyn TextSimilarity>,
+) -> Result<Vec<Vec<f64>>> {
+    let n = ctx.ptkb.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let utterance: HashSet<String> = terms::content_stems(ctx.effective_utterance())
+        .into_iter()
+        .collect();
+    let history: HashSet<String> = ctx
+        .history
+        .iter()
+        .flat_map(|t| terms::content_stems(&t.utterance))
+        .collect();
+    let first_person = terms::words(&ctx.utterance)
+        .iter()
+        .any(|w| lexicon::FIRST_PERSON.contains(&w.as_str()));
+    let mut rows: Vec<Vec<f64>> = ctx
+        .ptkb
+        .iter()
+        .map(|s| {
+            let stems = terms::content_stems(&s.text);
+            vec![
+                overlap(&stems, &utterance),
+                overlap(&stems, &history),
+                if first_person { 1.0 } else { 0.0 },
+            ]
+        })
+        .collect();
+    if let Some(model) = similarity {
+        let texts: Vec<&str> = ctx.ptkb.iter().map(|s| s.text.as_str()).collect();
+        let cosine = |query: Option<&str>| -> Result<Vec<f32>> {
+            match query {
+                Some(q) if !q.trim().is_empty() => {
+                    let v = model.similarities(q, &texts)?;
+                    if v.len() != n {
+                        return Err(PipelineError::Model(format!(
+                            "similarity returned {} scores for {n} statements",
+                            v.len()
+                        )));
+                    }
+                    Ok(v)
+                }
+                _ => Ok(vec![0.0; n]),
+            }
+        };
+        let now = cosine(Some(ctx.effective_utterance()))?;
+        let conversation = cosine(Some(&conversation_text(ctx)))?;
+        let response = cosine(ctx.history.last().and_then(|t| t.response.as_deref()))?;
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.extend([now[i] as f64, conversation[i] as f64, response[i] as f64]);
+        }
+    }
+    Ok(rows)
+}
+
+/// A statement model whose output is a calibrated probability: a logistic model over
+/// [`calibrated_features`], then Platt scaling (a one-feature logistic model over the first
+/// model's log-odds, fitted on held-out folds), selected at `threshold`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibratedModel {
+    pub model: LogisticModel,
+    /// Over the single feature `log_odds`.
+    pub platt: LogisticModel,
+    /// Absolute probability at or above which a statement is selected.
+    pub threshold: f64,
+}
+
+/// The log-odds of a probability, clamped so that 0 and 1 stay finite.
+pub fn log_odds(p: f64) -> f64 {
+    let p = p.clamp(1e-12, 1.0 - 1e-12);
+    (p / (1.0 - p)).ln()
+}
+
+impl CalibratedModel {
+    /// The calibrated probability of one feature row.
+    pub fn probability(&self, x: &[f64]) -> f64 {
+        self.platt
+            .probability(&[log_odds(self.model.probability(x))])
+    }
+}
+
+/// [`CalibratedModel`] probabilities, with the bi-encoder when `similarity` is set.
+pub struct CalibratedScorer {
+    pub model: CalibratedModel,
+    pub similarity: Option<Box<dyn TextSimilarity>>,
+}
+
+impl StatementScorer for CalibratedScorer {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        let rows = calibrated_features(ctx, self.similarity.as_deref())?;
+        Ok(rows
+            .iter()
+            .map(|x| self.model.probability(x) as f32)
+            .collect())
+    }
+}
+
+/// The committed calibrated model (`src/pipeline/weights/ptkb_calibrated_{model,lexical}.json`,
+/// written by `convrag tune ptkb-selection` from training topics only).
+pub fn committed_calibrated_model(with_model: bool) -> Result<CalibratedModel> {
+    let json = if with_model {
+        include_str!("weights/ptkb_calibrated_model.json")
+    } else {
+        include_str!("weights/ptkb_calibrated_lexical.json")
+    };
+    let m: CalibratedModel = serde_json::from_str(json)
+        .map_err(|e| PipelineError::Input(format!("committed calibrated PTKB weights: {e}")))?;
+    m.model
+        .check_features(&calibrated_feature_names(with_model))?;
+    m.platt.check_features(&["log_odds"])?;
+    Ok(m)
+}
+
+/// The calibrated ranker with the committed weights: statements at or above the tuned absolute
+/// probability are selected, however many or few that is.
+pub fn calibrated_ranker(
+    model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
+) -> Result<ScoringRanker<CalibratedScorer>> {
+    let weights = committed_calibrated_model(model.is_some())?;
+    let threshold = weights.threshold as f32;
+    Ok(ScoringRanker {
+        scorer: CalibratedScorer {
+            model: weights,
+            similarity: model.map(|m| Box::new(ModelSimilarity(m)) as Box<dyn TextSimilarity>),
+        },
+        selection: Selection::Threshold(threshold),
+    })
+}
+
+/// The ranker the server and batch runs use: the calibrated ranker ([`calibrated_ranker`],
+/// fitted by `convrag tune ptkb-selection` on training topics) with the bi-encoder when there is
+/// one, else with lexical features only; its figures are in BENCHMARKS.md.
+pub fn recommended_ranker(
+    model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
+) -> std::sync::Arc<dyn PtkbRanker> {
+    match calibrated_ranker(model) {
+        Ok(ranker) => std::sync::Arc::new(ranker),
+        Err(e) => {
+            // Unreachable with the committed weights (unit-tested); never stop a turn for it.
+            tracing::error!(error = %e, "calibrated PTKB weights unusable; ranking lexically");
+            std::sync::Arc::new(super::ptkb::default_ranker())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::context::{HistoryTurn, PtkbStatement};
+
+    fn ctx(utterance: &str, history: &[&str], ptkb: &[&str]) -> ConversationContext {
+        ConversationContext {
+            utterance: utterance.into(),
+            history: history
+                .iter()
+                .map(|u| HistoryTurn {
+                    utterance: u.to_string(),
+                    response: None,
+                })
+                .collect(),
+            ptkb: ptkb
+                .iter()
+                .enumerate()
+                .map(|(i, t)| PtkbStatement {
+                    id: (i + 1).to_string(),
+                    text: t.to_string(),
+                })
+                .collect(),
+            manual_rewrite: None,
+        }
+    }
+
+    #[test]
+    fn committed_calibrated_models_match_their_features() {
+        for with_model in [false, true] {
+            let m = committed_calibrated_model(with_model).unwrap();
+            assert!(m.threshold > 0.0 && m.threshold < 1.0);
+        }
+    }
+
+    #[test]
+    fn a_statement_scores_the_same_whatever_else_the_ptkb_holds() {
+        let ranker = calibrated_ranker(None).unwrap();
+        let q = "Can you suggest a vegetarian dinner?";
+        let alone = ranker.rank(&ctx(q, &[], &["I am vegetarian."])).unwrap();
+        let among = ranker
+            .rank(&ctx(
+                q,
+                &[],
+                &[
+                    "I play the guitar.",
+                    "I am vegetarian.",
+                    "I live in Lisbon.",
+                    "I have two cats.",
+                ],
+            ))
+            .unwrap();
+        let score = |r: &crate::pipeline::ptkb::PtkbRanking| {
+            r.statements
+                .iter()
+                .find(|s| s.text == "I am vegetarian.")
+                .unwrap()
+                .score
+        };
+        assert_eq!(score(&alone), score(&among));
+        assert_eq!(among.statements[0].text, "I am vegetarian.");
+    }
+
+    #[test]
+    fn an_unrelated_question_selects_nothing() {
+        let ranker = calibrated_ranker(None).unwrap();
+        let r = ranker
+            .rank(&ctx(
+                "What is the capital of Australia?",
+                &[],
+                &["I am vegetarian."],
+            ))
+            .unwrap();
+        assert_eq!(r.statements.len(), 1);
+        assert_eq!(r.selected().count(), 0);
+    }
+
+    #[test]
+    fn features_are_per_statement() {
+        let c = ctx(
+            "Which vegetarian restaurants are open?",
+            &["I am in Lisbon for a week."],
+            &["I am vegetarian.", "I live in Lisbon.", "."],
+        );
+        let rows = calibrated_features(&c, None).unwrap();
+        assert_eq!(rows[0], vec![1.0, 0.0, 0.0]);
+        assert!(rows[1][0] == 0.0 && rows[1][1] > 0.0 && rows[1][2] == 0.0);
+        assert_eq!(rows[2], vec![0.0, 0.0, 0.0]);
+        let c = ctx("My cat is sick.", &[], &["I have two cats."]);
+        assert_eq!(calibrated_features(&c, None).unwrap()[0][2], 1.0);
+    }
+
+    #[test]
+    fn conversation_text_keeps_the_opening_and_the_recent_turns() {
+        let c = ctx("now", &["a", "b", "c", "d"], &[]);
+        assert_eq!(conversation_text(&c), "a c d now");
+        assert_eq!(conversation_text(&ctx("now", &[], &[])), "now");
+    }
+}

@@ -1,0 +1,90 @@
+//! PTKB selection on small made-up PTKBs (`tests/fixtures/ptkb_small.json`: 35 turns, PTKBs of
+//! 1–5 statements, 12 turns where nothing is relevant; labels written before any model was run),
+//! through the ranker a turn uses: the calibrated ranker with the real all-MiniLM-L6-v2 bi-encoder.
+//! Asserted: precision >= 0.8 and nothing selected where nothing is relevant.
+
+use std::sync::Arc;
+
+use convrag::pipeline::context::{ConversationContext, HistoryTurn, PtkbStatement};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Fixture {
+    turns: Vec<Turn>,
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    history: Vec<String>,
+    utterance: String,
+    ptkb: Vec<String>,
+    relevant: Vec<usize>,
+}
+
+fn context(t: &Turn) -> ConversationContext {
+    ConversationContext {
+        utterance: t.utterance.clone(),
+        history: t
+            .history
+            .iter()
+            .map(|u| HistoryTurn {
+                utterance: u.clone(),
+                response: None,
+            })
+            .collect(),
+        ptkb: t
+            .ptkb
+            .iter()
+            .enumerate()
+            .map(|(i, s)| PtkbStatement {
+                id: i.to_string(),
+                text: s.clone(),
+            })
+            .collect(),
+        manual_rewrite: None,
+    }
+}
+
+#[test]
+fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ptkb_small.json");
+    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(fixture.turns.len() >= 30);
+    let model: Arc<dyn convrag::rerank::Reranker> = Arc::new(crate::common::default_model());
+    let ranker = convrag::pipeline::ptkb_calibrated::recommended_ranker(Some(model));
+    let (mut selected, mut relevant, mut hits) = (0, 0, 0);
+    let mut wrong_where_none = Vec::new();
+    for t in &fixture.turns {
+        let ranking = ranker.rank(&context(t)).unwrap();
+        let chosen: Vec<usize> = ranking.selected().map(|s| s.id.parse().unwrap()).collect();
+        selected += chosen.len();
+        relevant += t.relevant.len();
+        hits += chosen.iter().filter(|i| t.relevant.contains(i)).count();
+        if t.relevant.is_empty() && !chosen.is_empty() {
+            wrong_where_none.push((t.utterance.clone(), chosen.clone()));
+        }
+        let scores: Vec<String> = ranking
+            .statements
+            .iter()
+            .map(|s| format!("{}:{:.2}", s.id, s.score))
+            .collect();
+        eprintln!(
+            "{:?} -> {chosen:?} (relevant {:?}; {})",
+            t.utterance,
+            t.relevant,
+            scores.join(" ")
+        );
+    }
+    let precision = hits as f64 / selected.max(1) as f64;
+    let recall = hits as f64 / relevant as f64;
+    eprintln!("precision {precision:.3} recall {recall:.3} ({hits} of {selected} selected, {relevant} relevant)");
+    assert!(
+        wrong_where_none.is_empty(),
+        "selected where nothing is relevant: {wrong_where_none:?}"
+    );
+    assert!(precision >= 0.8, "precision {precision:.3}");
+    // Issue 32 asks for recall >= 0.6 too; the calibrated ranker reaches 0.371 (13 of 35) on this
+    // fixture, so that bar is open (BENCHMARKS.md), not asserted here.
+    assert!(hits > 0, "nothing relevant selected");
+}
