@@ -179,6 +179,8 @@ pub struct TurnService {
     collections: CollectionRegistry,
     /// Per-user rates (the server's; batch runs and benchmarks have none).
     rates: Option<RateLimiter>,
+    /// A chat answer's length when the request names none (`chat_max_words`).
+    chat_max_words: usize,
 }
 
 impl TurnService {
@@ -201,7 +203,21 @@ impl TurnService {
             pipeline: Arc::new(pipeline),
             collections: CollectionRegistry::new(config.collections_dir()),
             rates: None,
+            chat_max_words: config.chat_max_words,
         })
+    }
+
+    /// The settings of a chat turn before the request's own: the defaults with an answer of
+    /// `chat_max_words` words (a reader's length, not a track's submission limit).
+    pub fn chat_defaults(&self) -> TurnSettings {
+        let defaults = TurnSettings::default();
+        TurnSettings {
+            limit: WordLimit {
+                max_words: self.chat_max_words,
+                ..defaults.limit
+            },
+            ..defaults
+        }
     }
 
     /// Limits every user's turns and searches per minute as `limits` says.

@@ -301,10 +301,10 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// The response as one text (sentences joined by a space), as iKAT's `text`.
+    /// The response as one Markdown text (sentences joined by a space, code blocks on lines of
+    /// their own), as iKAT's `text`.
     pub fn response_text(&self) -> String {
-        let texts: Vec<&str> = self.sentences.iter().map(|s| s.text.as_str()).collect();
-        texts.join(" ")
+        crate::text::sentences::join_sentences(self.sentences.iter().map(|s| s.text.as_str()))
     }
 
     /// Sorted indices of the passages some sentence cites (iKAT `used`).
