@@ -208,7 +208,8 @@ impl TurnService {
     }
 
     /// The settings of a chat turn before the request's own: the defaults with an answer of
-    /// `chat_max_words` words (a reader's length, not a track's submission limit).
+    /// `chat_max_words` words (a reader's length, not a track's submission limit) whose
+    /// sentences come with their context.
     pub fn chat_defaults(&self) -> TurnSettings {
         let defaults = TurnSettings::default();
         TurnSettings {
@@ -216,6 +217,7 @@ impl TurnService {
                 max_words: self.chat_max_words,
                 ..defaults.limit
             },
+            keep_context: Some(true),
             ..defaults
         }
     }

@@ -47,7 +47,8 @@ pub struct ExtractiveConfig {
     pub min_marginal: Option<f64>,
     /// A sentence that leans on the one before it ("Thus …", "This form …") comes with that
     /// sentence, or is left out when it has none; one that introduces an example (ends with
-    /// `:`) comes with the code block after it, or is left out when none follows.
+    /// `:`) comes with the code block after it, or is left out when none follows. A request's
+    /// `keep_context` overrides it.
     pub keep_context: bool,
     pub k1: f64,
     pub b: f64,
@@ -66,7 +67,7 @@ impl Default for ExtractiveConfig {
             context_weight: 0.3,
             min_lexical: 0.15,
             min_marginal: super::stopping::StopRule::committed().min_marginal,
-            keep_context: true,
+            keep_context: super::stopping::StopRule::committed().keep_context,
             k1: 1.2,
             b: 0.75,
         }
@@ -230,7 +231,8 @@ impl ExtractiveGenerator {
                 }
                 continue;
             }
-            let Some(group) = self.group_of(&candidates, ci) else {
+            let keep_context = request.keep_context.unwrap_or(cfg.keep_context);
+            let Some(group) = self.group_of(&candidates, ci, keep_context) else {
                 continue; // leans on a sentence it cannot bring, or introduces nothing
             };
             let added: Vec<usize> = group
@@ -292,9 +294,14 @@ impl ExtractiveGenerator {
     /// The units that go into the answer with sentence `ci`, in order: the sentence it leans on,
     /// itself, the code block it introduces; `None` when it cannot stand (see
     /// [`ExtractiveConfig::keep_context`]).
-    fn group_of(&self, candidates: &[Candidate], ci: usize) -> Option<Vec<usize>> {
+    fn group_of(
+        &self,
+        candidates: &[Candidate],
+        ci: usize,
+        keep_context: bool,
+    ) -> Option<Vec<usize>> {
         let c = &candidates[ci];
-        if !self.config.keep_context {
+        if !keep_context {
             return Some(vec![ci]);
         }
         let neighbour = |k: Option<usize>| {
@@ -589,7 +596,10 @@ mod tests {
             "ALTER TABLE changes the definition of an existing table.\n\n\
              Thus the data type of a column is changed by rewriting the whole table.",
         );
-        let g = ExtractiveGenerator::default();
+        let g = ExtractiveGenerator::new(ExtractiveConfig {
+            keep_context: true,
+            ..ExtractiveConfig::default()
+        });
         let req = GenerationRequest::new(
             "How do I change the data type of a column?",
             vec![manual, other],
@@ -656,7 +666,10 @@ mod tests {
             "q",
             "COPY FROM loads rows from a file into a table, in text or CSV format.",
         );
-        let g = ExtractiveGenerator::default();
+        let g = ExtractiveGenerator::new(ExtractiveConfig {
+            keep_context: true,
+            ..ExtractiveConfig::default()
+        });
         let req = GenerationRequest::new(
             "How do I load rows from a CSV file into a table?",
             vec![only.clone(), copy],

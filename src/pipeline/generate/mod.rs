@@ -122,6 +122,9 @@ pub struct GenerationRequest {
     /// Ranked passages, best first; citations are indices into this list.
     pub passages: Vec<Passage>,
     pub limit: WordLimit,
+    /// Overrides [`ExtractiveConfig::keep_context`] (chat answers ask for it).
+    #[serde(default)]
+    pub keep_context: Option<bool>,
 }
 
 impl GenerationRequest {
@@ -131,6 +134,7 @@ impl GenerationRequest {
             context: Vec::new(),
             passages,
             limit,
+            keep_context: None,
         }
     }
 
