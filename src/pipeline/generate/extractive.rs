@@ -98,6 +98,9 @@ struct Candidate {
     vector: HashMap<String, f64>,
 }
 
+/// Relevance added, in answers for a reader, to a sentence that shows code.
+const READER_CODE_BONUS: f64 = 0.15;
+
 /// Words that open a sentence leaning on the one before it (lower case; a phrase matches whole
 /// words at the start).
 const DEPENDENT_OPENERS: &[&str] = &[
@@ -180,6 +183,21 @@ impl ExtractiveGenerator {
         let n_candidates = candidates.iter().filter(|c| c.scored).count();
 
         let max_bm25 = self.score(request, &mut candidates);
+        let reading = request.keep_context.unwrap_or(cfg.keep_context);
+        if reading {
+            // A reader asking how to do something wants the command: sentences that show code
+            // (a code span, or the code block they introduce) rank higher.
+            for i in 0..candidates.len() {
+                let shows_code = candidates[i].text.contains('`')
+                    || (introduces_example(&candidates[i].text)
+                        && candidates.get(i + 1).is_some_and(|n| {
+                            n.kind == UnitKind::Code && n.passage == candidates[i].passage
+                        }));
+                if candidates[i].scored && shows_code {
+                    candidates[i].relevance += READER_CODE_BONUS;
+                }
+            }
+        }
         // Only sentences sharing enough with the query, unless none does (then the best-ranked
         // passages' leading sentences are the best we have).
         for c in candidates.iter_mut() {
@@ -208,7 +226,9 @@ impl ExtractiveGenerator {
                 }
             }
             let (slot, _, sim, similar) = best.expect("remaining is not empty");
-            if let (Some(min), false) = (cfg.min_marginal, chosen.is_empty()) {
+            // A reader's answer fills its (short) limit: the threshold was fitted for long ones.
+            let min_marginal = if reading { None } else { cfg.min_marginal };
+            if let (Some(min), false) = (min_marginal, chosen.is_empty()) {
                 let c = &candidates[remaining[slot]];
                 let novel: f64 = c
                     .contributions
@@ -231,8 +251,7 @@ impl ExtractiveGenerator {
                 }
                 continue;
             }
-            let keep_context = request.keep_context.unwrap_or(cfg.keep_context);
-            let Some(group) = self.group_of(&candidates, ci, keep_context) else {
+            let Some(group) = self.group_of(&candidates, ci, reading) else {
                 continue; // leans on a sentence it cannot bring, or introduces nothing
             };
             let added: Vec<usize> = group
