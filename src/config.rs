@@ -254,6 +254,9 @@ pub struct Config {
     pub default_collection_source: Option<PathBuf>,
     /// Name of the default collection; new conversations without a collection use it.
     pub default_collection: String,
+    /// Longest answer (in words) of a chat turn (the page, the turns API, OpenAI chat, MCP) when
+    /// the request names none; batch runs keep their track's limit.
+    pub chat_max_words: usize,
     pub llm: LlmConfig,
     pub database: DatabaseConfig,
     pub uploads: UploadLimits,
@@ -274,6 +277,7 @@ impl Default for Config {
             model_dir: None,
             default_collection_source: None,
             default_collection: "postgresql-manual".to_string(),
+            chat_max_words: 100,
             llm: LlmConfig::default(),
             database: DatabaseConfig::default(),
             uploads: UploadLimits::default(),
@@ -422,6 +426,12 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "default_collection",
         default: "postgresql-manual",
         meaning: "name of the default collection, used by new conversations",
+    },
+    Setting {
+        env: "CONVRAG_CHAT_MAX_WORDS",
+        toml_key: "chat_max_words",
+        default: "100",
+        meaning: "longest chat answer in words when a request names none (batch runs keep the track's limit)",
     },
     Setting {
         env: "CONVRAG_LLM_BASE_URL",
@@ -594,6 +604,12 @@ impl Config {
         if let Some(v) = non_empty("CONVRAG_DEFAULT_COLLECTION") {
             config.default_collection = v;
         }
+        if let Some(v) = non_empty("CONVRAG_CHAT_MAX_WORDS") {
+            config.chat_max_words = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: "CONVRAG_CHAT_MAX_WORDS",
+                message: format!("expected a whole number of words, got {v:?}"),
+            })?;
+        }
         if let Some(v) = non_empty("CONVRAG_LLM_BASE_URL") {
             config.llm.base_url = Some(v);
         }
@@ -664,6 +680,12 @@ impl Config {
                     ),
                 });
             }
+        }
+        if !(1..=2000).contains(&self.chat_max_words) {
+            return Err(ConfigError::Invalid {
+                name: "chat_max_words",
+                message: format!("must be between 1 and 2000, got {}", self.chat_max_words),
+            });
         }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid {

@@ -51,7 +51,8 @@ export function citedRanks(sentences) {
  * passage; a marker naming a passage the turn does not have is shown but disabled.
  */
 export function sentenceNode(sentence, passages, onCite) {
-  const node = el("span", { class: "sentence" }, sentence.text);
+  const code = fencedCode(sentence.text);
+  const node = code === null ? el("span", { class: "sentence" }, sentence.text) : codeBlockNode(sentence.text, code);
   for (const rank of sentence.citations || []) {
     const passage = (passages || []).find((p) => p.rank === rank);
     const label = passage ? `Source ${rank}: ${passageTitle(passage)}` : `Source ${rank} (not available)`;
@@ -75,14 +76,53 @@ export function sentenceNode(sentence, passages, onCite) {
   return node;
 }
 
-/** The answer paragraph of a turn. */
+/**
+ * The code of a sentence that is a Markdown fenced code block (```` ``` ```` or `~~~` lines
+ * around it), or null. Only the fences are read: the code goes into the page as text.
+ */
+export function fencedCode(text) {
+  const lines = String(text).split("\n");
+  const open = /^(`{3,}|~{3,})[^`]*$/.exec(lines[0].trim());
+  if (!open || lines.length < 2) return null;
+  const last = lines[lines.length - 1].trim();
+  const closed = last.startsWith(open[1]) && last.replace(/[`~]/g, "") === "";
+  return lines.slice(1, closed ? -1 : undefined).join("\n");
+}
+
+/** A code block of an answer: monospaced, its code as text, and a button copying it. */
+function codeBlockNode(source, code) {
+  const copy = el(
+    "button",
+    {
+      type: "button",
+      class: "copy-code",
+      "aria-label": "Copy the code",
+      title: "Copy the code",
+      onclick: async (event) => {
+        const button = event.currentTarget;
+        try {
+          await navigator.clipboard.writeText(code);
+          button.textContent = "Copied";
+        } catch {
+          button.textContent = "Copy failed";
+        }
+        setTimeout(() => (button.textContent = "Copy"), 1500);
+      },
+    },
+    "Copy",
+  );
+  const pre = el("pre", { class: "code-block" }, el("code", {}, code));
+  return el("span", { class: "sentence code", dataset: { markdown: source } }, pre, copy);
+}
+
+/** The answer of a turn (a block: code blocks are blocks of their own). */
 export function answerNode(turn, onCite) {
-  const p = el("p", { class: "answer" });
+  const answer = el("div", { class: "answer" });
   (turn.sentences || []).forEach((s, i) => {
-    if (i > 0) p.append(" ");
-    p.append(sentenceNode(s, turn.passages, onCite));
+    if (i > 0) answer.append(" ");
+    answer.append(sentenceNode(s, turn.passages, onCite));
   });
-  return p;
+  return answer;
 }
 
 /** A short human description of a generator name (`extractive`, `llm:<model>`). */

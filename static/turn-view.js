@@ -60,7 +60,7 @@ export class TurnView {
     this.el.dataset.seq = String(this.seq);
     this.el.dataset.version = turn.version ? String(turn.version) : "";
     this.el.classList.toggle("streaming", Boolean(this.pending));
-    this.answer = turn.pending ? el("p", { class: "answer", "aria-live": "polite" }) : answerNode(turn, (rank, button) => this.cite(turn, rank, button));
+    this.answer = turn.pending ? el("div", { class: "answer", "aria-live": "polite" }) : answerNode(turn, (rank, button) => this.cite(turn, rank, button));
     if (turn.pending) turn.sentences.forEach((s, i) => this.appendSentence(s, i));
     this.stage = el("p", { class: "stage", hidden: !turn.pending }, turn.stage || "");
     this.notice = el("div", { class: "notices" }, turn.pending ? turn.notice || null : fallbackNotice(turn));

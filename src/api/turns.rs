@@ -10,7 +10,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
-use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent, TurnSettings};
+use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent};
 use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
 use crate::store::{Turn, TurnSlot};
 use crate::web::error::{ApiError, ErrorCode};
@@ -195,7 +195,7 @@ pub async fn create(
     }
     let settings = state.turns.resolve(
         &body.requested_settings(),
-        TurnSettings::default(),
+        state.turns.chat_defaults(),
         SettingLimits::API,
     )?;
     let slot = match &body.regenerate {

@@ -600,28 +600,52 @@ fn run_extractive(args: TuneExtractiveArgs) -> anyhow::Result<()> {
     let tuning = tune_stopping(&train, &base, args.folds, &default_grid())?;
     let threshold =
         |t: Option<f64>| t.map_or("none (fill the limit)".into(), |t| format!("{t:.2}"));
+    let context = |keep: bool| if keep { "with context" } else { "alone" };
     println!(
-        "training: {} turns, {}-fold by topic; chosen by cross-validated ROUGE-1 F1: min_marginal {}",
+        "training: {} turns, {}-fold by topic; chosen by cross-validated ROUGE-1 F1: min_marginal {}, sentences {}",
         train.len(),
         tuning.folds,
-        threshold(tuning.rule.min_marginal)
+        threshold(tuning.rule.min_marginal),
+        context(tuning.rule.keep_context)
     );
-    for (t, m) in &tuning.grid {
+    for (p, m) in &tuning.grid {
         println!(
             "{}",
-            answer_row(&format!("all train, {}", threshold(*t)), m)
+            answer_row(
+                &format!(
+                    "all train, {}, {}",
+                    threshold(p.min_marginal),
+                    context(p.keep_context)
+                ),
+                m
+            )
         );
     }
     println!("{}", answer_row("fill the limit", &tuning.fill));
-    println!("{}", answer_row("stopping (cross-validated)", &tuning.cv));
+    println!(
+        "{}",
+        answer_row("stopping, alone (cross-validated)", &tuning.cv_alone)
+    );
+    println!("{}", answer_row("chosen (cross-validated)", &tuning.cv));
     let mut held_out = Vec::new();
     for spec in &args.report {
         let examples = answer_set(spec)?;
-        let fill = evaluate_answers(&examples, &base, None)?;
-        let stop = evaluate_answers(&examples, &base, tuning.rule.min_marginal)?;
+        let fill = evaluate_answers(
+            &examples,
+            &ExtractiveConfig {
+                keep_context: false,
+                ..base.clone()
+            },
+            None,
+        )?;
+        let chosen = ExtractiveConfig {
+            keep_context: tuning.rule.keep_context,
+            ..base.clone()
+        };
+        let stop = evaluate_answers(&examples, &chosen, tuning.rule.min_marginal)?;
         println!("held out {spec} ({} turns):", examples.len());
         println!("{}", answer_row("fill the limit", &fill));
-        println!("{}", answer_row("stopping", &stop));
+        println!("{}", answer_row("chosen", &stop));
         held_out.push(serde_json::json!({"set": spec, "fill": fill, "stopping": stop}));
     }
     if let Some(path) = &args.output {

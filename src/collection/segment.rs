@@ -87,6 +87,15 @@ pub fn split_sentences(text: &str) -> Vec<Sentence> {
         }
     };
     while i < n {
+        if i == start {
+            // A fenced code block or a table is one sentence: a passage never cuts it.
+            if let Some(end) = block_end(&chars, i) {
+                push(start, end, &mut out);
+                start = end;
+                i = end;
+                continue;
+            }
+        }
         let c = chars[i].1;
         if c == '\n' || c == '\r' {
             push(start, i, &mut out);
@@ -123,6 +132,62 @@ pub fn split_sentences(text: &str) -> Vec<Sentence> {
     }
     push(start, n, &mut out);
     out
+}
+
+/// The line starting at char index `from` (after white space): `(its end, the line trimmed)`.
+fn line_at(chars: &[(usize, char)], from: usize) -> (usize, String) {
+    let end = chars[from..]
+        .iter()
+        .position(|&(_, c)| c == '\n')
+        .map_or(chars.len(), |p| from + p);
+    let line: String = chars[from..end].iter().map(|&(_, c)| c).collect();
+    (end, line.trim().to_string())
+}
+
+/// When the line at `from` opens a fenced code block (```` ``` ````, `~~~`) or a Markdown table,
+/// the char index where that block ends (after its closing fence or last row).
+fn block_end(chars: &[(usize, char)], from: usize) -> Option<usize> {
+    let mut from = from;
+    while from < chars.len() && chars[from].1.is_whitespace() {
+        from += 1;
+    }
+    if from >= chars.len() {
+        return None;
+    }
+    let mut back = from;
+    while back > 0 && matches!(chars[back - 1].1, ' ' | '\t') {
+        back -= 1;
+    }
+    if back > 0 && chars[back - 1].1 != '\n' {
+        return None; // not at the start of a line
+    }
+    let (end, first) = line_at(chars, from);
+    let fence_char = first.chars().next()?;
+    let fence_len = first.chars().take_while(|&c| c == fence_char).count();
+    if matches!(fence_char, '`' | '~') && fence_len >= 3 {
+        let fence: String = std::iter::repeat_n(fence_char, fence_len).collect();
+        let mut at = end;
+        while at < chars.len() {
+            let (next_end, line) = line_at(chars, at + 1);
+            at = next_end;
+            if line.starts_with(&fence) && line.trim_start_matches(fence_char).is_empty() {
+                break;
+            }
+        }
+        return Some(at);
+    }
+    if fence_char == '|' {
+        let mut at = end;
+        while at < chars.len() {
+            let (next_end, line) = line_at(chars, at + 1);
+            if !line.starts_with('|') {
+                break;
+            }
+            at = next_end;
+        }
+        return Some(at);
+    }
+    None
 }
 
 /// Whether the word ending just before the `.` at char index `dot` is an abbreviation.
@@ -223,6 +288,25 @@ mod tests {
         assert_eq!((s[1].char_start, s[1].char_end), (14, 19));
         let chars: Vec<char> = text.chars().collect();
         assert_eq!(chars[14..19].iter().collect::<String>(), "Jaźń!");
+    }
+
+    #[test]
+    fn code_fences_and_tables_are_one_sentence() {
+        let text = "Use:\n```\nSELECT 1;\nSELECT 2.  Not. A sentence\n```\nDone. Then\n  | a | b |\n| 1 | 2 |\nEnd. Here ``` is inline.";
+        assert_eq!(
+            texts(text),
+            vec![
+                "Use:",
+                "```\nSELECT 1;\nSELECT 2.  Not. A sentence\n```",
+                "Done.",
+                "Then",
+                "| a | b |\n| 1 | 2 |",
+                "End.",
+                "Here ``` is inline."
+            ]
+        );
+        // An unclosed fence runs to the end.
+        assert_eq!(texts("A.\n~~~\nx\ny"), vec!["A.", "~~~\nx\ny"]);
     }
 
     #[test]

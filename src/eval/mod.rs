@@ -27,6 +27,7 @@
 pub mod answers;
 pub mod compare;
 pub mod compare_report;
+pub mod expected;
 pub mod measures;
 pub mod poleval;
 pub mod ptkb;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::writer::{index_collection, IndexOptions, IndexReport};
-use super::{io_err, IndexError, Result, TANTIVY_DIR};
+use super::{io_err, read_manifest, IndexError, Result, PASSAGE_LAYOUT, TANTIVY_DIR};
 use crate::collection::Format;
 use crate::progress::Progress;
 
@@ -124,8 +124,24 @@ impl DefaultCollection {
         threads: usize,
     ) -> Result<Option<IndexReport>> {
         if is_published(collections_dir, &self.name) {
-            self.set_state(BuildState::Ready);
-            return Ok(None);
+            if is_current(collections_dir, &self.name) {
+                self.set_state(BuildState::Ready);
+                return Ok(None);
+            }
+            if !self.source.is_dir() {
+                // Nothing to rebuild it from: the older passages are better than none.
+                tracing::warn!(collection = %self.name, "the default collection has an older passage layout and no source to rebuild it from");
+                self.set_state(BuildState::Ready);
+                return Ok(None);
+            }
+            // Built by an older version with another passage layout: removed before anything
+            // opens it, and built again as on a first start.
+            tracing::info!(collection = %self.name, "the default collection has an older passage layout; rebuilding it");
+            let stale = collections_dir.join(&self.name);
+            if let Err(e) = std::fs::remove_dir_all(&stale) {
+                self.set_state(BuildState::Failed);
+                return Err(io_err(&stale)(e));
+            }
         }
         self.set_state(BuildState::Building);
         let result = self.build_and_publish(collections_dir, staging_dir, threads);
@@ -153,6 +169,11 @@ impl DefaultCollection {
                 "the default collection's source {} is not a directory",
                 self.source.display()
             )));
+        }
+        // Shards staged by a version with another layout cannot be resumed.
+        let staged = staging_dir.join(&self.name);
+        if is_published(staging_dir, &self.name) && !is_current(staging_dir, &self.name) {
+            std::fs::remove_dir_all(&staged).map_err(io_err(&staged))?;
         }
         let mut opts = IndexOptions::new(&self.name, Format::Html);
         opts.inputs = vec![self.source.clone()];
@@ -190,6 +211,11 @@ fn is_published(collections_dir: &Path, name: &str) -> bool {
         .join(TANTIVY_DIR)
         .join("meta.json")
         .exists()
+}
+
+/// Whether `dir/<name>` was built with this version's passage layout.
+fn is_current(dir: &Path, name: &str) -> bool {
+    read_manifest(&dir.join(name)).is_ok_and(|m| m.layout == PASSAGE_LAYOUT)
 }
 
 impl Progress for DefaultCollection {
@@ -256,6 +282,28 @@ mod tests {
         let report = default.build(&collections, &staging, 1).unwrap().unwrap();
         assert_eq!((report.shards_skipped, report.shards_indexed), (1, 2));
         assert!(is_published(&collections, "manual"));
+    }
+
+    #[test]
+    fn a_collection_of_an_older_passage_layout_is_rebuilt() {
+        let home = tempfile::tempdir().unwrap();
+        let collections = home.path().join("collections");
+        let staging = home.path().join("staging");
+        let default = Arc::new(DefaultCollection::new("manual", Path::new(FIXTURES)));
+        default.build(&collections, &staging, 1).unwrap().unwrap();
+        let dir = collections.join("manual");
+        let mut manifest = read_manifest(&dir).unwrap();
+        assert_eq!(manifest.layout, PASSAGE_LAYOUT);
+        // As an older version wrote it: no layout recorded.
+        manifest.layout = 0;
+        super::super::write_manifest(&dir, &manifest).unwrap();
+        // Staged shards of the older layout are not resumed either.
+        std::fs::create_dir_all(&staging).unwrap();
+        let again = Arc::new(DefaultCollection::new("manual", Path::new(FIXTURES)));
+        let report = again.build(&collections, &staging, 1).unwrap();
+        assert_eq!(report.map(|r| r.shards_indexed), Some(3));
+        assert_eq!(read_manifest(&dir).unwrap().layout, PASSAGE_LAYOUT);
+        assert_eq!(again.state(), BuildState::Ready);
     }
 
     #[test]

@@ -159,7 +159,15 @@ pub struct Manifest {
     pub created: String,
     #[serde(default)]
     pub state: CommitState,
+    /// How passages were cut from documents ([`PASSAGE_LAYOUT`] when built; 0 before it was
+    /// recorded). A default collection of an older layout is rebuilt.
+    #[serde(default)]
+    pub layout: u32,
 }
+
+/// The passage layout this build writes: 2 keeps documents' code blocks, headings, list items
+/// and tables as Markdown in the passage text.
+pub const PASSAGE_LAYOUT: u32 = 2;
 
 /// What has been committed: the source of truth is the tantivy commit payload.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use crate::progress::{no_progress, SharedProgress};
 use super::{
     build_schema, committed_state, io_err, read_manifest, register_analyzers, tantivy_err,
     validate_name, write_manifest, Bm25Params, CommitState, ContentsPart, FieldWeights, Fields,
-    IndexError, Language, Manifest, Result, ShardState, TANTIVY_DIR,
+    IndexError, Language, Manifest, Result, ShardState, PASSAGE_LAYOUT, TANTIVY_DIR,
 };
 use crate::collection::{
     list_inputs, read_file, BadRecord, Format, InputFile, Item, ReadOptions, Record,
@@ -238,6 +238,15 @@ fn open_or_create(dir: &Path, opts: &IndexOptions) -> Result<(tantivy::Index, Ma
                 opts.name, manifest.format, manifest.language, opts.format, opts.language
             )));
         }
+        if manifest.layout != PASSAGE_LAYOUT {
+            return Err(IndexError::Invalid(format!(
+                "collection {:?} was built with passage layout {}; this version writes layout {}: remove {} and index again",
+                opts.name,
+                manifest.layout,
+                PASSAGE_LAYOUT,
+                dir.display()
+            )));
+        }
         let index = tantivy::Index::open_in_dir(&tdir).map_err(tantivy_err(&tdir))?;
         Ok((index, manifest))
     } else {
@@ -252,6 +261,7 @@ fn open_or_create(dir: &Path, opts: &IndexOptions) -> Result<(tantivy::Index, Ma
             segmenter: opts.segmenter.clone(),
             created: chrono::Utc::now().to_rfc3339(),
             state: CommitState::default(),
+            layout: PASSAGE_LAYOUT,
         };
         let index = tantivy::Index::create_in_dir(&tdir, build_schema(opts.language))
             .map_err(tantivy_err(&tdir))?;

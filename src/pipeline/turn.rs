@@ -86,6 +86,11 @@ pub struct TurnSettings {
     /// Append the selected statements to the reranking model's query, so the neural order is
     /// personalized too (a bi-encoder's query embedding moves toward the persona).
     pub ptkb_in_rerank_query: bool,
+    /// Extractive sentences come with their context (the sentence a "Thus …" leans on, the code
+    /// block a "like:" introduces): chat answers, written for a reader, say `Some(true)`;
+    /// `None` follows the cross-validated rule (`extractive_stop.json`).
+    #[serde(default)]
+    pub keep_context: Option<bool>,
 }
 
 impl Default for TurnSettings {
@@ -103,6 +108,7 @@ impl Default for TurnSettings {
             limit: WordLimit::IKAT,
             ptkb_query_weight: 0.15,
             ptkb_in_rerank_query: true,
+            keep_context: None,
         }
     }
 }
@@ -610,6 +616,7 @@ impl TurnPipeline {
                 })
                 .collect(),
             limit: settings.limit,
+            keep_context: settings.keep_context,
         };
         Ok(generator.generate_streaming(&request, on_event).await?)
     }

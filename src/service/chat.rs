@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{RequestedSettings, ServiceError, SettingLimits, TurnRequest, TurnService};
 use crate::index::IndexError;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
-use crate::pipeline::turn::{TurnEvent, TurnSettings};
+use crate::pipeline::turn::TurnEvent;
 use crate::store::{NewTurn, Store, StoreError, Turn, TurnSlot};
 
 /// The generator recorded for turns imported from a chat client's history.
@@ -234,7 +234,7 @@ impl ChatService {
         max_words: Option<usize>,
         on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
     ) -> Result<Turn, ServiceError> {
-        let defaults = TurnSettings::default();
+        let defaults = self.turns.chat_defaults();
         // A client's bound shortens the answer; it never lengthens it past the default.
         let requested = RequestedSettings {
             max_words: max_words.map(|m| m.min(defaults.limit.max_words)),
@@ -335,11 +335,33 @@ fn passage_url(turn: &Turn, rank: i32) -> (String, String) {
 pub fn answer(turn: &Turn) -> Answer {
     let mut content = String::new();
     let mut annotations = Vec::new();
+    let mut previous: Option<&[i32]> = None;
+    let mut previous_block = false;
     for sentence in &turn.sentences {
+        let block = crate::text::sentences::is_block(&sentence.text);
         if !content.is_empty() {
-            content.push(' ');
+            content.push_str(if block || previous_block { "\n\n" } else { " " });
         }
-        let rendered = render_sentence(&sentence.text, &sentence.citations);
+        let rendered = if block {
+            // A marker cannot follow a closing fence on its line; the sentence introducing the
+            // block usually cites the same passage already.
+            let cited_before =
+                previous.is_some_and(|p| sentence.citations.iter().all(|c| p.contains(c)));
+            let markers: String = sentence
+                .citations
+                .iter()
+                .map(|r| format!("[{r}]"))
+                .collect();
+            if cited_before || markers.is_empty() {
+                sentence.text.clone()
+            } else {
+                format!("{}\n\n{markers}", sentence.text)
+            }
+        } else {
+            render_sentence(&sentence.text, &sentence.citations)
+        };
+        previous = Some(&sentence.citations);
+        previous_block = block;
         let offset = content.chars().count();
         for rank in &sentence.citations {
             let marker = format!("[{rank}]");

@@ -180,6 +180,8 @@ pub struct TurnService {
     collections: CollectionRegistry,
     /// Per-user rates (the server's; batch runs and benchmarks have none).
     rates: Option<RateLimiter>,
+    /// A chat answer's length when the request names none (`chat_max_words`).
+    chat_max_words: usize,
 }
 
 impl TurnService {
@@ -202,7 +204,23 @@ impl TurnService {
             pipeline: Arc::new(pipeline),
             collections: CollectionRegistry::new(config.collections_dir()),
             rates: None,
+            chat_max_words: config.chat_max_words,
         })
+    }
+
+    /// The settings of a chat turn before the request's own: the defaults with an answer of
+    /// `chat_max_words` words (a reader's length, not a track's submission limit) whose
+    /// sentences come with their context.
+    pub fn chat_defaults(&self) -> TurnSettings {
+        let defaults = TurnSettings::default();
+        TurnSettings {
+            limit: WordLimit {
+                max_words: self.chat_max_words,
+                ..defaults.limit
+            },
+            keep_context: Some(true),
+            ..defaults
+        }
     }
 
     /// Limits every user's turns and searches per minute as `limits` says.

@@ -79,38 +79,137 @@ const OPENERS: &[&str] = &[
 ];
 
 /// Splits `text` into sentences (trimmed, internal whitespace kept as is). Never panics; empty
-/// input gives no sentences.
+/// input gives no sentences. A fenced code block or a table is one "sentence" (its Markdown).
 pub fn split_sentences(text: &str) -> Vec<String> {
+    split_units(text).into_iter().map(|u| u.text).collect()
+}
+
+/// What a unit of text is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitKind {
+    /// A sentence of running text (a list item's text included).
+    Prose,
+    /// A Markdown heading's text, without the `#`s.
+    Heading,
+    /// A fenced code block, fences included (closed even when the text was cut inside it).
+    Code,
+    /// Consecutive Markdown table rows (`| a | b |`).
+    Table,
+}
+
+/// A sentence, heading, code block or table of a text, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    pub kind: UnitKind,
+    pub text: String,
+}
+
+/// Splits `text` into units: running text into sentences, while a heading, a fenced code block
+/// and a table each stay one unit, so no sentence ever starts or ends inside code.
+pub fn split_units(text: &str) -> Vec<Unit> {
     let mut out = Vec::new();
-    for block in blocks(text) {
-        split_block(&block, &mut out);
+    for (kind, block) in blocks(text) {
+        if kind == UnitKind::Prose {
+            let mut sentences = Vec::new();
+            split_block(&block, &mut sentences);
+            out.extend(sentences.into_iter().map(|text| Unit {
+                kind: UnitKind::Prose,
+                text,
+            }));
+        } else {
+            out.push(Unit { kind, text: block });
+        }
     }
     out
 }
 
+/// Whether a sentence of an answer is a block (a fenced code block or a table) that must stand on
+/// lines of its own in Markdown.
+pub fn is_block(sentence: &str) -> bool {
+    let t = sentence.trim_start();
+    fence_of(t).is_some() || t.starts_with('|')
+}
+
+/// Sentences joined into one Markdown text: by a space, and by a blank line around blocks.
+pub fn join_sentences<'a>(sentences: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    let mut previous_block = false;
+    for s in sentences {
+        let block = is_block(s);
+        if !out.is_empty() {
+            out.push_str(if block || previous_block { "\n\n" } else { " " });
+        }
+        out.push_str(s);
+        previous_block = block;
+    }
+    out
+}
+
+/// The fence a line opens (```` ``` ```` or `~~~`, possibly longer), if it opens one.
+fn fence_of(line: &str) -> Option<&str> {
+    let line = line.trim_start();
+    for c in ['`', '~'] {
+        let n = line.chars().take_while(|&x| x == c).count();
+        if n >= 3 {
+            return Some(&line[..n]);
+        }
+    }
+    None
+}
+
 /// Lines grouped into blocks that sentence splitting never crosses.
-fn blocks(text: &str) -> Vec<String> {
-    let mut blocks: Vec<String> = Vec::new();
+fn blocks(text: &str) -> Vec<(UnitKind, String)> {
+    let mut blocks: Vec<(UnitKind, String)> = Vec::new();
     let mut current = String::new();
-    let flush = |current: &mut String, blocks: &mut Vec<String>| {
+    let flush = |current: &mut String, blocks: &mut Vec<(UnitKind, String)>| {
         let t = current.trim();
         if !t.is_empty() {
-            blocks.push(t.to_string());
+            blocks.push((UnitKind::Prose, t.to_string()));
         }
         current.clear();
     };
-    for raw in text.lines() {
+    let mut lines = text.lines().peekable();
+    while let Some(raw) = lines.next() {
         let line = raw.trim();
         if line.is_empty() {
             flush(&mut current, &mut blocks);
+            continue;
+        }
+        if let Some(fence) = fence_of(line) {
+            flush(&mut current, &mut blocks);
+            let mut code = vec![line.to_string()];
+            let mut closed = false;
+            for raw in lines.by_ref() {
+                code.push(raw.trim_end().to_string());
+                if raw.trim().starts_with(fence) && raw.trim().trim_start_matches(fence).is_empty()
+                {
+                    closed = true;
+                    break;
+                }
+            }
+            if !closed {
+                code.push(fence.to_string());
+            }
+            blocks.push((UnitKind::Code, code.join("\n")));
+            continue;
+        }
+        if line.starts_with('|') {
+            flush(&mut current, &mut blocks);
+            let mut rows = vec![line.to_string()];
+            while let Some(next) = lines.next_if(|l| l.trim().starts_with('|')) {
+                rows.push(next.trim().to_string());
+            }
+            blocks.push((UnitKind::Table, rows.join("\n")));
             continue;
         }
         let (is_item, body) = strip_list_marker(line);
         if line.starts_with('#') {
             // A markdown heading is a block of its own.
             flush(&mut current, &mut blocks);
-            current.push_str(line.trim_start_matches('#').trim());
-            flush(&mut current, &mut blocks);
+            let heading = line.trim_start_matches('#').trim();
+            if !heading.is_empty() {
+                blocks.push((UnitKind::Heading, heading.to_string()));
+            }
             continue;
         }
         if is_item {
@@ -414,6 +513,42 @@ mod tests {
     }
 
     #[test]
+    fn a_code_fence_is_one_unit_and_never_cut() {
+        let text = "To change it, use a command like:\n```sql\nALTER TABLE t ALTER COLUMN c TYPE int;\n\nSELECT 1. -- Done. Next\n```\nIt works. Then stop.\n| a | b |\n| --- | --- |\n| 1 | 2 |\n### Notes\nUnclosed:\n```\nSELECT 2;";
+        let units = split_units(text);
+        let got: Vec<(UnitKind, &str)> = units.iter().map(|u| (u.kind, u.text.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (UnitKind::Prose, "To change it, use a command like:"),
+                (
+                    UnitKind::Code,
+                    "```sql\nALTER TABLE t ALTER COLUMN c TYPE int;\n\nSELECT 1. -- Done. Next\n```"
+                ),
+                (UnitKind::Prose, "It works."),
+                (UnitKind::Prose, "Then stop."),
+                (UnitKind::Table, "| a | b |\n| --- | --- |\n| 1 | 2 |"),
+                (UnitKind::Heading, "Notes"),
+                (UnitKind::Prose, "Unclosed:"),
+                (UnitKind::Code, "```\nSELECT 2;\n```"),
+            ]
+        );
+        // The plain splitter gives the same texts.
+        assert_eq!(split_sentences(text).len(), units.len());
+    }
+
+    #[test]
+    fn blocks_stand_on_lines_of_their_own_when_joined() {
+        let joined = join_sentences(["Use:", "```\nSELECT 1;\n```", "It works.", "Done."]);
+        assert_eq!(joined, "Use:\n\n```\nSELECT 1;\n```\n\nIt works. Done.");
+        assert_eq!(
+            split_sentences(&joined),
+            vec!["Use:", "```\nSELECT 1;\n```", "It works.", "Done."]
+        );
+        assert_eq!(join_sentences(["A.", "B."]), "A. B.");
+    }
+
+    #[test]
     fn odd_input_never_panics() {
         for t in [
             ".",
@@ -427,6 +562,10 @@ mod tests {
             "1. ",
             "- ",
             "日本語。テスト.",
+            "```",
+            "~~~~\n",
+            "| ",
+            "``` x\n```` \n",
         ] {
             let _ = split(t);
         }

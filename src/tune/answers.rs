@@ -222,10 +222,25 @@ pub fn evaluate_answers(
     Ok(means(&scores))
 }
 
-/// The thresholds tried (`None`: fill the limit).
-pub fn default_grid() -> Vec<Option<f64>> {
-    std::iter::once(None)
-        .chain((0..=14).map(|i| Some(f64::from(i) * 0.05)))
+/// One point of the tuning grid: whether sentences come with their context, and the threshold
+/// (`None`: fill the limit).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GridPoint {
+    pub keep_context: bool,
+    pub min_marginal: Option<f64>,
+}
+
+/// The points tried: every threshold, sentences alone and with their context.
+pub fn default_grid() -> Vec<GridPoint> {
+    let thresholds = std::iter::once(None).chain((0..=14).map(|i| Some(f64::from(i) * 0.05)));
+    [false, true]
+        .into_iter()
+        .flat_map(|keep_context| {
+            thresholds.clone().map(move |min_marginal| GridPoint {
+                keep_context,
+                min_marginal,
+            })
+        })
         .collect()
 }
 
@@ -234,21 +249,23 @@ pub fn default_grid() -> Vec<Option<f64>> {
 pub struct StopTuning {
     pub rule: StopRule,
     pub folds: usize,
-    /// Each held-out fold answered with the threshold chosen on the other folds.
+    /// Each held-out fold answered with the grid point chosen on the other folds.
     pub cv: AnswerMeans,
-    /// The same cross-validation, without stopping (fill the limit).
+    /// The same cross-validation over the points with sentences alone (no context rule).
+    pub cv_alone: AnswerMeans,
+    /// Filling the limit with sentences alone.
     pub fill: AnswerMeans,
-    /// Every threshold on all training turns (threshold, figures).
-    pub grid: Vec<(Option<f64>, AnswerMeans)>,
+    /// Every grid point on all training turns.
+    pub grid: Vec<(GridPoint, AnswerMeans)>,
 }
 
-/// Chooses the threshold maximizing mean ROUGE-1 F1, by topic-level cross-validation on
+/// Chooses the grid point maximizing mean ROUGE-1 F1, by topic-level cross-validation on
 /// `examples`, then on all of them for the committed rule.
 pub fn tune_stopping(
     examples: &[AnswerExample],
     base: &ExtractiveConfig,
     folds: usize,
-    grid: &[Option<f64>],
+    grid: &[GridPoint],
 ) -> Result<StopTuning> {
     if examples.is_empty() || grid.is_empty() {
         return Err(PipelineError::Input(
@@ -258,15 +275,17 @@ pub fn tune_stopping(
     // scores[g][e]: example e answered with grid point g (generation is deterministic).
     let scores: Vec<Vec<AnswerScore>> = grid
         .iter()
-        .map(|&t| {
+        .map(|point| {
             let generator = ExtractiveGenerator::new(ExtractiveConfig {
-                min_marginal: t,
+                min_marginal: point.min_marginal,
+                keep_context: point.keep_context,
                 ..base.clone()
             });
             examples.iter().map(|e| score(e, &generator)).collect()
         })
         .collect::<Result<_>>()?;
-    let best_on = |members: &dyn Fn(usize) -> bool| -> usize {
+    // The best point among `allowed` on the examples `members` holds.
+    let best_on = |members: &dyn Fn(usize) -> bool, allowed: &dyn Fn(&GridPoint) -> bool| {
         let f1 = |g: usize| {
             let s: Vec<f64> = (0..examples.len())
                 .filter(|&e| members(e))
@@ -275,33 +294,42 @@ pub fn tune_stopping(
             s.iter().sum::<f64>() / s.len().max(1) as f64
         };
         // The first (lowest) threshold among equals: stop no earlier than the data asks.
-        (0..grid.len()).fold(0, |best, g| if f1(g) > f1(best) { g } else { best })
+        (0..grid.len())
+            .filter(|&g| allowed(&grid[g]))
+            .fold(None, |best: Option<usize>, g| match best {
+                Some(b) if f1(g) <= f1(b) => Some(b),
+                _ => Some(g),
+            })
+            .unwrap_or(0)
     };
     let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
     let fold_of = topic_folds(&conversations, folds);
-    let mut held_out = vec![AnswerScore::default(); examples.len()];
-    for f in 0..folds.max(1) {
-        let g = best_on(&|e| fold_of[e] != f);
-        for e in (0..examples.len()).filter(|&e| fold_of[e] == f) {
-            held_out[e] = scores[g][e];
+    let cross_validate = |allowed: &dyn Fn(&GridPoint) -> bool| {
+        let mut held_out = vec![AnswerScore::default(); examples.len()];
+        for f in 0..folds.max(1) {
+            let g = best_on(&|e| fold_of[e] != f, allowed);
+            for e in (0..examples.len()).filter(|&e| fold_of[e] == f) {
+                held_out[e] = scores[g][e];
+            }
         }
-    }
-    let chosen = best_on(&|_| true);
-    let fill = grid.iter().position(Option::is_none);
+        means(&held_out)
+    };
+    let chosen = grid[best_on(&|_| true, &|_| true)];
+    let fill = grid
+        .iter()
+        .position(|p| p.min_marginal.is_none() && !p.keep_context);
     Ok(StopTuning {
         rule: StopRule {
-            min_marginal: grid[chosen],
+            min_marginal: chosen.min_marginal,
+            keep_context: chosen.keep_context,
             objective: "rouge1_f1".into(),
             training_turns: examples.len(),
         },
         folds,
-        cv: means(&held_out),
+        cv: cross_validate(&|_| true),
+        cv_alone: cross_validate(&|p| !p.keep_context),
         fill: fill.map(|g| means(&scores[g])).unwrap_or_default(),
-        grid: grid
-            .iter()
-            .zip(&scores)
-            .map(|(t, s)| (*t, means(s)))
-            .collect(),
+        grid: grid.iter().copied().zip(scores.iter().map(means)).collect(),
     })
 }
 

@@ -105,7 +105,7 @@ pub fn parse(html: &str) -> HtmlDocument {
         .map(|e| collapse_whitespace(&e.text().collect::<String>()))
         .unwrap_or_default();
     let mut walker = Walker::default();
-    walker.visit(document.root_element(), None, false);
+    walker.visit(document.root_element(), None);
     walker.finish_section();
     let mut sections = walker.sections;
     let title = if title.is_empty() {
@@ -165,9 +165,14 @@ struct Walker {
     used_anchors: HashSet<String>,
 }
 
+/// Elements whose text is code when they are not inside a `<pre>` (written as a code span).
+const INLINE_CODE: &[&str] = &["code", "kbd", "samp", "tt"];
+
 impl Walker {
-    /// `anchor` is the id of the nearest enclosing element that has one; `pre` keeps line breaks.
-    fn visit(&mut self, element: ElementRef<'_>, anchor: Option<&str>, pre: bool) {
+    /// `anchor` is the id of the nearest enclosing element that has one. The section's text is
+    /// Markdown: blocks apart by a blank line, `<pre>` as a fenced code block, list items as `- `
+    /// lines, definition terms as `####` lines, tables as `| a | b |` rows.
+    fn visit(&mut self, element: ElementRef<'_>, anchor: Option<&str>) {
         let value = element.value();
         let name = value.name();
         if is_dropped(element) {
@@ -182,32 +187,128 @@ impl Walker {
             self.start_section(level, element, anchor);
             return;
         }
+        match name {
+            "pre" => return self.push_code_block(element),
+            "table" => return self.push_table(element),
+            "dt" => {
+                let term = collapse_whitespace(&element.text().collect::<String>());
+                if !term.is_empty() {
+                    self.push_block(&format!("#### {term}"));
+                }
+                return;
+            }
+            _ if INLINE_CODE.contains(&name) => {
+                let code = collapse_whitespace(&element.text().collect::<String>());
+                if !code.is_empty() {
+                    let fence = if code.contains('`') { "``" } else { "`" };
+                    self.current.text.push_str(&format!("{fence}{code}{fence}"));
+                }
+                return;
+            }
+            "li" => return self.push_item(element, anchor),
+            _ => {}
+        }
         let block = BLOCK_ELEMENTS.contains(&name);
         if block {
-            self.current.text.push('\n');
+            self.current.text.push_str("\n\n");
         }
-        let pre = pre || name == "pre";
+        self.visit_children(element, anchor);
+        if block {
+            self.current.text.push_str("\n\n");
+        }
+    }
+
+    fn visit_children(&mut self, element: ElementRef<'_>, anchor: Option<&str>) {
         for child in element.children() {
             match child.value() {
-                Node::Text(text) => self.push_text(text, pre),
+                Node::Text(text) => self.push_text(text),
                 Node::Element(_) => {
                     if let Some(child) = ElementRef::wrap(child) {
-                        self.visit(child, anchor, pre);
+                        self.visit(child, anchor);
                     }
                 }
                 _ => {}
             }
         }
-        if block {
-            self.current.text.push('\n');
+    }
+
+    /// A list item as a `- ` line (its first paragraph; later blocks follow as they are).
+    fn push_item(&mut self, item: ElementRef<'_>, anchor: Option<&str>) {
+        let outer = std::mem::take(&mut self.current.text);
+        self.visit_children(item, anchor);
+        let inner = std::mem::replace(&mut self.current.text, outer);
+        let inner = tidy_lines(&inner);
+        let starts_plain = inner
+            .chars()
+            .next()
+            .is_some_and(|c| !matches!(c, '`' | '~' | '|' | '#' | '-'));
+        if starts_plain {
+            self.push_block(&format!("- {inner}"));
+        } else if !inner.is_empty() {
+            self.push_block(&inner);
         }
     }
 
-    fn push_text(&mut self, text: &str, pre: bool) {
-        if pre {
-            self.current.text.push_str(text);
+    /// A block of its own, blank lines around it.
+    fn push_block(&mut self, text: &str) {
+        self.current.text.push_str("\n\n");
+        self.current.text.push_str(text);
+        self.current.text.push_str("\n\n");
+    }
+
+    /// `<pre>` as a fenced code block, its lines as they are (blank lines at its ends dropped).
+    fn push_code_block(&mut self, pre: ElementRef<'_>) {
+        let raw: String = pre.text().collect();
+        let lines: Vec<&str> = raw.lines().map(str::trim_end).collect();
+        let first = lines.iter().position(|l| !l.trim().is_empty());
+        let last = lines.iter().rposition(|l| !l.trim().is_empty());
+        let (Some(first), Some(last)) = (first, last) else {
             return;
+        };
+        // A fence longer than any run of backticks inside, so the code cannot close it.
+        let longest = raw.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+        let fence = "`".repeat(longest.max(2) + 1);
+        let body = lines[first..=last].join("\n");
+        self.push_block(&format!("{fence}\n{body}\n{fence}"));
+    }
+
+    /// A table as Markdown rows; the first row is the header (cells' text on one line each).
+    fn push_table(&mut self, table: ElementRef<'_>) {
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for row in table
+            .descendants()
+            .filter_map(ElementRef::wrap)
+            .filter(|e| e.value().name() == "tr")
+        {
+            let cells: Vec<String> = row
+                .children()
+                .filter_map(ElementRef::wrap)
+                .filter(|c| matches!(c.value().name(), "td" | "th"))
+                .map(|c| collapse_whitespace(&c.text().collect::<String>()).replace('|', "\\|"))
+                .collect();
+            if cells.iter().any(|c| !c.is_empty()) {
+                rows.push(cells);
+            }
         }
+        let Some(width) = rows.iter().map(Vec::len).max() else {
+            return;
+        };
+        let line = |cells: &[String]| {
+            let mut out = String::from("|");
+            for i in 0..width {
+                out.push(' ');
+                out.push_str(cells.get(i).map_or("", String::as_str));
+                out.push_str(" |");
+            }
+            out
+        };
+        let mut lines = vec![line(&rows[0])];
+        lines.push(format!("|{}", " --- |".repeat(width)));
+        lines.extend(rows[1..].iter().map(|r| line(r)));
+        self.push_block(&lines.join("\n"));
+    }
+
+    fn push_text(&mut self, text: &str) {
         let ends_with_space = self
             .current
             .text
@@ -329,13 +430,34 @@ fn collapse_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Trims every line and drops blank ones (blocks add line breaks generously).
-fn tidy_lines(text: &str) -> String {
-    text.lines()
-        .map(str::trim_end)
-        .filter(|l| !l.trim().is_empty())
-        .collect::<Vec<_>>()
-        .join("\n")
+/// Trims lines outside code and keeps at most one blank line between blocks (blocks add line
+/// breaks generously); lines of a fenced code block stay as they are.
+pub(super) fn tidy_lines(text: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut fence: Option<&str> = None;
+    for raw in text.lines() {
+        let line = raw.trim();
+        if let Some(f) = fence {
+            if line == f {
+                fence = None;
+                out.push(line);
+            } else {
+                out.push(raw.trim_end());
+            }
+            continue;
+        }
+        if line.starts_with("```") {
+            fence = Some(&line[..line.len() - line.trim_start_matches('`').len()]);
+        }
+        if line.is_empty() && out.last().is_none_or(|l| l.is_empty()) {
+            continue;
+        }
+        out.push(line);
+    }
+    while out.last().is_some_and(|l| l.is_empty()) {
+        out.pop();
+    }
+    out.join("\n")
 }
 
 #[cfg(test)]
@@ -463,6 +585,101 @@ mod tests {
         assert!(parse("<html><body><script>x()</script></body></html>")
             .sections
             .is_empty());
+    }
+
+    #[test]
+    fn code_headings_lists_and_tables_are_kept_as_markdown() {
+        let doc = parse(
+            "<html><head><title>ALTER TABLE</title></head><body><h1>ALTER TABLE</h1>\
+             <h2 id=\"ddl-alter-type\">Changing a Column's Data Type</h2>\
+             <p>To convert a column to a different data type, use a command like:</p>\
+             <pre class=\"programlisting\">ALTER TABLE products ALTER COLUMN price TYPE numeric(10,2);\n\
+             SELECT '&lt;script&gt;alert(1)&lt;/script&gt;' AS x;</pre>\
+             <p>This will succeed only if each existing entry in the column can be converted.</p>\
+             <div class=\"variablelist\"><dl><dt><span class=\"term\"><code class=\"literal\">SET DATA TYPE</code></span></dt>\
+             <dd><p>This form changes the type of a column of a table.</p></dd></dl></div>\
+             <ul><li><p>Use <code class=\"command\">ALTER TABLE</code> for tables.</p></li><li>Use views too.</li></ul>\
+             <table><thead><tr><th>Type</th><th>Size</th></tr></thead>\
+             <tbody><tr><td>integer</td><td>4 bytes</td></tr><tr><td>bigint</td><td>8 | bytes</td></tr></tbody></table>\
+             </body></html>",
+        );
+        let section = doc
+            .sections
+            .iter()
+            .find(|s| s.anchor == "ddl-alter-type")
+            .expect("the section");
+        assert_eq!(
+            section.text,
+            "To convert a column to a different data type, use a command like:\n\n\
+             ```\nALTER TABLE products ALTER COLUMN price TYPE numeric(10,2);\n\
+             SELECT '<script>alert(1)</script>' AS x;\n```\n\n\
+             This will succeed only if each existing entry in the column can be converted.\n\n\
+             #### SET DATA TYPE\n\n\
+             This form changes the type of a column of a table.\n\n\
+             - Use `ALTER TABLE` for tables.\n\n\
+             - Use views too.\n\n\
+             | Type | Size |\n| --- | --- |\n| integer | 4 bytes |\n| bigint | 8 \\| bytes |"
+        );
+        // The code block is one unit, headings stand apart, no sentence joins a heading.
+        use crate::text::sentences::{split_units, UnitKind};
+        let units = split_units(&section.text);
+        let kinds: Vec<UnitKind> = units.iter().map(|u| u.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                UnitKind::Prose,
+                UnitKind::Code,
+                UnitKind::Prose,
+                UnitKind::Heading,
+                UnitKind::Prose,
+                UnitKind::Prose,
+                UnitKind::Prose,
+                UnitKind::Table
+            ]
+        );
+        assert_eq!(units[3].text, "SET DATA TYPE");
+        // A passage never cuts the code block, even with a window of one sentence.
+        let small = SegmenterConfig {
+            window: 1,
+            stride: 1,
+            max_chars: None,
+        };
+        let cut = passages(&doc, "ddl-alter.html", &small);
+        assert!(cut
+            .iter()
+            .any(|p| p.text.starts_with("```\nALTER TABLE") && p.text.ends_with("AS x;\n```")));
+        assert!(cut.iter().all(|p| p.text.matches("```").count() % 2 == 0));
+    }
+
+    #[test]
+    fn manual_pages_keep_their_examples_as_code() {
+        let doc = parse(&fixture("sql-createindex.html"));
+        let all: String = doc
+            .sections
+            .iter()
+            .map(|s| s.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        assert!(
+            all.contains(
+                "```\nCREATE INDEX pointloc\n    ON points USING gist (box(location,location));\n"
+            ),
+            "{all}"
+        );
+        assert!(
+            all.contains("#### CONCURRENTLY\n\nWhen this option is used"),
+            "{all}"
+        );
+        let units = crate::text::sentences::split_units(&all);
+        // No prose sentence begins with a term that was a heading ("CONCURRENTLY When this ...").
+        assert!(units
+            .iter()
+            .all(|u| !u.text.starts_with("CONCURRENTLY When")));
+        assert!(units
+            .iter()
+            .any(|u| u.kind == crate::text::sentences::UnitKind::Code
+                && u.text
+                    .contains("CREATE INDEX CONCURRENTLY sales_quantity_index")));
     }
 
     #[test]

@@ -153,8 +153,9 @@ fn read_html(bytes: &[u8], stem: &str) -> Result<Document> {
     let mut headings: Vec<String> = Vec::new();
     for section in &page.sections {
         if let Some(heading) = section.headings.last() {
-            body.push_str(heading);
-            body.push_str("\n\n");
+            // A Markdown heading line, so it never reads as the start of the next sentence.
+            let level = section.headings.len().clamp(1, 6);
+            body.push_str(&format!("{} {heading}\n\n", "#".repeat(level)));
             if !headings.contains(heading) {
                 headings.push(heading.clone());
             }

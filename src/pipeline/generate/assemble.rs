@@ -79,6 +79,22 @@ impl SentenceAssembler {
 
     /// Adds a raw sentence; returns the sentence released by it (with its final index), if any.
     pub fn push(&mut self, raw: &str) -> Option<(usize, GeneratedSentence)> {
+        if crate::text::sentences::is_block(raw) {
+            // Code is kept as written (a `[1]` or `**` inside it is code); it cites what the
+            // sentence introducing it cites.
+            let citations = self
+                .pending
+                .as_ref()
+                .map(|p| p.citations.clone())
+                .unwrap_or_default();
+            let next = GeneratedSentence {
+                text: raw.trim().to_string(),
+                citations,
+            };
+            let released = self.pending.take().and_then(|s| self.accept(s));
+            self.pending = Some(next);
+            return released;
+        }
         // Markdown bold is noise in a spoken/plain response.
         let parsed = parse_cited_sentence(&raw.replace("**", ""), self.n_passages);
         self.dropped.extend(parsed.dropped.iter().copied());
@@ -231,6 +247,20 @@ mod tests {
         let (_, r) = a.finish();
         assert_eq!(r.sentences[0].citations, vec![0]);
         assert!(r.verified_citations.is_empty());
+    }
+
+    #[test]
+    fn code_blocks_are_kept_as_written_and_cite_their_introduction() {
+        let mut a = SentenceAssembler::new(2, WordLimit::IKAT);
+        a.push("Use a command like this [2]:");
+        a.push("```sql\nSELECT a[1], '**' FROM t;\n```");
+        let (_, r) = a.finish();
+        assert_eq!(
+            r.sentences[1].text,
+            "```sql\nSELECT a[1], '**' FROM t;\n```"
+        );
+        assert_eq!(r.sentences[1].citations, vec![1]);
+        assert!(r.dropped_citations.is_empty());
     }
 
     #[test]

@@ -122,6 +122,9 @@ pub struct GenerationRequest {
     /// Ranked passages, best first; citations are indices into this list.
     pub passages: Vec<Passage>,
     pub limit: WordLimit,
+    /// Overrides [`ExtractiveConfig::keep_context`] (chat answers ask for it).
+    #[serde(default)]
+    pub keep_context: Option<bool>,
 }
 
 impl GenerationRequest {
@@ -131,6 +134,7 @@ impl GenerationRequest {
             context: Vec::new(),
             passages,
             limit,
+            keep_context: None,
         }
     }
 
@@ -313,10 +317,10 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// The response as one text (sentences joined by a space), as iKAT's `text`.
+    /// The response as one Markdown text (sentences joined by a space, code blocks on lines of
+    /// their own), as iKAT's `text`.
     pub fn response_text(&self) -> String {
-        let texts: Vec<&str> = self.sentences.iter().map(|s| s.text.as_str()).collect();
-        texts.join(" ")
+        crate::text::sentences::join_sentences(self.sentences.iter().map(|s| s.text.as_str()))
     }
 
     /// Sorted indices of the passages some sentence cites (iKAT `used`).

@@ -1,6 +1,6 @@
 //! Where the extractive answer stops: the marginal-relevance threshold below which the next
 //! sentence is left out ([`ExtractiveConfig::min_marginal`]), fitted offline by
-//! `convrag tune extractive` (`crate::tune::answers`).
+//! `convrag tune extractive` (`crate::tune::answers`), and whether sentences come with their context.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +13,10 @@ use super::ExtractiveConfig;
 pub struct StopRule {
     /// Stop before a sentence whose marginal relevance is below this; `None` fills the limit.
     pub min_marginal: Option<f64>,
+    /// Whether sentences come with their context ([`ExtractiveConfig::keep_context`]); chosen
+    /// by the same cross-validation.
+    #[serde(default)]
+    pub keep_context: bool,
     /// What the cross-validation maximized, and on how many turns (documentation only).
     pub objective: String,
     pub training_turns: usize,
@@ -38,5 +42,6 @@ mod tests {
             rule.min_marginal,
             "the default is the committed rule"
         );
+        assert_eq!(ExtractiveConfig::default().keep_context, rule.keep_context);
     }
 }

@@ -2,6 +2,7 @@
 
 mod generate_fallback;
 mod generate_llm_server;
+mod manual_questions;
 mod ptkb_ikat;
 mod ptkb_small;
 mod rewrite_rouge;
