@@ -385,6 +385,7 @@ impl Client<'_> {
                 }
             }
         };
+        self.show_status().await?;
         loop {
             self.check_run(&current)?;
             if current.last_response_of_run {
@@ -422,6 +423,32 @@ impl Client<'_> {
         }
         self.progress
             .set_message(format!("{} topic {}", self.options.run_id, u.topic_id));
+        Ok(())
+    }
+
+    /// Starts the progress from `run/status` (topics open and done; the debug endpoints have
+    /// no status, README "Check Run Status").
+    async fn show_status(&self) -> Result<()> {
+        if self.options.mode != ApiMode::Run {
+            return Ok(());
+        }
+        let endpoint = self.api.endpoint("status");
+        let query = [("run_id", self.options.run_id.as_str())];
+        let v = self
+            .api
+            .call(&endpoint, &query, None)
+            .await
+            .map_err(|f| failure(&endpoint, f))?;
+        let count = |field: &str| match v.get(field) {
+            Some(Value::Array(items)) => Ok(items.len() as u64),
+            _ => Err(contract(
+                &endpoint,
+                format!("field {field}: missing or not a list"),
+            )),
+        };
+        let (open, done) = (count("open_topics")?, count("done_topics")?);
+        self.progress.set_length(open + done);
+        self.progress.set_position(done);
         Ok(())
     }
 

@@ -153,6 +153,18 @@ fn handle(sim: &mut Sim, route: &str, query: &str, body: Value) -> HttpResponse 
             }
             reply
         }
+        "GET /run/status" => {
+            let done = if sim.complete {
+                script().len()
+            } else {
+                sim.next_session - usize::from(sim.open.is_some())
+            };
+            let topics: Vec<&str> = script().iter().map(|t| t.0).collect();
+            HttpResponse::Ok().json(json!({
+                "status": if sim.complete { "complete" } else { "active" },
+                "open_topics": topics[done..], "done_topics": topics[..done],
+            }))
+        }
         "GET /run/session" => {
             if sim.complete || query != format!("run_id={}", sim.run_id.clone().unwrap_or_default())
             {
@@ -269,6 +281,7 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
         [
             "GET /auth/verify",
             "POST /run/start",
+            "GET /run/status",
             "POST /run/continue",
             "POST /run/continue",
             "POST /run/continue",
@@ -284,8 +297,8 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
         .as_str()
         .is_some_and(|d| !d.is_empty()));
     // The retried request is the same request.
-    assert_eq!(log[3].1, log[4].1);
-    for i in [2, 3, 6] {
+    assert_eq!(log[4].1, log[5].1);
+    for i in [3, 4, 7] {
         let body = &log[i].1;
         assert_eq!(body["run_id"], "made-up-run");
         assert!(!body["response"].as_str().unwrap().is_empty(), "{body}");
@@ -295,7 +308,7 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
         assert_eq!(body["ptkb_provenance"], json!([]));
     }
     // After the user ended session 1-1: an empty response, which opens topic 2-1.
-    assert_eq!(log[5].1, json!({"run_id": "made-up-run", "response": ""}));
+    assert_eq!(log[6].1, json!({"run_id": "made-up-run", "response": ""}));
     assert_eq!(env.stored_turns("made-up-run").await, 3);
 
     // Resumed: the API knows the run (412), its open session waits on the stored turn of 2-1,
@@ -309,15 +322,16 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
     );
     let log = sim.lock().unwrap().log.clone();
     assert_eq!(
-        routes(&log[7..]),
+        routes(&log[8..]),
         [
             "GET /auth/verify",
             "POST /run/start",
             "GET /run/session",
+            "GET /run/status",
             "POST /run/continue"
         ]
     );
-    assert_eq!(log[10].1, log[6].1, "the stored answer is sent unchanged");
+    assert_eq!(log[12].1, log[7].1, "the stored answer is sent unchanged");
     assert!(sim.lock().unwrap().complete);
     assert_eq!(env.stored_turns("made-up-run").await, 3);
 
@@ -332,5 +346,5 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
         .map(|l| l["turn_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["1-1_0", "1-1_1", "2-1_0"]);
-    assert_eq!(lines[2]["responses"][0]["text"], log[10].1["response"]);
+    assert_eq!(lines[2]["responses"][0]["text"], log[12].1["response"]);
 }
