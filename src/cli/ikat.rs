@@ -51,9 +51,6 @@ pub struct InteractiveArgs {
         default_value = "convrag: BM25, neural reranking, extractive or LLM answers with citations"
     )]
     pub description: String,
-    /// Declare that the system tracks persona statements of returning users.
-    #[arg(long)]
-    pub track_persona: bool,
     /// Use the debugging endpoints (`debug/...`: not evaluated) instead of the run endpoints.
     #[arg(long)]
     pub debug: bool,
@@ -104,7 +101,9 @@ pub fn run(config: &Config, args: IkatArgs) -> anyhow::Result<()> {
         team_id: a.team_id,
         run_id: a.run_id,
         description: a.description,
-        track_persona: a.track_persona,
+        // convrag keeps no statements across a returning user's sessions (yet), so the run
+        // tells the API it does not track personas.
+        track_persona: false,
         mode: if a.debug {
             ApiMode::Debug
         } else {
