@@ -57,6 +57,8 @@ enum Command {
     Tune(cli::tune::TuneArgs),
     /// Batch runs: official submission files (iKAT, TREC RAG, SCAI-QReCC, PolEval), resumable.
     Run(cli::run::RunArgs),
+    /// TREC iKAT's interactive task: answer a Simulation API's simulated users, resumable.
+    Ikat(cli::ikat::IkatArgs),
     /// User accounts: add (prints the token), list, disable, enable; works beside a running server.
     User(cli::user::UserArgs),
     /// Model Context Protocol over stdio, bridged to a running server's /mcp (for MCP clients).
@@ -117,6 +119,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Embed(args) => cli::embed::run(&config()?, args),
         Command::Pipeline(args) => cli::pipeline::run(&config()?, args),
         Command::Run(args) => cli::run::run(&config()?, args),
+        Command::Ikat(args) => cli::ikat::run(&config()?, args),
         Command::Mcp(args) => cli::mcp::run(&config()?, args),
         Command::User(args) => cli::user::run(&config()?, args),
     }

@@ -17,6 +17,7 @@
 
 pub mod engine;
 pub mod ikat;
+pub mod interactive;
 pub mod plan;
 pub mod poleval;
 pub mod qrecc;
@@ -58,6 +59,9 @@ pub enum BatchError {
         turn: String,
         source: crate::pipeline::PipelineError,
     },
+    /// The Simulation API answered outside its contract, or refused a request.
+    #[error("Sim.API {endpoint}: {message}")]
+    SimApi { endpoint: String, message: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]

@@ -198,7 +198,7 @@ pub(super) fn settings(
 }
 
 /// The command-line option of a setting.
-fn option_name(field: SettingField) -> &'static str {
+pub(super) fn option_name(field: SettingField) -> &'static str {
     match field {
         SettingField::Generator => "--generator",
         SettingField::Rewriter => "--rewriter",

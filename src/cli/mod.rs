@@ -5,6 +5,7 @@ pub mod bench;
 pub mod collection;
 pub mod embed;
 pub mod eval;
+pub mod ikat;
 pub mod index;
 pub mod mcp;
 pub mod pipeline;

@@ -440,7 +440,7 @@ impl Progress for BarProgress {
     }
 }
 
-fn progress_bar(quiet: bool) -> SharedProgress {
+pub(crate) fn progress_bar(quiet: bool) -> SharedProgress {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     let bar = if quiet {
         ProgressBar::hidden()

@@ -2,6 +2,7 @@
 
 mod golden;
 mod ikat25;
+mod interactive;
 mod leases;
 mod real_data;
 mod resume;

@@ -1,0 +1,692 @@
+//! The TREC iKAT interactive task (`convrag ikat interactive`): a client of the Simulation API
+//! (Sim.API, `marcel-gohsen/user-simulation-api`) that answers simulated users turn by turn.
+//!
+//! The contract followed is the repository's `README.md` (endpoints, auth, flow) and
+//! `src/api/messages.py` / `src/api/run_router.py` (field names and types, status codes):
+//!
+//! * `POST {run|debug}/start` with `RunMeta {run_id, description, track_persona, team_id?}`
+//!   → `UserUtterance {timestamp, run_id, topic_id, user_id, utterance, history,
+//!   last_response_of_session, last_response_of_run}`; 412 when the run exists already.
+//! * `POST {run|debug}/continue` with `AssistantResponse {run_id, response, citations,
+//!   ptkb_provenance}` → the next `UserUtterance`. After `last_response_of_session` the next call
+//!   carries an empty response (ignored by the API) and opens the next topic; after
+//!   `last_response_of_run` no further call is made.
+//! * `GET {run|debug}/session?run_id=` → the open session as a `UserUtterance` (used to resume).
+//! * Every request carries `Authorization: Bearer <token>`.
+//!
+//! Every user utterance is one turn of a stored conversation (external id
+//! `<run id>/<topic id>/<user id>`, turn id `<topic id>_<n>` with `n` counting the session's user
+//! utterances from 0 as `run/dump` numbers them) computed by [`TurnService`] like any batch turn,
+//! so the history the API sends is the stored conversation. Resuming: the API keeps the run's
+//! state; a stored turn for the utterance the open session waits on is sent as stored, never
+//! computed twice, and finished sessions are never asked for again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::ikat::PtkbList;
+use super::{BatchError, Result};
+use crate::formats::ikat25::{self, Ikat25Metadata, Ikat25RunType, MAX_RESPONSE_WORDS};
+use crate::formats::trec_run::submitted_score;
+use crate::pipeline::generate::WordLimit;
+use crate::pipeline::turn::TurnSettings;
+use crate::progress::SharedProgress;
+use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService};
+use crate::store::{NewConversation, Store, Turn, TurnSlot};
+
+/// Attempts of one request when the API answers 5xx or does not answer.
+const ATTEMPTS: u32 = 4;
+/// Citations the contract accepts per response (README: "up to top 1000").
+pub const MAX_CITATIONS: usize = 1000;
+
+/// Which endpoints a run uses: the evaluated ones or the debugging ones (same inputs, README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiMode {
+    Run,
+    Debug,
+}
+
+impl ApiMode {
+    fn prefix(self) -> &'static str {
+        match self {
+            ApiMode::Run => "run",
+            ApiMode::Debug => "debug",
+        }
+    }
+}
+
+/// What `convrag ikat interactive` was asked to do.
+#[derive(Debug, Clone)]
+pub struct InteractiveOptions {
+    /// The API's base URL (`https://trec-ikat25.webis.de/simulation/`).
+    pub api: String,
+    pub token: Option<String>,
+    pub team_id: Option<String>,
+    pub run_id: String,
+    pub description: String,
+    pub track_persona: bool,
+    pub mode: ApiMode,
+    pub collection: String,
+    pub settings: TurnSettings,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+/// The turn settings of an interactive run: `requested` on top of iKAT's (100 passages, the
+/// response limit `messages.py` checks), within the contract's limits.
+pub fn settings(service: &TurnService, requested: &RequestedSettings) -> Result<TurnSettings> {
+    let base = TurnSettings {
+        passages: 100,
+        limit: WordLimit::IKAT,
+        ..TurnSettings::default()
+    };
+    let limits = SettingLimits {
+        passages: MAX_CITATIONS,
+        max_words: MAX_RESPONSE_WORDS,
+    };
+    service
+        .resolve(requested, base, limits)
+        .map_err(|e| super::option(super::plan::option_name(e.field), e.reason))
+}
+
+/// What a finished interactive run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InteractiveSummary {
+    /// Sessions (topics) that ended during this invocation.
+    pub sessions: usize,
+    /// Turns computed now.
+    pub computed: usize,
+    /// Turns found stored and sent as stored (after an interruption).
+    pub resent: usize,
+    /// Whether the run was resumed (the API knew it already).
+    pub resumed: bool,
+}
+
+/// One message of the API (`UserUtterance` in `src/api/messages.py`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserUtterance {
+    pub run_id: String,
+    pub topic_id: String,
+    pub user_id: String,
+    pub utterance: String,
+    /// `(role, content)` in order; the last entry is this utterance.
+    pub history: Vec<(String, String)>,
+    pub last_response_of_session: bool,
+    pub last_response_of_run: bool,
+}
+
+impl UserUtterance {
+    /// Parses an API answer, naming the endpoint and field that break the contract.
+    pub fn parse(endpoint: &str, body: &Value) -> Result<UserUtterance> {
+        let bad =
+            |field: &str, reason: &str| contract(endpoint, format!("field {field}: {reason}"));
+        let obj = body
+            .as_object()
+            .ok_or_else(|| contract(endpoint, "the answer is not a JSON object".into()))?;
+        let text = |field: &str| -> Result<String> {
+            match obj.get(field) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(_) => Err(bad(field, "not a string")),
+                None => Err(bad(field, "missing")),
+            }
+        };
+        let flag = |field: &str| -> Result<bool> {
+            match obj.get(field) {
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(bad(field, "not a boolean")),
+                None => Err(bad(field, "missing")),
+            }
+        };
+        // README's second example names it `run_name`; `messages.py` (the model the API
+        // validates its answers with) names it `run_id`, which is followed, `run_name` accepted.
+        let run_id = match obj.get("run_id").or_else(|| obj.get("run_name")) {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(bad("run_id", "missing or not a string")),
+        };
+        let history = match obj.get("history") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let role = m.get("role").and_then(Value::as_str);
+                    let content = m.get("content").and_then(Value::as_str);
+                    match (role, content) {
+                        (Some(r), Some(c)) => Ok((r.to_string(), c.to_string())),
+                        _ => Err(bad(
+                            &format!("history[{i}]"),
+                            "needs string fields role and content",
+                        )),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?,
+            Some(_) => return Err(bad("history", "not a list")),
+            None => return Err(bad("history", "missing")),
+        };
+        let u = UserUtterance {
+            run_id,
+            topic_id: text("topic_id")?,
+            user_id: text("user_id")?,
+            utterance: text("utterance")?,
+            history,
+            last_response_of_session: flag("last_response_of_session")?,
+            last_response_of_run: flag("last_response_of_run")?,
+        };
+        match u.history.last() {
+            Some((role, content)) if role == "user" && *content == u.utterance => Ok(u),
+            _ => Err(bad("history", "its last entry is not the user's utterance")),
+        }
+    }
+
+    /// The index of this utterance among the session's user utterances (from 0).
+    fn turn_index(&self) -> usize {
+        self.history.iter().filter(|(r, _)| r == "user").count() - 1
+    }
+
+    fn turn_id(&self) -> String {
+        format!("{}_{}", self.topic_id, self.turn_index())
+    }
+}
+
+fn contract(endpoint: &str, message: String) -> BatchError {
+    BatchError::SimApi {
+        endpoint: endpoint.to_string(),
+        message,
+    }
+}
+
+/// An HTTP answer that is not a success.
+enum Failure {
+    Status(u16, String),
+    Batch(BatchError),
+}
+
+/// The Sim.API client: base URL, token, retries.
+pub struct SimApi {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    mode: ApiMode,
+}
+
+impl SimApi {
+    pub fn new(
+        base: &str,
+        token: Option<String>,
+        mode: ApiMode,
+        timeout: Duration,
+    ) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| super::option("--api", e.to_string()))?;
+        Ok(SimApi {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            mode,
+        })
+    }
+
+    fn endpoint(&self, name: &str) -> String {
+        format!("{}/{name}", self.mode.prefix())
+    }
+
+    /// One request, retried with backoff on 5xx and on no answer; a 4xx is returned at once.
+    async fn call(
+        &self,
+        endpoint: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Value, Failure> {
+        let url = format!("{}/{endpoint}", self.base);
+        let mut delay = Duration::from_millis(250);
+        for attempt in 1..=ATTEMPTS {
+            let mut request = match body {
+                Some(b) => self.http.post(&url).json(b),
+                None => self.http.get(&url),
+            }
+            .query(query);
+            if let Some(t) = &self.token {
+                request = request.bearer_auth(t);
+            }
+            let retry = match request.send().await {
+                Ok(r) if r.status().is_success() => {
+                    return r.json::<Value>().await.map_err(|e| {
+                        Failure::Batch(contract(endpoint, format!("the answer is not JSON: {e}")))
+                    });
+                }
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    let text = r.text().await.unwrap_or_default();
+                    // FastAPI puts the reason in `detail`.
+                    let detail = serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|v| {
+                            v.get("detail").map(|d| match d {
+                                Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            })
+                        })
+                        .unwrap_or(text);
+                    if status < 500 || attempt == ATTEMPTS {
+                        return Err(Failure::Status(status, detail));
+                    }
+                    format!("HTTP {status}: {detail}")
+                }
+                Err(e) if attempt == ATTEMPTS => {
+                    return Err(Failure::Batch(contract(
+                        endpoint,
+                        format!("no answer: {e}"),
+                    )))
+                }
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(endpoint, attempt, error = %retry, "Sim.API request failed; retrying");
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    async fn utterance(
+        &self,
+        endpoint: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<UserUtterance> {
+        match self.call(endpoint, query, body).await {
+            Ok(v) => UserUtterance::parse(endpoint, &v),
+            Err(f) => Err(failure(endpoint, f)),
+        }
+    }
+
+    /// `GET auth/verify` → the team id the token belongs to.
+    pub async fn verify(&self) -> Result<String> {
+        let endpoint = "auth/verify";
+        let v = self
+            .call(endpoint, &[], None)
+            .await
+            .map_err(|f| failure(endpoint, f))?;
+        match v.get("team_id") {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(contract(
+                endpoint,
+                "field team_id: missing or not a string".into(),
+            )),
+        }
+    }
+}
+
+fn failure(endpoint: &str, f: Failure) -> BatchError {
+    match f {
+        Failure::Status(status, detail) => contract(endpoint, format!("HTTP {status}: {detail}")),
+        Failure::Batch(e) => e,
+    }
+}
+
+/// Takes part in (or resumes) an interactive run until the API reports its last response.
+pub async fn run(
+    service: Arc<TurnService>,
+    store: &Store,
+    user_id: i64,
+    options: &InteractiveOptions,
+    progress: SharedProgress,
+) -> Result<InteractiveSummary> {
+    let api = SimApi::new(
+        &options.api,
+        options.token.clone(),
+        options.mode,
+        options.timeout,
+    )?;
+    if let Some(team) = &options.team_id {
+        let verified = api.verify().await?;
+        if verified != *team {
+            return Err(super::option(
+                "--team-id",
+                format!("the token belongs to team {verified:?}, not {team:?}"),
+            ));
+        }
+    }
+    let client = Client {
+        api,
+        service,
+        store,
+        user_id,
+        options,
+        progress,
+    };
+    client.progress.set_message(options.run_id.clone());
+    client.run().await
+}
+
+struct Client<'a> {
+    api: SimApi,
+    service: Arc<TurnService>,
+    store: &'a Store,
+    user_id: i64,
+    options: &'a InteractiveOptions,
+    progress: SharedProgress,
+}
+
+impl Client<'_> {
+    async fn run(&self) -> Result<InteractiveSummary> {
+        let mut summary = InteractiveSummary::default();
+        let mut current = match self.start().await? {
+            Some(u) => u,
+            None => {
+                summary.resumed = true;
+                match self.open_session().await? {
+                    Some(u) => u,
+                    // No open session: the last one ended; an empty response opens the next.
+                    None => self.send(None).await?,
+                }
+            }
+        };
+        self.show_status().await?;
+        loop {
+            self.check_run(&current)?;
+            if current.last_response_of_run {
+                summary.sessions += 1;
+                self.progress.inc(1);
+                break;
+            }
+            if current.last_response_of_session {
+                summary.sessions += 1;
+                self.progress.inc(1);
+                current = self.send(None).await?;
+                continue;
+            }
+            let (turn, computed) = self.turn(&current).await?;
+            if computed {
+                summary.computed += 1;
+            } else {
+                summary.resent += 1;
+            }
+            current = self.send(Some(&turn)).await?;
+        }
+        self.progress.finish();
+        Ok(summary)
+    }
+
+    fn check_run(&self, u: &UserUtterance) -> Result<()> {
+        if u.run_id != self.options.run_id {
+            return Err(contract(
+                &self.api.endpoint("continue"),
+                format!(
+                    "field run_id: {:?}, this run is {:?}",
+                    u.run_id, self.options.run_id
+                ),
+            ));
+        }
+        self.progress
+            .set_message(format!("{} topic {}", self.options.run_id, u.topic_id));
+        Ok(())
+    }
+
+    /// Starts the progress from `run/status` (topics open and done; the debug endpoints have
+    /// no status, README "Check Run Status").
+    async fn show_status(&self) -> Result<()> {
+        if self.options.mode != ApiMode::Run {
+            return Ok(());
+        }
+        let endpoint = self.api.endpoint("status");
+        let query = [("run_id", self.options.run_id.as_str())];
+        let v = self
+            .api
+            .call(&endpoint, &query, None)
+            .await
+            .map_err(|f| failure(&endpoint, f))?;
+        let count = |field: &str| match v.get(field) {
+            Some(Value::Array(items)) => Ok(items.len() as u64),
+            _ => Err(contract(
+                &endpoint,
+                format!("field {field}: missing or not a list"),
+            )),
+        };
+        let (open, done) = (count("open_topics")?, count("done_topics")?);
+        self.progress.set_length(open + done);
+        self.progress.set_position(done);
+        Ok(())
+    }
+
+    /// `start`; `None` when the API knows the run already (412).
+    async fn start(&self) -> Result<Option<UserUtterance>> {
+        let endpoint = self.api.endpoint("start");
+        let mut meta = Map::new();
+        meta.insert("run_id".into(), json!(self.options.run_id));
+        meta.insert("description".into(), json!(self.options.description));
+        meta.insert("track_persona".into(), json!(self.options.track_persona));
+        if let Some(team) = &self.options.team_id {
+            meta.insert("team_id".into(), json!(team));
+        }
+        match self
+            .api
+            .call(&endpoint, &[], Some(&Value::Object(meta)))
+            .await
+        {
+            Ok(v) => UserUtterance::parse(&endpoint, &v).map(Some),
+            // run_router.py: "Active run with the name ... already exists".
+            Err(Failure::Status(412, _)) => Ok(None),
+            Err(f) => Err(failure(&endpoint, f)),
+        }
+    }
+
+    /// The open session of a resumed run; `None` when none is open (the API's `session` fails
+    /// then: `run_router.py` reads the missing session), a 428 means the run is complete.
+    async fn open_session(&self) -> Result<Option<UserUtterance>> {
+        let endpoint = self.api.endpoint("session");
+        let query = [("run_id", self.options.run_id.as_str())];
+        match self.api.call(&endpoint, &query, None).await {
+            Ok(v) => UserUtterance::parse(&endpoint, &v).map(Some),
+            Err(Failure::Status(428, detail)) => Err(BatchError::Resume(format!(
+                "run {}: {endpoint}: {detail} (a completed run is not continued; --run-id names another)",
+                self.options.run_id
+            ))),
+            Err(Failure::Status(..)) => Ok(None),
+            Err(Failure::Batch(e)) => Err(e),
+        }
+    }
+
+    /// `continue` with a stored turn's answer, or with an empty one after a session's end.
+    async fn send(&self, turn: Option<&Turn>) -> Result<UserUtterance> {
+        let endpoint = self.api.endpoint("continue");
+        let body = match turn {
+            Some(t) => assistant_response(&self.options.run_id, t),
+            None => json!({"run_id": self.options.run_id, "response": ""}),
+        };
+        self.api.utterance(&endpoint, &[], Some(&body)).await
+    }
+
+    /// The stored turn answering `u`, computed now unless stored before (then `false`).
+    async fn turn(&self, u: &UserUtterance) -> Result<(Turn, bool)> {
+        let conversation = self.conversation(u).await?;
+        let turns = self
+            .store
+            .list_turns(self.user_id, conversation, false)
+            .await?;
+        let index = u.turn_index();
+        let expected: Vec<&str> = u
+            .history
+            .iter()
+            .filter(|(r, _)| r == "user")
+            .map(|(_, c)| c.as_str())
+            .collect();
+        let stored: Vec<&str> = turns.iter().map(|t| t.utterance.as_str()).collect();
+        // The stored conversation must be the API's history: stored turns are the user
+        // utterances before this one, or those and this one (computed, not yet sent).
+        if stored.len() > index + 1 || stored[..] != expected[..stored.len()] {
+            return Err(BatchError::Resume(format!(
+                "run {}: topic {} of user {}: the stored turns {stored:?} are not the API's history {expected:?}",
+                self.options.run_id, u.topic_id, u.user_id
+            )));
+        }
+        if stored.len() == index + 1 {
+            let turn = turns.into_iter().last().expect("one turn at least");
+            return Ok((turn, false));
+        }
+        if stored.len() < index {
+            return Err(BatchError::Resume(format!(
+                "run {}: topic {}: the API is at user utterance {index}, {} are stored",
+                self.options.run_id,
+                u.topic_id,
+                stored.len()
+            )));
+        }
+        let mut request =
+            TurnRequest::new(Some(u.utterance.clone()), self.options.settings.clone());
+        request.references.external_turn_id = Some(u.turn_id());
+        let started = self
+            .service
+            .begin(
+                self.store,
+                self.user_id,
+                conversation,
+                TurnSlot::Next,
+                request,
+            )
+            .await?;
+        let turn = started.run(&mut |_| {}).await.map_err(|e| match e {
+            crate::service::ServiceError::Pipeline(source) => BatchError::Turn {
+                turn: u.turn_id(),
+                source,
+            },
+            other => other.into(),
+        })?;
+        Ok((turn, true))
+    }
+
+    async fn conversation(&self, u: &UserUtterance) -> Result<Uuid> {
+        let external = format!("{}/{}/{}", self.options.run_id, u.topic_id, u.user_id);
+        if let Some(c) = self
+            .store
+            .conversation_by_external_id(self.user_id, &external)
+            .await?
+        {
+            return Ok(c.id);
+        }
+        let new = NewConversation {
+            title: format!(
+                "iKAT interactive {} topic {}",
+                self.options.run_id, u.topic_id
+            ),
+            external_id: Some(external),
+            collection: Some(self.options.collection.clone()),
+            // Sim.API sends no PTKB: the users' statements are theirs to reveal.
+            ptkb: Vec::new(),
+        };
+        Ok(self.store.create_conversation(self.user_id, new).await?.id)
+    }
+}
+
+/// Writes the run's stored turns (every session, in the order they were started) as 2025 JSONL
+/// lines (`run_type` automatic: the run's own ranking and responses); returns the line count.
+pub async fn write_stored(
+    store: &Store,
+    user_id: i64,
+    team_id: &str,
+    run_id: &str,
+    path: &std::path::Path,
+) -> Result<usize> {
+    let prefix = format!("{run_id}/");
+    let mut conversations: Vec<_> = store
+        .list_conversations(user_id)
+        .await?
+        .into_iter()
+        .filter(|c| {
+            c.external_id
+                .as_deref()
+                .is_some_and(|e| e.starts_with(&prefix))
+        })
+        .collect();
+    conversations.sort_by_key(|c| c.created_at);
+    let mut stored = Vec::with_capacity(conversations.len());
+    for c in &conversations {
+        stored.push(store.list_turns(user_id, c.id, false).await?);
+    }
+    let metadata = Ikat25Metadata {
+        team_id: team_id.to_string(),
+        run_id: run_id.to_string(),
+        run_type: Ikat25RunType::Automatic,
+    };
+    let lines = super::ikat::render_2025(&metadata, true, PtkbList::Selected, &stored)?;
+    let text = ikat25::render_jsonl(&lines)?;
+    crate::formats::atomic::write_atomic(path, text.as_bytes())?;
+    Ok(lines.len())
+}
+
+/// The `AssistantResponse` of a stored turn: its response, its ranking as citations (README:
+/// "the (up to) top 1000 relevant passages given as their ids and their relevance score") and
+/// the texts of the PTKB statements the turn selected.
+pub fn assistant_response(run_id: &str, turn: &Turn) -> Value {
+    let citations: Map<String, Value> = turn
+        .passages
+        .iter()
+        .take(MAX_CITATIONS)
+        .map(|p| (p.passage_id.clone(), json!(submitted_score(p.score))))
+        .collect();
+    let ptkb: Vec<&str> = turn
+        .ptkb_ranking
+        .iter()
+        .filter(|s| s.selected)
+        .map(|s| s.text.as_str())
+        .collect();
+    json!({
+        "run_id": run_id,
+        "response": turn.response_text.clone().unwrap_or_default(),
+        "citations": citations,
+        "ptkb_provenance": ptkb,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message() -> Value {
+        json!({
+            "timestamp": "2026-01-01T00:00:00", "run_id": "r", "topic_id": "7-1",
+            "user_id": "u1", "utterance": "And for dinner?",
+            "history": [
+                {"role": "user", "content": "Vegetarian lunch ideas?"},
+                {"role": "assistant", "content": "Lentil soup."},
+                {"role": "user", "content": "And for dinner?"}
+            ],
+            "last_response_of_session": false, "last_response_of_run": false
+        })
+    }
+
+    #[test]
+    fn parses_a_user_utterance_and_numbers_its_turn() {
+        let u = UserUtterance::parse("run/continue", &message()).unwrap();
+        assert_eq!(u.turn_id(), "7-1_1");
+        assert_eq!(u.history.len(), 3);
+    }
+
+    #[test]
+    fn names_endpoint_and_field_of_a_contract_violation() {
+        let mut m = message();
+        m["last_response_of_session"] = json!("no");
+        let e = UserUtterance::parse("run/continue", &m)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "Sim.API run/continue: field last_response_of_session: not a boolean"
+        );
+        let mut m = message();
+        m.as_object_mut().unwrap().remove("topic_id");
+        let e = UserUtterance::parse("run/start", &m)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "Sim.API run/start: field topic_id: missing");
+        let mut m = message();
+        m["utterance"] = json!("something else");
+        let e = UserUtterance::parse("run/start", &m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field history"), "{e}");
+    }
+}

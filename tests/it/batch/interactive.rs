@@ -1,0 +1,350 @@
+//! `convrag ikat interactive` against a local server written here that follows the Simulation
+//! API's documented contract (`marcel-gohsen/user-simulation-api`: `README.md`,
+//! `src/api/run_router.py`, `src/api/messages.py`): bearer auth, `run/start` (412 for a known
+//! run), `run/continue` (the next topic after a session's end, 428 once the run is complete),
+//! `run/session` (fails when no session is open, as the router reading a missing session does).
+//! Its users and topics are made up; their utterances are scripted. A real collection
+//! (tests/fixtures/ui/diet.jsonl) answers through the turn pipeline.
+
+use std::sync::{Arc, Mutex};
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use serde_json::{json, Value};
+
+use crate::batch_support::{s, Env};
+
+const TOKEN: &str = "made-up-token";
+const TEAM: &str = "made-up-team";
+const DIET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
+
+/// The scripted sessions: (topic id, user id, utterances); the last one ends the session.
+fn script() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    vec![
+        (
+            "1-1",
+            "user-a",
+            vec![
+                "What is a quick vegetarian dinner?",
+                "How long do red lentils take to cook?",
+                "Thanks, that is all.",
+            ],
+        ),
+        (
+            "2-1",
+            "user-b",
+            vec!["Give me a meat-free meal plan for a week.", "Great, bye."],
+        ),
+    ]
+}
+
+#[derive(Default)]
+struct Sim {
+    run_id: Option<String>,
+    /// Index of the open session and its history; `None` between sessions.
+    open: Option<(usize, Vec<Value>)>,
+    next_session: usize,
+    complete: bool,
+    /// (method and path, body) of every request, in order.
+    log: Vec<(String, Value)>,
+    /// Answers to give instead, once each, to the n-th `run/continue` (1-based).
+    fail_continue: Vec<(usize, u16)>,
+    continues: usize,
+}
+
+type Shared = Arc<Mutex<Sim>>;
+
+fn detail(status: u16, text: &str) -> HttpResponse {
+    HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap())
+        .json(json!({"detail": text}))
+}
+
+fn message(sim: &Sim, utterance: &str, end_session: bool, end_run: bool) -> HttpResponse {
+    let (_, history) = sim.open.as_ref().unwrap();
+    HttpResponse::Ok().json(json!({
+        "timestamp": "2026-11-26T12:00:00", "run_id": sim.run_id, "topic_id": script()[sim.open.as_ref().unwrap().0].0,
+        "user_id": script()[sim.open.as_ref().unwrap().0].1, "utterance": utterance,
+        "history": history, "last_response_of_session": end_session, "last_response_of_run": end_run,
+    }))
+}
+
+/// Opens the next session; its first utterance.
+fn open_next(sim: &mut Sim) -> Option<String> {
+    let i = sim.next_session;
+    let first = script().get(i)?.2[0].to_string();
+    sim.next_session += 1;
+    sim.open = Some((i, vec![json!({"role": "user", "content": first})]));
+    Some(first)
+}
+
+/// The `AssistantResponse` checks of `messages.py`: types, the 250-token response limit.
+fn check_response(body: &Value) -> Result<(), String> {
+    if !body["run_id"].is_string() || !body["response"].is_string() {
+        return Err("run_id and response must be strings".into());
+    }
+    if body["response"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .count()
+        > 250
+    {
+        return Err("Response exceeds limit of 250 tokens.".into());
+    }
+    match &body["citations"] {
+        Value::Null => {}
+        Value::Object(m) if m.values().all(Value::is_number) => {}
+        _ => return Err("citations: a map of passage id to score".into()),
+    }
+    match &body["ptkb_provenance"] {
+        Value::Null => Ok(()),
+        Value::Array(a) if a.iter().all(Value::is_string) => Ok(()),
+        _ => Err("ptkb_provenance: a list of strings".into()),
+    }
+}
+
+fn handle(sim: &mut Sim, route: &str, query: &str, body: Value) -> HttpResponse {
+    match route {
+        "GET /auth/verify" => HttpResponse::Ok().json(json!({"team_id": TEAM})),
+        "POST /run/start" => {
+            if sim.run_id.is_some() {
+                return detail(412, "Active run with the name already exists");
+            }
+            if !body["run_id"].is_string()
+                || !body["description"].is_string()
+                || !body["track_persona"].is_boolean()
+            {
+                return detail(422, "RunMeta: run_id, description, track_persona");
+            }
+            sim.run_id = body["run_id"].as_str().map(str::to_string);
+            let first = open_next(sim).unwrap();
+            message(sim, &first, false, false)
+        }
+        "POST /run/continue" => {
+            sim.continues += 1;
+            let n = sim.continues;
+            if let Some(k) = sim.fail_continue.iter().position(|(at, _)| *at == n) {
+                let (_, status) = sim.fail_continue.remove(k);
+                return detail(status, "made-up outage");
+            }
+            if let Err(e) = check_response(&body) {
+                return detail(422, &e);
+            }
+            if sim.complete || body["run_id"].as_str() != sim.run_id.as_deref() {
+                return detail(428, "Run does not exist or was completed.");
+            }
+            let Some((i, mut history)) = sim.open.take() else {
+                let Some(first) = open_next(sim) else {
+                    return detail(400, "No more open topics. Run was finished!");
+                };
+                return message(sim, &first, false, false);
+            };
+            history.push(json!({"role": "assistant", "content": body["response"]}));
+            let asked = history.iter().filter(|m| m["role"] == "user").count();
+            let utterances = &script()[i].2;
+            let next = utterances[asked].to_string();
+            history.push(json!({"role": "user", "content": next}));
+            let end = asked + 1 == utterances.len();
+            let end_run = end && i + 1 == script().len();
+            sim.open = Some((i, history));
+            let reply = message(sim, &next, end, end_run);
+            if end {
+                sim.open = None;
+                sim.complete = end_run;
+            }
+            reply
+        }
+        "GET /run/status" => {
+            let done = if sim.complete {
+                script().len()
+            } else {
+                sim.next_session - usize::from(sim.open.is_some())
+            };
+            let topics: Vec<&str> = script().iter().map(|t| t.0).collect();
+            HttpResponse::Ok().json(json!({
+                "status": if sim.complete { "complete" } else { "active" },
+                "open_topics": topics[done..], "done_topics": topics[..done],
+            }))
+        }
+        "GET /run/session" => {
+            if sim.complete || query != format!("run_id={}", sim.run_id.clone().unwrap_or_default())
+            {
+                return detail(428, "Run does not exist or was completed.");
+            }
+            match &sim.open {
+                Some((_, h)) => {
+                    let last = h.last().unwrap()["content"].as_str().unwrap().to_string();
+                    message(sim, &last, false, false)
+                }
+                // run_router.py reads the missing session's fields: an internal error.
+                None => HttpResponse::InternalServerError().body("Internal Server Error"),
+            }
+        }
+        _ => HttpResponse::NotFound().finish(),
+    }
+}
+
+fn sim_api(sim: Shared) -> String {
+    let server = HttpServer::new(move || {
+        let sim = sim.clone();
+        App::new().default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
+            let sim = sim.clone();
+            async move {
+                let route = format!("{} {}", req.method(), req.path());
+                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let mut sim = sim.lock().unwrap();
+                sim.log.push((route.clone(), body.clone()));
+                let auth = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok());
+                if auth != Some(&format!("Bearer {TOKEN}")) {
+                    return detail(401, "Invalid token");
+                }
+                handle(&mut sim, &route, req.query_string(), body)
+            }
+        }))
+    })
+    .workers(1)
+    .disable_signals()
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let addr = server.addrs()[0];
+    tokio::spawn(server.run());
+    format!("http://{addr}")
+}
+
+async fn convrag(env: &Env, args: Vec<String>) -> std::process::Output {
+    let cmd = tokio::process::Command::from(env.cmd())
+        .args(&args)
+        .output()
+        .await
+        .unwrap();
+    cmd
+}
+
+fn routes(log: &[(String, Value)]) -> Vec<&str> {
+    log.iter().map(|(r, _)| r.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
+    let env = Env::new(false).await;
+    env.index("diet", "jsonl", std::path::Path::new(DIET), None);
+    let sim: Shared = Default::default();
+    // The 2nd continue fails once with a 503 (retried); the 5th with a 400 (the run stops).
+    sim.lock().unwrap().fail_continue = vec![(2, 503), (5, 400)];
+    let api = sim_api(sim.clone());
+    let output = env.path("interactive.jsonl");
+    let args: Vec<String> = [
+        "ikat",
+        "interactive",
+        "--api",
+        &api,
+        "--token",
+        TOKEN,
+        "--team-id",
+        TEAM,
+        "--run-id",
+        "made-up-run",
+        "--collection",
+        "diet",
+        "--passages",
+        "3",
+        "--output",
+        s(&output),
+        "--quiet",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+
+    let first = convrag(&env, args.clone()).await;
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(!first.status.success(), "the 400 stops the run: {stderr}");
+    assert!(
+        stderr.contains("Sim.API run/continue: HTTP 400: made-up outage"),
+        "{stderr}"
+    );
+    let log = sim.lock().unwrap().log.clone();
+    let ids: Vec<String> = std::fs::read_to_string(DIET)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        routes(&log),
+        [
+            "GET /auth/verify",
+            "POST /run/start",
+            "GET /run/status",
+            "POST /run/continue",
+            "POST /run/continue",
+            "POST /run/continue",
+            "POST /run/continue",
+            "POST /run/continue",
+        ]
+    );
+    assert_eq!(
+        log[1].1,
+        json!({"run_id": "made-up-run", "description": log[1].1["description"], "track_persona": false, "team_id": TEAM})
+    );
+    assert!(log[1].1["description"]
+        .as_str()
+        .is_some_and(|d| !d.is_empty()));
+    // The retried request is the same request.
+    assert_eq!(log[4].1, log[5].1);
+    for i in [3, 4, 7] {
+        let body = &log[i].1;
+        assert_eq!(body["run_id"], "made-up-run");
+        assert!(!body["response"].as_str().unwrap().is_empty(), "{body}");
+        let citations = body["citations"].as_object().unwrap();
+        assert!(!citations.is_empty() && citations.len() <= 3, "{body}");
+        assert!(citations.keys().all(|k| ids.contains(k)), "{body}");
+        assert_eq!(body["ptkb_provenance"], json!([]));
+    }
+    // After the user ended session 1-1: an empty response, which opens topic 2-1.
+    assert_eq!(log[6].1, json!({"run_id": "made-up-run", "response": ""}));
+    assert_eq!(env.stored_turns("made-up-run").await, 3);
+
+    // Resumed: the API knows the run (412), its open session waits on the stored turn of 2-1,
+    // which is sent as stored; session 1-1 is not asked for again.
+    let second = convrag(&env, args).await;
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 sessions ended, 0 turns computed, 1 stored turns sent (resumed)"),
+        "{stderr}"
+    );
+    let log = sim.lock().unwrap().log.clone();
+    assert_eq!(
+        routes(&log[8..]),
+        [
+            "GET /auth/verify",
+            "POST /run/start",
+            "GET /run/session",
+            "GET /run/status",
+            "POST /run/continue"
+        ]
+    );
+    assert_eq!(log[12].1, log[7].1, "the stored answer is sent unchanged");
+    assert!(sim.lock().unwrap().complete);
+    assert_eq!(env.stored_turns("made-up-run").await, 3);
+
+    // The output holds the three turns, numbered as run/dump numbers them.
+    let lines: Vec<Value> = env
+        .read("interactive.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["turn_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1-1_0", "1-1_1", "2-1_0"]);
+    assert_eq!(lines[2]["responses"][0]["text"], log[12].1["response"]);
+}
