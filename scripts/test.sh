@@ -26,6 +26,10 @@ cargo clippy --all-targets --locked -- -D warnings
 ./scripts/check-lib-deps.sh
 # No import cycle and no upward import between the library's files (ARCHITECTURE.md, Layers).
 ./scripts/check-imports.sh
+# The PostgreSQL manual (Debian's postgresql-doc-15, cached) for the answer-quality questions
+# (tests/it/pipeline/manual_questions.rs).
+CONVRAG_TEST_MANUAL_DIR="$(./scripts/fetch-manual.sh)"
+export CONVRAG_TEST_MANUAL_DIR
 cargo test --locked --no-fail-fast
 # `convrag eval compare` p-values against SciPy (pinned, venv in ~/.cache/convrag) on DL19 and iKAT PTKB runs.
 ./scripts/compare-scipy.sh

@@ -16,7 +16,7 @@ use convrag::eval::expected::{read_expected, shown, summarize};
 use convrag::index::{index_collection, IndexOptions, TantivyRetriever};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::turn::{PassageSource, RetrievalTarget};
-use convrag::rerank::Reranker;
+use convrag::rerank::{DiskEmbeddingCache, Reranker};
 use convrag::service::turns::TurnService;
 
 use crate::common;
@@ -31,15 +31,19 @@ fn manual_dir() -> PathBuf {
         std::env::var_os("CI").is_none(),
         "CONVRAG_TEST_MANUAL_DIR is not set (scripts/test.sh sets it from scripts/fetch-manual.sh)"
     );
-    let cache = std::env::var("CONVRAG_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/convrag"));
-    let root = cache.join("postgresql-doc-15");
+    let root = cache_root().join("postgresql-doc-15");
     let current = std::fs::read_to_string(root.join("current")).unwrap_or_else(|_| {
         panic!("no PostgreSQL manual: run scripts/fetch-manual.sh or set CONVRAG_TEST_MANUAL_DIR")
     });
     root.join(current.trim())
         .join("usr/share/doc/postgresql-doc-15/html")
+}
+
+/// `scripts/`' cache directory (`CONVRAG_CACHE`, else `~/.cache/convrag`).
+fn cache_root() -> PathBuf {
+    std::env::var("CONVRAG_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/convrag"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,7 +71,12 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
     index_collection(&config.collections_dir(), &opts).unwrap();
     let retriever =
         Arc::new(TantivyRetriever::open(&config.collections_dir().join("manual")).unwrap());
-    let model: Arc<dyn Reranker> = Arc::new(common::default_model());
+    // Passage embeddings persist between runs (keyed by model checksum and passage id, checked
+    // on every read), so only a machine's first run encodes the manual's candidates.
+    let embeddings = cache_root().join("test-embeddings/manual-questions");
+    let model: Arc<dyn Reranker> = Arc::new(
+        common::default_model().with_cache(Arc::new(DiskEmbeddingCache::new(embeddings))),
+    );
     let service = TurnService::from_config(&config, Some(model)).unwrap();
     let settings = service.chat_defaults();
     assert!(settings.rerank);
