@@ -353,7 +353,14 @@ async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
     };
     let turn = state
         .chat
-        .run_turn(user.id, id, TurnSlot::Next, &a.question, None, &mut |_| {})
+        .run_turn(
+            user.id,
+            id,
+            TurnSlot::Next,
+            &a.question,
+            Default::default(),
+            &mut |_| {},
+        )
         .await
         .map_err(ApiError::from)
         .map_err(|e| match e.code {

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use super::context::ConversationContext;
 use super::generate::{
     ContextTurn, ExtractiveGenerator, Generation, GenerationEvent, GenerationRequest, Generator,
-    WordLimit,
+    Sampling, WordLimit,
 };
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -86,6 +86,9 @@ pub struct TurnSettings {
     /// Append the selected statements to the reranking model's query, so the neural order is
     /// personalized too (a bi-encoder's query embedding moves toward the persona).
     pub ptkb_in_rerank_query: bool,
+    /// A chat client's sampling parameters for the LLM generator.
+    #[serde(default, skip_serializing_if = "Sampling::is_empty")]
+    pub sampling: Sampling,
 }
 
 impl Default for TurnSettings {
@@ -103,6 +106,7 @@ impl Default for TurnSettings {
             limit: WordLimit::IKAT,
             ptkb_query_weight: 0.15,
             ptkb_in_rerank_query: true,
+            sampling: Sampling::default(),
         }
     }
 }
@@ -610,6 +614,7 @@ impl TurnPipeline {
                 })
                 .collect(),
             limit: settings.limit,
+            sampling: settings.sampling.clone(),
         };
         Ok(generator.generate_streaming(&request, on_event).await?)
     }

@@ -112,6 +112,27 @@ pub struct ContextTurn {
     pub response: Option<String>,
 }
 
+/// A client's sampling parameters for the LLM (an OpenAI chat request's): each one given
+/// replaces the generator's configured value; the extractive generator has none to replace.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Sampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// An upper bound on the LLM's tokens (never above the configured `max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+impl Sampling {
+    pub fn is_empty(&self) -> bool {
+        *self == Sampling::default()
+    }
+}
+
 /// What a generator gets.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GenerationRequest {
@@ -122,6 +143,8 @@ pub struct GenerationRequest {
     /// Ranked passages, best first; citations are indices into this list.
     pub passages: Vec<Passage>,
     pub limit: WordLimit,
+    #[serde(default, skip_serializing_if = "Sampling::is_empty")]
+    pub sampling: Sampling,
 }
 
 impl GenerationRequest {
@@ -131,6 +154,7 @@ impl GenerationRequest {
             context: Vec::new(),
             passages,
             limit,
+            sampling: Sampling::default(),
         }
     }
 
