@@ -98,6 +98,7 @@ test('a history the server never stored keeps its context', async () => {
   assert.equal(first.generator, 'imported');
   assert.equal(second.utterance, history[2].content);
   assert.notEqual(second.generator, 'imported');
+  assert.equal(second.diagnostics.history_turns, 1, 'the question was asked in the imported context');
 });
 
 test('the same history again regenerates; an Idempotency-Key replays', async () => {
