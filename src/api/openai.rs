@@ -20,11 +20,11 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::llm::{ChatMessage as LlmMessage, ChatRequest as LlmRequest};
-use crate::pipeline::generate::GenerationEvent;
+use crate::pipeline::generate::{GenerationEvent, Sampling};
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
-    answer, count_tokens, render_sentence, Answer, ChatAction, ChatExchange, ResolvedChat,
-    PLAIN_LLM_MODEL,
+    answer, count_tokens, render_sentence, Answer, AnswerOptions, ChatAction, ChatExchange,
+    ResolvedChat, PLAIN_LLM_MODEL,
 };
 use crate::store::Turn;
 use crate::store::TurnSlot;
@@ -40,8 +40,8 @@ const MAX_MESSAGE_CHARS: usize = 10_000;
 /// Body of `POST /v1/chat/completions`. `max_tokens` / `max_completion_tokens` bound the
 /// answer's words; `n` above 1, `tools` that must be called and a JSON `response_format` are
 /// refused (400 naming the parameter); `tools` with `tool_choice` `auto` or `none` get a plain
-/// answer; other OpenAI parameters (temperature, ...) are accepted and ignored: the pipeline's
-/// settings decide.
+/// answer; `temperature`, `top_p`, `stop` and the token bound go to the LLM when it generates;
+/// other OpenAI parameters are accepted and ignored: the pipeline's settings decide.
 #[derive(Deserialize, ToSchema)]
 pub struct ChatRequest {
     /// A collection of this server (`GET /v1/models`).
@@ -84,11 +84,16 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(value_type = Option<TextResponseFormat>)]
     pub response_format: Option<Value>,
-    /// Passed to the LLM of `convrag-llm` completions.
+    /// Passed to the LLM when it generates (`convrag-llm`, and collections' answers when the
+    /// server's generator is the LLM).
     #[serde(default)]
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f32>,
-    /// Passed to the LLM of `convrag-llm` completions: a string or strings.
+    /// Passed to the LLM when it generates.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub top_p: Option<f32>,
+    /// Passed to the LLM when it generates: a string or strings.
     #[serde(default)]
     #[schema(value_type = Option<StopSequences>)]
     pub stop: Option<Value>,
@@ -133,6 +138,9 @@ impl ChatRequest {
     fn check_parameters(&self) -> Result<(), ApiError> {
         if self.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
             return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
+        }
+        if self.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+            return Err(ApiError::invalid("top_p", "must be between 0 and 1"));
         }
         if let Some(i) = self
             .tools
@@ -209,6 +217,29 @@ impl ChatRequest {
         Ok(())
     }
 
+    /// The sampling parameters the LLM gets when it generates.
+    fn sampling(&self) -> Result<Sampling, ApiError> {
+        let stop = match &self.stop {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| ApiError::invalid("stop", "must be a string or strings"))?,
+            Some(_) => return Err(ApiError::invalid("stop", "must be a string or strings")),
+        };
+        Ok(Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self
+                .max_tokens
+                .or(self.max_completion_tokens)
+                .map(|m| m.min(u32::MAX as usize) as u32),
+            stop,
+        })
+    }
+
     /// The LLM request of a `convrag-llm` completion: every message as given.
     fn plain_request(&self) -> Result<LlmRequest, ApiError> {
         let messages = self
@@ -223,23 +254,12 @@ impl ChatRequest {
                     .unwrap_or_default(),
             })
             .collect();
-        let stop = match &self.stop {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|i| i.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| ApiError::invalid("stop", "must be a string or strings"))?,
-            Some(_) => return Err(ApiError::invalid("stop", "must be a string or strings")),
-        };
+        let sampling = self.sampling()?;
         let mut request = LlmRequest::new(messages);
-        request.temperature = self.temperature;
-        request.max_tokens = self
-            .max_tokens
-            .or(self.max_completion_tokens)
-            .map(|m| m.min(u32::MAX as usize) as u32);
-        request.stop = stop;
+        request.temperature = sampling.temperature;
+        request.top_p = sampling.top_p;
+        request.max_tokens = sampling.max_tokens;
+        request.stop = sampling.stop;
         Ok(request)
     }
 }
@@ -525,7 +545,10 @@ async fn chat(
         model: body.model.clone(),
         prompt_tokens: body.messages.iter().map(ChatMessage::tokens).sum(),
     };
-    let max_words = body.max_tokens.or(body.max_completion_tokens);
+    let options = AnswerOptions {
+        max_words: body.max_tokens.or(body.max_completion_tokens),
+        sampling: body.sampling()?,
+    };
     let slot = match action {
         ChatAction::Regenerate { seq } => TurnSlot::Regenerate { seq },
         _ => TurnSlot::Next,
@@ -546,7 +569,7 @@ async fn chat(
                         conversation_id,
                         slot,
                         &utterance,
-                        max_words,
+                        options.clone(),
                         &mut |_| {},
                     )
                     .await?
@@ -584,7 +607,7 @@ async fn chat(
                         conversation_id,
                         slot,
                         &utterance,
-                        max_words,
+                        options.clone(),
                         &mut on_event,
                     )
                     .await

@@ -84,6 +84,7 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
     pub stop: Vec<String>,
     pub seed: Option<u64>,
 }
@@ -94,6 +95,7 @@ impl ChatRequest {
             messages,
             max_tokens: None,
             temperature: None,
+            top_p: None,
             stop: Vec::new(),
             seed: None,
         }

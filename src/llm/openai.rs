@@ -90,6 +90,9 @@ impl OpenAiClient {
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
+        if let Some(p) = request.top_p {
+            body["top_p"] = json!(p);
+        }
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }

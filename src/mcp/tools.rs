@@ -17,10 +17,12 @@ use crate::web::AppState;
 
 const MAX_SEARCH_K: usize = 50;
 
-/// The tools with their input schemas (`tools/list`).
+/// The tools with their input schemas and the schemas of the structured content they return
+/// (`tools/list`; clients validate results against `outputSchema`).
 pub fn definitions() -> Value {
     let conversation_id =
         json!({"type": "string", "description": "id of one of your conversations"});
+    let outputs = output_schemas();
     json!([
         {"name": "search", "title": "Search a collection",
          "description": "BM25 search of a passage collection; returns the top passages with ids, titles, URLs and text.",
@@ -56,6 +58,68 @@ pub fn definitions() -> Value {
          "inputSchema": {"type": "object", "required": ["id"], "additionalProperties": false,
             "properties": {"id": {"type": "integer"}}}},
     ])
+    .as_array()
+    .into_iter()
+    .flatten()
+    .map(|tool| {
+        let mut tool = tool.clone();
+        let name = tool["name"].as_str().unwrap_or_default().to_string();
+        tool["outputSchema"] = outputs[name.as_str()].clone();
+        tool
+    })
+    .collect()
+}
+
+/// The schema of each tool's structured content, by tool name.
+fn output_schemas() -> Value {
+    let object = |required: Value, properties: Value| json!({"type": "object", "required": required, "properties": properties});
+    let text_or_null = json!({"type": ["string", "null"]});
+    let number_or_null = json!({"type": ["number", "null"]});
+    let ptkb_statement = object(
+        json!(["id", "text", "visible_from_turn"]),
+        json!({"id": {"type": "string"}, "text": {"type": "string"},
+            "visible_from_turn": {"type": "integer"},
+            "hidden_from_turn": {"type": ["integer", "null"]}, "created_at": {"type": "string"}}),
+    );
+    let profile_statement = object(
+        json!(["id", "text"]),
+        json!({"id": {"type": "integer"}, "text": {"type": "string"},
+            "created_at": {"type": "string"}}),
+    );
+    let search_result = object(
+        json!(["rank", "id", "score", "text"]),
+        json!({"rank": {"type": "integer", "minimum": 1}, "id": {"type": "string"},
+            "score": {"type": "number"}, "bm25_score": number_or_null,
+            "rerank_score": number_or_null, "title": text_or_null, "url": text_or_null,
+            "text": {"type": "string"}}),
+    );
+    let cited_passage = object(
+        json!(["n", "passage_id", "text"]),
+        json!({"n": {"type": "integer", "minimum": 1}, "passage_id": {"type": "string"},
+            "collection": text_or_null, "title": text_or_null, "url": text_or_null,
+            "text": {"type": "string"}, "score": number_or_null}),
+    );
+    let statements = |item: &Value| {
+        object(
+            json!(["statements"]),
+            json!({"statements": {"type": "array", "items": item}}),
+        )
+    };
+    json!({
+        "search": object(json!(["collection", "results"]), json!({"collection": {"type": "string"},
+            "results": {"type": "array", "items": search_result}})),
+        "ask": object(json!(["conversation_id", "turn_id", "turn", "answer", "passages", "ptkb_used"]),
+            json!({"conversation_id": {"type": "string"}, "turn_id": {"type": "string"},
+                "turn": {"type": "integer", "minimum": 1}, "answer": {"type": "string"},
+                "passages": {"type": "array", "items": cited_passage},
+                "ptkb_used": {"type": "array", "items": {"type": "string"}}})),
+        "list_ptkb": statements(&ptkb_statement),
+        "add_ptkb": object(json!(["statement"]), json!({"statement": ptkb_statement})),
+        "remove_ptkb": object(json!(["removed"]), json!({"removed": {"type": "string"}})),
+        "list_profile": statements(&profile_statement),
+        "add_profile": object(json!(["statement"]), json!({"statement": profile_statement})),
+        "remove_profile": object(json!(["removed"]), json!({"removed": {"type": "integer"}})),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -289,7 +353,14 @@ async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
     };
     let turn = state
         .chat
-        .run_turn(user.id, id, TurnSlot::Next, &a.question, None, &mut |_| {})
+        .run_turn(
+            user.id,
+            id,
+            TurnSlot::Next,
+            &a.question,
+            Default::default(),
+            &mut |_| {},
+        )
         .await
         .map_err(ApiError::from)
         .map_err(|e| match e.code {
@@ -445,6 +516,8 @@ mod tests {
             .iter()
             .map(|t| {
                 assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+                assert_eq!(t["outputSchema"]["type"], "object", "{t}");
+                assert!(!t["outputSchema"]["required"].as_array().unwrap().is_empty());
                 assert!(t["description"].as_str().unwrap().len() > 10);
                 t["name"].as_str().unwrap()
             })

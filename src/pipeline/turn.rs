@@ -16,7 +16,7 @@ use tracing::Instrument;
 use super::context::ConversationContext;
 use super::generate::{
     ContextTurn, ExtractiveGenerator, Generation, GenerationEvent, GenerationRequest, Generator,
-    WordLimit,
+    Sampling, WordLimit,
 };
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -91,6 +91,9 @@ pub struct TurnSettings {
     /// `None` follows the cross-validated rule (`extractive_stop.json`).
     #[serde(default)]
     pub keep_context: Option<bool>,
+    /// A chat client's sampling parameters for the LLM generator.
+    #[serde(default, skip_serializing_if = "Sampling::is_empty")]
+    pub sampling: Sampling,
 }
 
 impl Default for TurnSettings {
@@ -109,6 +112,7 @@ impl Default for TurnSettings {
             ptkb_query_weight: 0.15,
             ptkb_in_rerank_query: true,
             keep_context: None,
+            sampling: Sampling::default(),
         }
     }
 }
@@ -617,6 +621,7 @@ impl TurnPipeline {
                 .collect(),
             limit: settings.limit,
             keep_context: settings.keep_context,
+            sampling: settings.sampling.clone(),
         };
         Ok(generator.generate_streaming(&request, on_event).await?)
     }

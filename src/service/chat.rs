@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::{RequestedSettings, ServiceError, SettingLimits, TurnRequest, TurnService};
 use crate::index::IndexError;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
+use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
 use crate::store::{NewTurn, Store, StoreError, Turn, TurnSlot};
 
@@ -67,6 +68,15 @@ pub struct ResolvedChat {
     /// Earlier exchanges of the request stored as imported turns (no stored conversation held
     /// them).
     pub imported: usize,
+}
+
+/// What a chat client asks of one turn's answer.
+#[derive(Debug, Clone, Default)]
+pub struct AnswerOptions {
+    /// At most this many words (never more than the default limit).
+    pub max_words: Option<usize>,
+    /// Sampling parameters for the LLM, when it generates.
+    pub sampling: Sampling,
 }
 
 /// Chat turns over the stored conversations.
@@ -231,18 +241,19 @@ impl ChatService {
         conversation_id: Uuid,
         slot: TurnSlot,
         utterance: &str,
-        max_words: Option<usize>,
+        options: AnswerOptions,
         on_event: &mut (dyn FnMut(TurnEvent<'_>) + Send),
     ) -> Result<Turn, ServiceError> {
         let defaults = self.turns.chat_defaults();
         // A client's bound shortens the answer; it never lengthens it past the default.
         let requested = RequestedSettings {
-            max_words: max_words.map(|m| m.min(defaults.limit.max_words)),
+            max_words: options.max_words.map(|m| m.min(defaults.limit.max_words)),
             ..RequestedSettings::default()
         };
-        let settings = self
+        let mut settings = self
             .turns
             .resolve(&requested, defaults, SettingLimits::API)?;
+        settings.sampling = options.sampling;
         let request = TurnRequest::new(Some(utterance.to_string()), settings);
         let turn = self
             .turns

@@ -161,8 +161,15 @@ impl LlmGenerator {
             ChatMessage::system(self.system.render(&values)?.trim().to_string()),
             ChatMessage::user(self.user.render(&values)?.trim().to_string()),
         ]);
-        chat.max_tokens = Some(self.config.max_tokens);
-        chat.temperature = Some(self.config.temperature);
+        let sampling = &request.sampling;
+        chat.max_tokens = Some(
+            sampling
+                .max_tokens
+                .map_or(self.config.max_tokens, |m| m.min(self.config.max_tokens)),
+        );
+        chat.temperature = Some(sampling.temperature.unwrap_or(self.config.temperature));
+        chat.top_p = sampling.top_p;
+        chat.stop = sampling.stop.clone();
         chat.seed = self.config.seed;
         Ok(chat)
     }
@@ -457,5 +464,22 @@ mod tests {
         assert!(user.contains("Question: the query"), "{user}");
         assert!(!user.contains("{{"), "{user}");
         assert_eq!(chat.temperature, Some(0.0));
+        assert_eq!(chat.top_p, None);
+        assert!(chat.stop.is_empty());
+
+        // A client's sampling parameters replace the configured ones; max_tokens only lowers.
+        request.sampling = super::super::Sampling {
+            temperature: Some(0.5),
+            top_p: Some(0.9),
+            max_tokens: Some(100_000),
+            stop: vec!["\n\n".into()],
+        };
+        let chat = g.chat_request(&request).unwrap();
+        assert_eq!(chat.temperature, Some(0.5));
+        assert_eq!(chat.top_p, Some(0.9));
+        assert_eq!(chat.max_tokens, Some(g.config.max_tokens));
+        assert_eq!(chat.stop, ["\n\n"]);
+        request.sampling.max_tokens = Some(7);
+        assert_eq!(g.chat_request(&request).unwrap().max_tokens, Some(7));
     }
 }

@@ -112,6 +112,27 @@ pub struct ContextTurn {
     pub response: Option<String>,
 }
 
+/// A client's sampling parameters for the LLM (an OpenAI chat request's): each one given
+/// replaces the generator's configured value; the extractive generator has none to replace.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Sampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// An upper bound on the LLM's tokens (never above the configured `max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+impl Sampling {
+    pub fn is_empty(&self) -> bool {
+        *self == Sampling::default()
+    }
+}
+
 /// What a generator gets.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct GenerationRequest {
@@ -125,6 +146,8 @@ pub struct GenerationRequest {
     /// Overrides [`ExtractiveConfig::keep_context`] (chat answers ask for it).
     #[serde(default)]
     pub keep_context: Option<bool>,
+    #[serde(default, skip_serializing_if = "Sampling::is_empty")]
+    pub sampling: Sampling,
 }
 
 impl GenerationRequest {
@@ -135,6 +158,7 @@ impl GenerationRequest {
             passages,
             limit,
             keep_context: None,
+            sampling: Sampling::default(),
         }
     }
 

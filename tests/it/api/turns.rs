@@ -570,6 +570,44 @@ fn llm_url() -> String {
     )
 }
 
+/// A chat client's sampling parameters reach the LLM that writes a collection's answer: they are
+/// stored with the turn's settings, and the model's reply ends at the client's stop sequence (a
+/// space: one word), which the server's own settings never ask for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_sampling_parameters_reach_the_llm() {
+    let s = setup(true, Some(llm_url())).await;
+    let alice = new_user(&Client::new(&s.server, None), "alice").await;
+    let r = alice
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "recipes",
+                "messages": [{"role": "user", "content": "How long does lentil soup take to cook?"}],
+                "temperature": 0.25, "top_p": 0.5, "max_tokens": 200, "stop": [" "]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let conversation = r.body["convrag"]["conversation_id"].as_str().unwrap();
+    let turns = alice
+        .get(&format!("/v1/conversations/{conversation}/turns"))
+        .await;
+    assert_eq!(turns.status, 200, "{:?}", turns.body);
+    let t = &turns.body["turns"][0];
+    let sampling = &t["settings"]["sampling"];
+    assert_eq!(
+        *sampling,
+        json!({"temperature": 0.25, "top_p": 0.5, "max_tokens": 200, "stop": [" "]}),
+        "{t}"
+    );
+    let llm = &t["diagnostics"]["llm"];
+    assert_eq!(llm["model"], "smollm2-135m-instruct", "{t}");
+    let raw = llm["raw_output"].as_str().unwrap();
+    assert!(!raw.trim().is_empty(), "{t}");
+    assert!(
+        !raw.trim().contains(' '),
+        "the reply stops at the first space: {raw:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llm_turns_stream_and_keep_citations_valid() {
     let s = setup(true, Some(llm_url())).await;
