@@ -74,9 +74,8 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
     // Passage embeddings persist between runs (keyed by model checksum and passage id, checked
     // on every read), so only a machine's first run encodes the manual's candidates.
     let embeddings = cache_root().join("test-embeddings/manual-questions");
-    let model: Arc<dyn Reranker> = Arc::new(
-        common::default_model().with_cache(Arc::new(DiskEmbeddingCache::new(embeddings))),
-    );
+    let model: Arc<dyn Reranker> =
+        Arc::new(common::default_model().with_cache(Arc::new(DiskEmbeddingCache::new(embeddings))));
     let service = TurnService::from_config(&config, Some(model)).unwrap();
     let settings = service.chat_defaults();
     assert!(settings.rerank);
