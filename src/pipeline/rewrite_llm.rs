@@ -310,6 +310,18 @@ fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, Str
     let Some(line) = reply.lines().map(str::trim).find(|l| !l.is_empty()) else {
         return Err("the model's reply was empty".into());
     };
+    // A reply with an "Assistant:" line goes on with the transcript (echoing the question and
+    // answering it): none of it is a rewrite.
+    let continues_transcript = reply.lines().map(str::trim).any(|l| {
+        l.get(..10)
+            .is_some_and(|head| head.eq_ignore_ascii_case("assistant:"))
+    });
+    if continues_transcript {
+        return Err(format!(
+            "the model continued the conversation instead of rewriting: {:?}",
+            reply.chars().take(80).collect::<String>()
+        ));
+    }
     let mut line = line.trim_start_matches(['-', '*', '>', '#', ' ']).trim();
     for label in lexicon::REPLY_LABELS {
         let labelled = line
@@ -341,6 +353,17 @@ fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, Str
 #[cfg(test)]
 mod guard_tests {
     use super::*;
+
+    #[test]
+    fn a_continued_transcript_is_no_rewrite() {
+        let reply = "User: Which bus goes there?\nAssistant: The number 12 bus goes there.";
+        let e = clean_reply(reply, 30).unwrap_err();
+        assert!(e.starts_with("the model continued the conversation"), "{e}");
+        assert_eq!(
+            clean_reply("User: Which bus goes to the museum?", 30),
+            Ok("Which bus goes to the museum?".to_string())
+        );
+    }
 
     #[test]
     fn a_faithful_rewrite_passes() {

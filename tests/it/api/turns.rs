@@ -647,9 +647,11 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     check_turn_invariants(&events.last().unwrap().1["turn"], 60);
 
     // The LLM rewriter: the model is asked with the history. SmolLM2-135M answers the question
-    // instead of rewriting it (the same reply every run), so the guard refuses the reply as
-    // dropping the utterance's content words and the history-aware rewrite stands in, saying
-    // why. (`rewrite_llm::tests::a_faithful_rewrite_passes` covers a reply the guard accepts.)
+    // instead of rewriting it, so the guard refuses the reply and the history-aware rewrite
+    // stands in, saying why. Which refusal depends on the tiny model's reply, which differs
+    // between CPUs and llama.cpp's prompt-cache state: an answer dropping the utterance's
+    // content words, or the transcript continued ("Assistant: …"); both are refusals.
+    // (`rewrite_llm::tests::a_faithful_rewrite_passes` covers a reply the guard accepts.)
     let t = turn(
         &alice,
         &conv,
@@ -665,11 +667,18 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     assert!(!rewrite.trim().is_empty() && !rewrite.contains('\n'), "{t}");
     assert_eq!(t["diagnostics"]["rewrite_method"], "history", "{t}");
     let fallback = &t["diagnostics"]["rewrite_fallback"];
-    assert_eq!(fallback["kind"], "dropped_content", "{t}");
-    assert!(fallback["reason"]
-        .as_str()
-        .unwrap()
-        .starts_with("the model's reply keeps 0 of the utterance's 2 content words"));
+    let reason = fallback["reason"].as_str().unwrap();
+    match fallback["kind"].as_str() {
+        Some("dropped_content") => assert!(
+            reason.starts_with("the model's reply keeps 0 of the utterance's 2 content words"),
+            "{t}"
+        ),
+        Some("unusable_output") => assert!(
+            reason.starts_with("the model continued the conversation"),
+            "{t}"
+        ),
+        _ => panic!("the reply is refused as an answer: {t}"),
+    }
     assert!(
         rewrite.contains("lentil soup"),
         "the history filled in: {t}"
