@@ -12,6 +12,8 @@
 //!   carries an empty response (ignored by the API) and opens the next topic; after
 //!   `last_response_of_run` no further call is made.
 //! * `GET {run|debug}/session?run_id=` → the open session as a `UserUtterance` (used to resume).
+//! * `GET run/dump?run_id=` → the run as the API recorded it (line-delimited JSON, one record per
+//!   user utterance); checked against the stored turns once the run ends.
 //! * Every request carries `Authorization: Bearer <token>`.
 //!
 //! Every user utterance is one turn of a stored conversation (external id
@@ -20,6 +22,10 @@
 //! so the history the API sends is the stored conversation. Resuming: the API keeps the run's
 //! state; a stored turn for the utterance the open session waits on is sent as stored, never
 //! computed twice, and finished sessions are never asked for again.
+//!
+//! The contract's `UserUtterance` carries no PTKB. With `--track-persona` the statements a user
+//! made about themselves ([`persona_statements`]) in this run's stored sessions become the PTKB
+//! of their next session; derived from the store, a resumed run remembers the same.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +41,7 @@ use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::TurnSettings;
 use crate::progress::SharedProgress;
 use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService};
-use crate::store::{NewConversation, Store, Turn, TurnSlot};
+use crate::store::{NewConversation, NewStatement, Store, Turn, TurnSlot};
 
 /// Attempts of one request when the API answers 5xx or does not answer.
 const ATTEMPTS: u32 = 4;
@@ -103,6 +109,9 @@ pub struct InteractiveSummary {
     pub resent: usize,
     /// Whether the run was resumed (the API knew it already).
     pub resumed: bool,
+    /// Turns `run/dump` was checked against (`None`: not checked, the debug endpoints have no
+    /// dump).
+    pub dump_checked: Option<usize>,
 }
 
 /// One message of the API (`UserUtterance` in `src/api/messages.py`).
@@ -234,13 +243,25 @@ impl SimApi {
         format!("{}/{name}", self.mode.prefix())
     }
 
-    /// One request, retried with backoff on 5xx and on no answer; a 4xx is returned at once.
+    /// One request whose answer is JSON.
     async fn call(
         &self,
         endpoint: &str,
         query: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Result<Value, Failure> {
+        let text = self.call_text(endpoint, query, body).await?;
+        serde_json::from_str(&text)
+            .map_err(|e| Failure::Batch(contract(endpoint, format!("the answer is not JSON: {e}"))))
+    }
+
+    /// One request, retried with backoff on 5xx and on no answer; a 4xx is returned at once.
+    async fn call_text(
+        &self,
+        endpoint: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<String, Failure> {
         let url = format!("{}/{endpoint}", self.base);
         let mut delay = Duration::from_millis(250);
         for attempt in 1..=ATTEMPTS {
@@ -254,8 +275,8 @@ impl SimApi {
             }
             let retry = match request.send().await {
                 Ok(r) if r.status().is_success() => {
-                    return r.json::<Value>().await.map_err(|e| {
-                        Failure::Batch(contract(endpoint, format!("the answer is not JSON: {e}")))
+                    return r.text().await.map_err(|e| {
+                        Failure::Batch(contract(endpoint, format!("the answer is unreadable: {e}")))
                     });
                 }
                 Ok(r) => {
@@ -391,6 +412,9 @@ impl Client<'_> {
             if current.last_response_of_run {
                 summary.sessions += 1;
                 self.progress.inc(1);
+                if self.options.mode == ApiMode::Run {
+                    summary.dump_checked = Some(self.check_dump().await?);
+                }
                 break;
             }
             if current.last_response_of_session {
@@ -567,6 +591,17 @@ impl Client<'_> {
         {
             return Ok(c.id);
         }
+        // Sim.API's `UserUtterance` carries no PTKB; with `--track-persona` a returning user
+        // starts with what they said about themselves in this run's earlier sessions.
+        let ptkb = if self.options.track_persona {
+            self.remembered(&u.user_id)
+                .await?
+                .into_iter()
+                .map(|text| NewStatement { id: None, text })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let new = NewConversation {
             title: format!(
                 "iKAT interactive {} topic {}",
@@ -574,11 +609,237 @@ impl Client<'_> {
             ),
             external_id: Some(external),
             collection: Some(self.options.collection.clone()),
-            // Sim.API sends no PTKB: the users' statements are theirs to reveal.
-            ptkb: Vec::new(),
+            ptkb,
         };
         Ok(self.store.create_conversation(self.user_id, new).await?.id)
     }
+
+    /// This run's stored conversations in the order they were started, with their topic and
+    /// user ids (from the external id `<run id>/<topic id>/<user id>`).
+    async fn sessions(&self) -> Result<Vec<(String, String, Uuid)>> {
+        let prefix = format!("{}/", self.options.run_id);
+        let mut conversations = self.store.list_conversations(self.user_id).await?;
+        conversations.sort_by_key(|c| c.created_at);
+        Ok(conversations
+            .into_iter()
+            .filter_map(|c| {
+                let rest = c.external_id.as_deref()?.strip_prefix(&prefix)?;
+                let (topic, user) = rest.rsplit_once('/')?;
+                Some((topic.to_string(), user.to_string(), c.id))
+            })
+            .collect())
+    }
+
+    /// What `user` said about themselves in this run's stored sessions (their PTKB, which holds
+    /// the sessions before, and the statements of their utterances), once each, in order.
+    async fn remembered(&self, user: &str) -> Result<Vec<String>> {
+        let mut statements: Vec<String> = Vec::new();
+        let mut add = |text: String| {
+            let key = text.to_lowercase();
+            if !statements.iter().any(|s| s.to_lowercase() == key) {
+                statements.push(text);
+            }
+        };
+        for (_, owner, id) in self.sessions().await? {
+            if owner != user {
+                continue;
+            }
+            for s in self.store.ptkb(self.user_id, id, None).await? {
+                add(s.text);
+            }
+            for t in self.store.list_turns(self.user_id, id, false).await? {
+                persona_statements(&t.utterance)
+                    .into_iter()
+                    .for_each(&mut add);
+            }
+        }
+        Ok(statements)
+    }
+
+    /// Fetches `run/dump` and checks it holds this run's stored turns: per topic, the same
+    /// user utterances in order with the responses sent. The API also records the utterance
+    /// that ended a session (no response): the one record with no stored turn.
+    async fn check_dump(&self) -> Result<usize> {
+        let endpoint = self.api.endpoint("dump");
+        let query = [("run_id", self.options.run_id.as_str())];
+        let text = self
+            .api
+            .call_text(&endpoint, &query, None)
+            .await
+            .map_err(|f| failure(&endpoint, f))?;
+        let mut dumped = parse_dump(&endpoint, &text)?;
+        let mut checked = 0;
+        for (topic, _, id) in self.sessions().await? {
+            let turns = self.store.list_turns(self.user_id, id, false).await?;
+            let records = dumped.remove(&topic).unwrap_or_default();
+            checked += turns.len();
+            compare_topic(&topic, &turns, &records)
+                .map_err(|m| contract(&endpoint, format!("topic {topic}: {m}")))?;
+        }
+        if let Some(topic) = dumped.keys().next() {
+            return Err(contract(
+                &endpoint,
+                format!("topic {topic}: in the dump, but this run stored no session of it"),
+            ));
+        }
+        Ok(checked)
+    }
+}
+
+/// One record of `run/dump`: its turn id (`<topic id>_<n>`), the user utterance and the
+/// response the API recorded (`None`: none, as for the utterance that ended a session).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DumpRecord {
+    pub turn_id: String,
+    pub utterance: String,
+    pub response: Option<String>,
+}
+
+/// Parses `run/dump`: line-delimited JSON as `run_router.py` writes it, or one JSON list as
+/// the README shows it; each record `{"metadata": {"topic_id": "<topic>_<n>", …}, "responses":
+/// [{"user_utterance", "text", …}]}` (`assistant_text` in older versions). Records are grouped
+/// by topic, in the order of `n`.
+pub fn parse_dump(
+    endpoint: &str,
+    text: &str,
+) -> Result<std::collections::BTreeMap<String, Vec<DumpRecord>>> {
+    let items: Vec<Value> = if text.trim_start().starts_with('[') {
+        serde_json::from_str(text)
+            .map_err(|e| contract(endpoint, format!("the answer is not JSON: {e}")))?
+    } else {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map_err(|e| contract(endpoint, format!("record {}: not JSON: {e}", i + 1)))
+            })
+            .collect::<Result<_>>()?
+    };
+    let mut topics: std::collections::BTreeMap<String, Vec<(u64, DumpRecord)>> = Default::default();
+    for (i, item) in items.iter().enumerate() {
+        let bad = |reason: &str| contract(endpoint, format!("record {}: {reason}", i + 1));
+        let turn_id = item["metadata"]["topic_id"]
+            .as_str()
+            .ok_or_else(|| bad("metadata.topic_id missing or not a string"))?;
+        let (topic, n) = turn_id
+            .rsplit_once('_')
+            .and_then(|(t, n)| Some((t, n.parse::<u64>().ok()?)))
+            .ok_or_else(|| bad("metadata.topic_id is not <topic id>_<number>"))?;
+        let response = &item["responses"][0];
+        let utterance = response["user_utterance"]
+            .as_str()
+            .ok_or_else(|| bad("responses[0].user_utterance missing or not a string"))?;
+        let text = match response
+            .get("text")
+            .or_else(|| response.get("assistant_text"))
+        {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => None,
+            Some(_) => return Err(bad("responses[0].text is not a string")),
+        };
+        let record = DumpRecord {
+            turn_id: turn_id.to_string(),
+            utterance: utterance.to_string(),
+            response: text,
+        };
+        topics
+            .entry(topic.to_string())
+            .or_default()
+            .push((n, record));
+    }
+    Ok(topics
+        .into_iter()
+        .map(|(topic, mut records)| {
+            records.sort_by_key(|(n, _)| *n);
+            (topic, records.into_iter().map(|(_, r)| r).collect())
+        })
+        .collect())
+}
+
+/// Compares one topic's stored turns with its dump records; the reason of a mismatch.
+fn compare_topic(topic: &str, turns: &[Turn], records: &[DumpRecord]) -> Result<(), String> {
+    for (k, turn) in turns.iter().enumerate() {
+        let id = turn
+            .external_turn_id
+            .clone()
+            .unwrap_or_else(|| format!("{topic}_{k}"));
+        let Some(record) = records.get(k) else {
+            return Err(format!(
+                "turn {id}: stored and answered, but not in the dump"
+            ));
+        };
+        if record.utterance != turn.utterance {
+            return Err(format!(
+                "turn {id} (dump {}): the user utterance differs: dump {:?}, stored {:?}",
+                record.turn_id, record.utterance, turn.utterance
+            ));
+        }
+        let sent = turn.response_text.as_deref().unwrap_or_default();
+        if record.response.as_deref().unwrap_or_default() != sent {
+            return Err(format!(
+                "turn {id} (dump {}): the response differs: dump {:?}, stored {:?}",
+                record.turn_id, record.response, sent
+            ));
+        }
+    }
+    match &records[turns.len().min(records.len())..] {
+        [] => Ok(()),
+        [last] if last.response.as_deref().unwrap_or_default().is_empty() => Ok(()),
+        [extra, ..] => Err(format!(
+            "turn {}: in the dump with a response, but not stored",
+            extra.turn_id
+        )),
+    }
+}
+
+/// The statements a user makes about themselves in `utterance`, remembered with
+/// `--track-persona`. The rule, kept simple: a sentence (split after `.`, `!` or `?`) that is
+/// not a question (does not end with `?`), has three words or more, and starts with a
+/// first-person subject (`I`, `I'm`, `I've`, `I'd`, `My`, `We`, `We're`, `We've`, `Our`),
+/// except requests (`I'd like`, `I would like`, `I want to know`, `I wonder`, `I'm looking
+/// for`, …), which say what the user asks for, not who they are.
+pub fn persona_statements(utterance: &str) -> Vec<String> {
+    const SUBJECTS: [&str; 9] = [
+        "i", "i'm", "i've", "my", "we", "we're", "we've", "our", "i'd",
+    ];
+    const REQUESTS: [&str; 10] = [
+        "i'd like",
+        "i would like",
+        "i want to know",
+        "i want to find",
+        "i wonder",
+        "i'm wondering",
+        "i am wondering",
+        "i'm looking for",
+        "i am looking for",
+        "i need to know",
+    ];
+    let normalized = utterance.replace('\u{2019}', "'");
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    let mut chars = normalized.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let at_end = chars.peek().is_none_or(|(_, n)| n.is_whitespace());
+        if matches!(c, '.' | '!' | '?') && at_end {
+            sentences.push(&normalized[start..i + c.len_utf8()]);
+            start = i + c.len_utf8();
+        }
+    }
+    sentences.push(&normalized[start..]);
+    sentences
+        .into_iter()
+        .map(str::trim)
+        .filter(|sentence| {
+            let lower = sentence.to_lowercase();
+            let first = lower.split_whitespace().next().unwrap_or_default();
+            !sentence.ends_with('?')
+                && sentence.split_whitespace().count() >= 3
+                && SUBJECTS.contains(&first.trim_end_matches(','))
+                && !REQUESTS.iter().any(|r| lower.starts_with(r))
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// Writes the run's stored turns (every session, in the order they were started) as 2025 JSONL
@@ -656,6 +917,55 @@ mod tests {
             ],
             "last_response_of_session": false, "last_response_of_run": false
         })
+    }
+
+    #[test]
+    fn remembers_first_person_statements_not_questions_or_requests() {
+        assert_eq!(
+            persona_statements(
+                "I am vegetarian. I have two kids! What is a quick dinner? I'd like a soup. \
+                 I see. My partner can’t eat nuts"
+            ),
+            [
+                "I am vegetarian.",
+                "I have two kids!",
+                "My partner can't eat nuts"
+            ]
+        );
+        assert!(persona_statements("Do I need to soak lentils? Thanks, that is all.").is_empty());
+        assert!(persona_statements("I would like a meal plan.").is_empty());
+    }
+
+    #[test]
+    fn parses_a_dump_in_either_layout_ordered_per_topic() {
+        let record = |t: &str, u: &str, text: Value| {
+            json!({"metadata": {"run_id": "r", "topic_id": t},
+                   "responses": [{"rank": 1, "user_utterance": u, "text": text}]})
+        };
+        let lines = [
+            record("1-1_2", "Bye.", Value::Null),
+            record("1-1_1", "Hi?", json!("Hello.")),
+        ];
+        let ndjson = lines
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let parsed = parse_dump("run/dump", &ndjson).unwrap();
+        assert_eq!(
+            parsed,
+            parse_dump("run/dump", &json!(lines).to_string()).unwrap()
+        );
+        let topic = &parsed["1-1"];
+        assert_eq!(topic[0].response.as_deref(), Some("Hello."));
+        assert_eq!(
+            (topic[1].turn_id.as_str(), topic[1].response.clone()),
+            ("1-1_2", None)
+        );
+        let e = parse_dump("run/dump", &record("1-1", "Hi?", Value::Null).to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("record 1: metadata.topic_id is not"), "{e}");
     }
 
     #[test]

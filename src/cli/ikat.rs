@@ -54,6 +54,10 @@ pub struct InteractiveArgs {
     /// Use the debugging endpoints (`debug/...`: not evaluated) instead of the run endpoints.
     #[arg(long)]
     pub debug: bool,
+    /// Remember what each returning simulated user says about themselves (first-person
+    /// statements) as the PTKB of their later sessions; the run tells the API so.
+    #[arg(long)]
+    pub track_persona: bool,
     /// Collection the turns retrieve from.
     #[arg(long, value_name = "NAME")]
     pub collection: String,
@@ -101,9 +105,7 @@ pub fn run(config: &Config, args: IkatArgs) -> anyhow::Result<()> {
         team_id: a.team_id,
         run_id: a.run_id,
         description: a.description,
-        // convrag keeps no statements across a returning user's sessions (yet), so the run
-        // tells the API it does not track personas.
-        track_persona: false,
+        track_persona: a.track_persona,
         mode: if a.debug {
             ApiMode::Debug
         } else {
@@ -155,6 +157,9 @@ pub fn run(config: &Config, args: IkatArgs) -> anyhow::Result<()> {
             summary.resent,
             if summary.resumed { " (resumed)" } else { "" }
         );
+        if let Some(n) = summary.dump_checked {
+            eprintln!("run/dump matches the {n} stored turns");
+        }
         if let (Some(n), Some(path)) = (written, &a.output) {
             eprintln!("{n} turns -> {}", path.display());
         }

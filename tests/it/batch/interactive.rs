@@ -17,8 +17,11 @@ const TOKEN: &str = "made-up-token";
 const TEAM: &str = "made-up-team";
 const DIET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
 
-/// The scripted sessions: (topic id, user id, utterances); the last one ends the session.
-fn script() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+/// A scripted session: (topic id, user id, utterances); the last one ends the session.
+type Session = (&'static str, &'static str, Vec<&'static str>);
+
+/// The scripted sessions of the run.
+fn script() -> Vec<Session> {
     vec![
         (
             "1-1",
@@ -39,6 +42,7 @@ fn script() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
 
 #[derive(Default)]
 struct Sim {
+    script: Vec<Session>,
     run_id: Option<String>,
     /// Index of the open session and its history; `None` between sessions.
     open: Option<(usize, Vec<Value>)>,
@@ -49,9 +53,21 @@ struct Sim {
     /// Answers to give instead, once each, to the n-th `run/continue` (1-based).
     fail_continue: Vec<(usize, u16)>,
     continues: usize,
+    /// What `run/dump` reports, per answered or session-ending utterance (`trec_run.py`):
+    /// (topic id, user utterance, response or null, citations, ptkb_provenance).
+    recorded: Vec<(String, String, Value, Value, Value)>,
+    /// `run/dump` reports this response instead of the first one recorded.
+    altered_response: Option<String>,
 }
 
 type Shared = Arc<Mutex<Sim>>;
+
+fn shared(script: Vec<Session>) -> Shared {
+    Arc::new(Mutex::new(Sim {
+        script,
+        ..Sim::default()
+    }))
+}
 
 fn detail(status: u16, text: &str) -> HttpResponse {
     HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap())
@@ -59,10 +75,10 @@ fn detail(status: u16, text: &str) -> HttpResponse {
 }
 
 fn message(sim: &Sim, utterance: &str, end_session: bool, end_run: bool) -> HttpResponse {
-    let (_, history) = sim.open.as_ref().unwrap();
+    let (i, history) = sim.open.as_ref().unwrap();
     HttpResponse::Ok().json(json!({
-        "timestamp": "2026-11-26T12:00:00", "run_id": sim.run_id, "topic_id": script()[sim.open.as_ref().unwrap().0].0,
-        "user_id": script()[sim.open.as_ref().unwrap().0].1, "utterance": utterance,
+        "timestamp": "2026-11-26T12:00:00", "run_id": sim.run_id, "topic_id": sim.script[*i].0,
+        "user_id": sim.script[*i].1, "utterance": utterance,
         "history": history, "last_response_of_session": end_session, "last_response_of_run": end_run,
     }))
 }
@@ -70,7 +86,7 @@ fn message(sim: &Sim, utterance: &str, end_session: bool, end_run: bool) -> Http
 /// Opens the next session; its first utterance.
 fn open_next(sim: &mut Sim) -> Option<String> {
     let i = sim.next_session;
-    let first = script().get(i)?.2[0].to_string();
+    let first = sim.script.get(i)?.2[0].to_string();
     sim.next_session += 1;
     sim.open = Some((i, vec![json!({"role": "user", "content": first})]));
     Some(first)
@@ -138,13 +154,30 @@ fn handle(sim: &mut Sim, route: &str, query: &str, body: Value) -> HttpResponse 
                 };
                 return message(sim, &first, false, false);
             };
+            let topic = sim.script[i].0.to_string();
+            let answered = history.last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            sim.recorded.push((
+                topic.clone(),
+                answered,
+                body["response"].clone(),
+                body["citations"].clone(),
+                body["ptkb_provenance"].clone(),
+            ));
             history.push(json!({"role": "assistant", "content": body["response"]}));
             let asked = history.iter().filter(|m| m["role"] == "user").count();
-            let utterances = &script()[i].2;
+            let utterances = sim.script[i].2.clone();
             let next = utterances[asked].to_string();
             history.push(json!({"role": "user", "content": next}));
             let end = asked + 1 == utterances.len();
-            let end_run = end && i + 1 == script().len();
+            let end_run = end && i + 1 == sim.script.len();
+            if end {
+                let none = (Value::Null, json!({}), json!([]));
+                sim.recorded
+                    .push((topic, next.clone(), none.0, none.1, none.2));
+            }
             sim.open = Some((i, history));
             let reply = message(sim, &next, end, end_run);
             if end {
@@ -155,11 +188,11 @@ fn handle(sim: &mut Sim, route: &str, query: &str, body: Value) -> HttpResponse 
         }
         "GET /run/status" => {
             let done = if sim.complete {
-                script().len()
+                sim.script.len()
             } else {
                 sim.next_session - usize::from(sim.open.is_some())
             };
-            let topics: Vec<&str> = script().iter().map(|t| t.0).collect();
+            let topics: Vec<&str> = sim.script.iter().map(|t| t.0).collect();
             HttpResponse::Ok().json(json!({
                 "status": if sim.complete { "complete" } else { "active" },
                 "open_topics": topics[done..], "done_topics": topics[..done],
@@ -179,8 +212,41 @@ fn handle(sim: &mut Sim, route: &str, query: &str, body: Value) -> HttpResponse 
                 None => HttpResponse::InternalServerError().body("Internal Server Error"),
             }
         }
+        "GET /run/dump" => {
+            if query != format!("run_id={}", sim.run_id.clone().unwrap_or_default()) {
+                return detail(404, "Run does not exist.");
+            }
+            HttpResponse::Ok()
+                .content_type("application/x-ndjson")
+                .body(dump(sim))
+        }
         _ => HttpResponse::NotFound().finish(),
     }
+}
+
+/// `run/dump` as `trec_run.py` writes it: one line per recorded utterance, numbered per topic
+/// from 1.
+fn dump(sim: &Sim) -> String {
+    let mut lines = Vec::new();
+    for (k, (topic, utterance, response, citations, ptkb)) in sim.recorded.iter().enumerate() {
+        let n = sim.recorded[..=k].iter().filter(|r| r.0 == *topic).count();
+        let text = match (&sim.altered_response, k) {
+            (Some(altered), 0) => json!(altered),
+            _ => response.clone(),
+        };
+        let metadata = json!({
+            "team_id": TEAM, "run_id": sim.run_id, "type": "interactive",
+            "description": "made up", "track_persona": 0, "topic_id": format!("{topic}_{n}"),
+        });
+        let record = json!({
+            "metadata": metadata,
+            "responses": [{"rank": 1, "user_utterance": utterance, "text": text,
+                           "citations": citations, "ptkb_provenance": ptkb}],
+            "references": citations,
+        });
+        lines.push(record.to_string());
+    }
+    lines.join("\n")
 }
 
 fn sim_api(sim: Shared) -> String {
@@ -230,7 +296,7 @@ fn routes(log: &[(String, Value)]) -> Vec<&str> {
 async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
     let env = Env::new(false).await;
     env.index("diet", "jsonl", std::path::Path::new(DIET), None);
-    let sim: Shared = Default::default();
+    let sim = shared(script());
     // The 2nd continue fails once with a 503 (retried); the 5th with a 400 (the run stops).
     sim.lock().unwrap().fail_continue = vec![(2, 503), (5, 400)];
     let api = sim_api(sim.clone());
@@ -328,8 +394,13 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
             "POST /run/start",
             "GET /run/session",
             "GET /run/status",
-            "POST /run/continue"
+            "POST /run/continue",
+            "GET /run/dump",
         ]
+    );
+    assert!(
+        stderr.contains("run/dump matches the 3 stored turns"),
+        "{stderr}"
     );
     assert_eq!(log[12].1, log[7].1, "the stored answer is sent unchanged");
     assert!(sim.lock().unwrap().complete);
@@ -347,4 +418,141 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
         .collect();
     assert_eq!(ids, ["1-1_0", "1-1_1", "2-1_0"]);
     assert_eq!(lines[2]["responses"][0]["text"], log[12].1["response"]);
+}
+
+fn run_args(api: &str, run_id: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "ikat",
+        "interactive",
+        "--api",
+        api,
+        "--token",
+        TOKEN,
+        "--run-id",
+        run_id,
+        "--collection",
+        "diet",
+        "--passages",
+        "3",
+        "--quiet",
+    ];
+    args.extend(extra);
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// The current PTKB statement texts of the run's conversation of `topic`.
+async fn ptkb_of(env: &Env, run_id: &str, topic: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT p.text FROM ptkb_statements p JOIN conversations c ON c.id = p.conversation_id \
+         WHERE c.external_id LIKE $1 AND p.hidden_from_seq IS NULL ORDER BY p.id",
+    )
+    .bind(format!("{run_id}/{topic}/%"))
+    .fetch_all(env.db.store.pool())
+    .await
+    .unwrap()
+}
+
+/// The statements in the PTKB ranking of the turn `turn_id` of the run, with `selected`.
+async fn ranking_of(env: &Env, run_id: &str, turn_id: &str) -> Vec<(String, bool)> {
+    sqlx::query_as(
+        "SELECT p.text, r.selected FROM turn_ptkb_rankings r \
+         JOIN ptkb_statements p ON p.id = r.statement_row \
+         JOIN turns t ON t.id = r.turn_id JOIN conversations c ON c.id = t.conversation_id \
+         WHERE c.external_id LIKE $1 || '/%' AND t.external_turn_id = $2 AND t.is_current \
+         ORDER BY r.rank",
+    )
+    .bind(run_id)
+    .bind(turn_id)
+    .fetch_all(env.db.store.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembers_what_a_returning_user_said_about_themselves() {
+    let env = Env::new(false).await;
+    env.index("diet", "jsonl", std::path::Path::new(DIET), None);
+    let sim = shared(vec![
+        (
+            "1-1",
+            "user-a",
+            vec![
+                "I am vegetarian. I'd like a quick dinner idea.",
+                "I have two kids. How long do red lentils take to cook?",
+                "Thanks, that is all.",
+            ],
+        ),
+        (
+            "2-1",
+            "user-b",
+            vec!["What is a quick vegetarian dinner?", "Great, bye."],
+        ),
+        (
+            "3-1",
+            "user-a",
+            vec!["Which lentil dinner suits a vegetarian family?", "Bye."],
+        ),
+    ]);
+    let api = sim_api(sim.clone());
+    let run = "made-up-persona-run";
+    let out = convrag(&env, run_args(&api, run, &["--track-persona"])).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("run/dump matches the 4 stored turns"),
+        "{stderr}"
+    );
+    let log = sim.lock().unwrap().log.clone();
+    assert_eq!(log[0].0, "POST /run/start");
+    assert_eq!(log[0].1["track_persona"], json!(true));
+
+    // User A's first session starts with nothing; user B never sees A's statements; A's later
+    // session starts with both statements A made (not the request, not the questions).
+    assert!(ptkb_of(&env, run, "1-1").await.is_empty());
+    assert!(ptkb_of(&env, run, "2-1").await.is_empty());
+    let remembered = ["I am vegetarian.", "I have two kids."];
+    assert_eq!(ptkb_of(&env, run, "3-1").await, remembered);
+    let ranking = ranking_of(&env, run, "3-1_0").await;
+    let ranked: Vec<&str> = ranking.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(ranked.len(), 2, "{ranking:?}");
+    assert!(remembered.iter().all(|r| ranked.contains(r)), "{ranking:?}");
+    assert!(ranking_of(&env, run, "2-1_0").await.is_empty());
+
+    // The 3-1 turn's answer names the statements the turn selected as ptkb_provenance.
+    let selected: Vec<&str> = ranking
+        .iter()
+        .filter(|(_, s)| *s)
+        .map(|(t, _)| t.as_str())
+        .collect();
+    let answers: Vec<&Value> = log
+        .iter()
+        .filter(|(r, b)| r == "POST /run/continue" && b["response"] != "")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(answers.len(), 4);
+    assert_eq!(answers[3]["ptkb_provenance"], json!(selected));
+    assert_eq!(answers[2]["ptkb_provenance"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dump_that_differs_from_the_stored_turns_is_an_error_naming_the_turn() {
+    let env = Env::new(false).await;
+    env.index("diet", "jsonl", std::path::Path::new(DIET), None);
+    let sim = shared(script());
+    sim.lock().unwrap().altered_response = Some("Something convrag never said.".into());
+    let api = sim_api(sim.clone());
+    let out = convrag(&env, run_args(&api, "made-up-run", &[])).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "Sim.API run/dump: topic 1-1: turn 1-1_0 (dump 1-1_1): the response differs: \
+             dump Some(\"Something convrag never said.\"), stored "
+        ),
+        "{stderr}"
+    );
+    let log = sim.lock().unwrap().log.clone();
+    assert_eq!(log.last().unwrap().0, "GET /run/dump");
+    assert!(sim.lock().unwrap().complete);
+    assert_eq!(env.stored_turns("made-up-run").await, 3);
 }
