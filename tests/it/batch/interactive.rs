@@ -530,6 +530,8 @@ async fn remembers_what_a_returning_user_said_about_themselves() {
         .map(|(_, b)| b)
         .collect();
     assert_eq!(answers.len(), 4);
+    // The utterance asks for a vegetarian dinner: the turn selects that statement.
+    assert!(selected.contains(&"I am vegetarian."), "{ranking:?}");
     assert_eq!(answers[3]["ptkb_provenance"], json!(selected));
     assert_eq!(answers[2]["ptkb_provenance"], json!([]));
 }
