@@ -598,6 +598,18 @@ pub fn learned_ranker(
     })
 }
 
+/// The learned ranker without a model (the server's ranker when no bi-encoder is installed).
+pub fn recommended_lexical_ranker() -> std::sync::Arc<dyn PtkbRanker> {
+    match learned_ranker(None) {
+        Ok(ranker) => std::sync::Arc::new(ranker),
+        Err(e) => {
+            // Unreachable with the committed weights (unit-tested); never stop a turn for it.
+            tracing::error!(error = %e, "learned PTKB weights unusable; ranking lexically");
+            std::sync::Arc::new(default_ranker())
+        }
+    }
+}
+
 /// The default ranker: [`LexicalScorer`] with the default [`Selection`].
 pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
     ScoringRanker {
