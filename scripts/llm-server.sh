@@ -129,9 +129,12 @@ do_start() {
         die "port $port already serves something this script did not start; choose another (CONVRAG_LLM_PORT)"
     fi
     do_install
+    # Requests wait their turn: by default a new request interrupts a running stream, which then
+    # ends with no content (tests running side by side saw empty answers).
     log "starting on 127.0.0.1:$port (log: $logfile)"
     nohup "$VENV/bin/python" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$port" \
-        --n_ctx 2048 --n_threads "$THREADS" --model_alias smollm2-135m-instruct >"$logfile" 2>&1 &
+        --n_ctx 2048 --n_threads "$THREADS" --model_alias smollm2-135m-instruct \
+        --interrupt_requests False >"$logfile" 2>&1 &
     pid=$!
     echo "$pid" >"$pidfile"
     local waited=0
