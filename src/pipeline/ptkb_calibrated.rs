@@ -203,17 +203,16 @@ pub fn calibrated_ranker(
     })
 }
 
-/// The ranker the server and batch runs use: with the bi-encoder, the calibrated ranker
-/// ([`calibrated_ranker`], fitted by `convrag tune ptkb-selection` on training topics); without
-/// one, the learned lexical ranker, whose ranking is better than the calibrated ranker's lexical
-/// features alone (nDCG@3 0.61 against 0.44 on iKAT 2023 test, BENCHMARKS.md).
+/// The ranker the server and batch runs use: the learned ranker. The calibrated ranker
+/// ([`calibrated_ranker`], `--calibrated`) abstains where nothing is relevant but misses too
+/// many relevant statements on small PTKBs (recall 0.37 on the made-up turns) to serve yet.
 pub fn recommended_ranker(
     model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
 ) -> std::sync::Arc<dyn PtkbRanker> {
     let Some(model) = model else {
         return super::ptkb::recommended_lexical_ranker();
     };
-    match calibrated_ranker(Some(model)) {
+    match super::ptkb::learned_ranker(Some(model)) {
         Ok(ranker) => std::sync::Arc::new(ranker),
         Err(e) => {
             // Unreachable with the committed weights (unit-tested); never stop a turn for it.

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use convrag::pipeline::ptkb::PtkbRanker;
+
 use convrag::pipeline::context::{ConversationContext, HistoryTurn, PtkbStatement};
 use serde::Deserialize;
 
@@ -52,7 +54,7 @@ fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
     let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert!(fixture.turns.len() >= 30);
     let model: Arc<dyn convrag::rerank::Reranker> = Arc::new(crate::common::default_model());
-    let ranker = convrag::pipeline::ptkb_calibrated::recommended_ranker(Some(model));
+    let ranker = convrag::pipeline::ptkb_calibrated::calibrated_ranker(Some(model)).unwrap();
     let (mut selected, mut relevant, mut hits) = (0, 0, 0);
     let mut wrong_where_none = Vec::new();
     for t in &fixture.turns {
