@@ -21,6 +21,7 @@
 # is kept in $CONVRAG_CACHE/wheels so later installs take seconds. Logs go to stderr and to
 # $CONVRAG_CACHE/llm-server.<port>.log; only the URL goes to stdout.
 set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 
 CACHE="${CONVRAG_CACHE:-$HOME/.cache/convrag}"
 VENV="$CACHE/llm-venv"
@@ -132,7 +133,9 @@ do_start() {
     # Requests wait their turn: by default a new request interrupts a running stream, which then
     # ends with no content (tests running side by side saw empty answers).
     log "starting on 127.0.0.1:$port (log: $logfile)"
-    nohup "$VENV/bin/python" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$port" \
+    # scripts/llm_server.py: the server with the prompt-prefix cache off (a reply depends on its
+    # request alone, not on the request before it).
+    nohup "$VENV/bin/python" "$HERE/llm_server.py" --model "$GGUF" --host 127.0.0.1 --port "$port" \
         --n_ctx 2048 --n_threads "$THREADS" --model_alias smollm2-135m-instruct \
         --interrupt_requests False >"$logfile" 2>&1 &
     pid=$!

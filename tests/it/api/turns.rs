@@ -648,9 +648,10 @@ async fn llm_turns_stream_and_keep_citations_valid() {
 
     // The LLM rewriter: the model is asked with the history. SmolLM2-135M answers the question
     // instead of rewriting it, so the guard refuses the reply and the history-aware rewrite
-    // stands in, saying why. Which refusal depends on the tiny model's reply, which differs
-    // between CPUs and llama.cpp's prompt-cache state: an answer dropping the utterance's
-    // content words, or the transcript continued ("Assistant: …"); both are refusals.
+    // stands in, saying why. Which refusal depends on the tiny model's reply (a function of the
+    // request on one CPU, scripts/llm_server.py; other CPUs may round differently): an answer
+    // dropping some of the utterance's content words, or the transcript continued
+    // ("Assistant: …"); both are refusals.
     // (`rewrite_llm::tests::a_faithful_rewrite_passes` covers a reply the guard accepts.)
     let t = turn(
         &alice,
@@ -669,10 +670,14 @@ async fn llm_turns_stream_and_keep_citations_valid() {
     let fallback = &t["diagnostics"]["rewrite_fallback"];
     let reason = fallback["reason"].as_str().unwrap();
     match fallback["kind"].as_str() {
-        Some("dropped_content") => assert!(
-            reason.starts_with("the model's reply keeps 0 of the utterance's 2 content words"),
-            "{t}"
-        ),
+        Some("dropped_content") => {
+            // "keeps N of the utterance's 2 content words": fewer than the guard's share.
+            let kept = reason
+                .strip_prefix("the model's reply keeps ")
+                .and_then(|r| r.split_once(" of the utterance's 2 content words"))
+                .and_then(|(n, _)| n.parse::<usize>().ok());
+            assert!(kept.is_some_and(|n| n < 2), "{t}");
+        }
         Some("unusable_output") => assert!(
             reason.starts_with("the model continued the conversation"),
             "{t}"
