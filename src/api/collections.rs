@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::pipeline::turn::SettingField;
+use crate::rerank::dense::Retrieval;
 use crate::service::{SearchRequest, ServiceError, UploadedFile};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{ApiJson, ApiQuery, AuthUser};
@@ -34,9 +36,13 @@ pub struct SearchQuery {
     /// Rescore with the neural model and fuse with BM25 (needs a loaded model).
     #[serde(default)]
     pub rerank: bool,
-    /// How many BM25 candidates the model rescores (default 100, at least `k`).
+    /// How many first-stage candidates the model rescores (default 100, at least `k`).
     #[param(minimum = 0, maximum = 1000)]
     pub depth: Option<usize>,
+    /// The first stage: `bm25` (default), `dense` or `hybrid` (reciprocal-rank fusion of both);
+    /// dense and hybrid need the collection's passage vectors (409 `vectors_not_ready` naming
+    /// `retrieval` without).
+    pub retrieval: Option<Retrieval>,
 }
 
 /// The `{name}` of a collection route.
@@ -57,6 +63,7 @@ pub struct SearchHit {
     pub id: String,
     /// The score the ranking is ordered by (fused when reranked).
     pub score: f32,
+    /// The first stage's score: BM25's, the cosine (`dense`) or the fused RRF score (`hybrid`).
     pub bm25_score: f32,
     /// Only when reranked.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +84,8 @@ pub struct SearchTimings {
 pub struct SearchResults {
     pub collection: String,
     pub query: String,
+    /// The first stage that found the candidates.
+    pub retrieval: Retrieval,
     pub results: Vec<SearchHit>,
     pub timings_ms: SearchTimings,
 }
@@ -327,6 +336,7 @@ pub async fn search(
         k,
         rerank,
         depth,
+        retrieval,
     } = query.0;
     if q.trim().is_empty() {
         return Err(ApiError::invalid("q", "must not be empty"));
@@ -355,6 +365,7 @@ pub async fn search(
         k,
         depth,
         rerank,
+        retrieval: retrieval.unwrap_or_default(),
     };
     let found = state
         .turns
@@ -362,7 +373,7 @@ pub async fn search(
         .await
         .map_err(|e| match e {
             // A server without a model: nothing about this request's fields is wrong.
-            ServiceError::Setting(e) if e.unavailable => {
+            ServiceError::Setting(e) if e.unavailable && e.field == SettingField::Rerank => {
                 ApiError::new(ErrorCode::ModelUnavailable, e.reason)
             }
             other => other.into(),
@@ -385,6 +396,7 @@ pub async fn search(
     Ok(HttpResponse::Ok().json(SearchResults {
         collection: request.collection,
         query: request.query,
+        retrieval: request.retrieval,
         results,
         timings_ms: SearchTimings {
             retrieve: found.retrieve_ms,

@@ -37,12 +37,15 @@ pub struct Capabilities {
     pub llm: bool,
     /// A reranking model is loaded (`rerank` = `true`).
     pub reranker: bool,
+    /// The bi-encoder serves dense and hybrid retrieval (`retrieval` = `dense`, `hybrid`).
+    pub dense: bool,
 }
 
 impl Capabilities {
     pub const ALL: Capabilities = Capabilities {
         llm: true,
         reranker: true,
+        dense: true,
     };
 }
 
@@ -151,7 +154,7 @@ use ErrorCode::{
     AdminRequired, CollectionUnavailable, Conflict, DatabaseUnavailable, IdempotencyKeyReused,
     InvalidField, InvalidToken, MalformedJson, MissingToken, ModelUnavailable, NotFound,
     PayloadTooLarge, QuotaExceeded, RateLimited, RequestTimeout, TokenExpired, TokenRevoked,
-    UnreadableFile, UnsupportedMediaType, UserDisabled,
+    UnreadableFile, UnsupportedMediaType, UserDisabled, VectorsNotReady,
 };
 
 /// A user's bearer token (`extract::AuthUser`).
@@ -228,6 +231,7 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 IdempotencyKeyReused,
                 ModelUnavailable,
                 CollectionUnavailable,
+                VectorsNotReady,
                 RateLimited,
             ],
         ],
@@ -268,6 +272,7 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 NotFound,
                 ModelUnavailable,
                 CollectionUnavailable,
+                VectorsNotReady,
                 RateLimited,
             ],
         ],
@@ -488,6 +493,7 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
     let capabilities = Capabilities {
         llm: state.turns.has_llm(),
         reranker: state.turns.reranker().is_some(),
+        dense: state.turns.has_vectors(),
     };
     HttpResponse::Ok().json(document_for(capabilities))
 }
@@ -610,7 +616,8 @@ impl Modify for ErrorSchemas {
     }
 }
 
-/// Leaves out the values this server refuses for want of an LLM or a model.
+/// Leaves out the values this server refuses for want of an LLM, a model or the bi-encoder's
+/// vector search.
 pub fn narrow_to(doc: &mut utoipa::openapi::OpenApi, capabilities: Capabilities) {
     let schemas = doc.components.as_mut().map(|c| &mut c.schemas);
     let Some(schemas) = schemas else {
@@ -625,6 +632,13 @@ pub fn narrow_to(doc: &mut utoipa::openapi::OpenApi, capabilities: Capabilities)
                 if let Some(values) = schema.enum_values.as_mut() {
                     values.retain(|v| v == value);
                 }
+            }
+        }
+    }
+    if !capabilities.dense {
+        if let Some(RefOr::T(Schema::Object(schema))) = schemas.get_mut("Retrieval") {
+            if let Some(values) = schema.enum_values.as_mut() {
+                values.retain(|v| v == "bm25");
             }
         }
     }
@@ -712,6 +726,7 @@ mod tests {
                 Capabilities {
                     llm: false,
                     reranker: false,
+                    dense: false,
                 },
             ),
         ];
@@ -775,6 +790,7 @@ mod tests {
         let doc = document_value(Capabilities {
             llm: false,
             reranker: false,
+            dense: false,
         });
         assert_eq!(
             doc.pointer("/components/schemas/GeneratorChoice/enum"),

@@ -11,6 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent};
+use crate::rerank::dense::Retrieval;
 use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
 use crate::store::{Turn, TurnSlot};
 use crate::web::error::{ApiError, ErrorCode};
@@ -56,6 +57,11 @@ pub struct CreateTurn {
     pub rewrite: Option<String>,
     /// Who rewrites the utterance: `history` (default) or `llm`.
     pub rewriter: Option<RewriterChoice>,
+    /// The first stage: `bm25` (default), `dense` (the bi-encoder over the collection's passage
+    /// vectors) or `hybrid` (both, fused by reciprocal rank). Dense and hybrid need the vectors
+    /// (`convrag index`, `convrag embed`); without them the turn is refused (409
+    /// `vectors_not_ready` naming `retrieval`).
+    pub retrieval: Option<Retrieval>,
 }
 
 /// A turn needs an utterance unless it regenerates an earlier one (which has its own).
@@ -101,6 +107,7 @@ impl CreateTurn {
             depth: self.rerank_depth,
             passages: self.passages,
             max_words: self.max_words,
+            retrieval: self.retrieval,
             ..RequestedSettings::default()
         }
     }

@@ -21,6 +21,7 @@ use crate::index::TantivyRetriever;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, SettingField, TurnSettings};
 use crate::progress::SharedProgress;
+use crate::rerank::dense::Retrieval;
 use crate::rerank::Fusion;
 use crate::service::{RequestedSettings, SettingLimits, TurnService};
 use crate::store::{RenderClaim, Store, Turn};
@@ -52,6 +53,7 @@ pub struct CommonOptions {
     pub generator: Option<GeneratorChoice>,
     pub rewriter: Option<RewriterChoice>,
     pub fusion: Option<Fusion>,
+    pub retrieval: Option<Retrieval>,
 }
 
 /// Which stages run, resolved against the task and the installed model.
@@ -177,6 +179,7 @@ pub(super) fn settings(
         generation_passages: common.generation_passages,
         max_words: common.max_words,
         fusion: common.fusion,
+        retrieval: common.retrieval,
     };
     let base = TurnSettings {
         retrieve: stages.retrieve,
@@ -210,6 +213,7 @@ pub(super) fn option_name(field: SettingField) -> &'static str {
         SettingField::Fusion => "--fusion",
         SettingField::Collection => "--collection",
         SettingField::PtkbQueryWeight => "settings",
+        SettingField::Retrieval => "--retrieval",
     }
 }
 

@@ -12,7 +12,7 @@ use convrag::index::writer::{index_collection, optimize, IndexOptions};
 use convrag::index::{
     open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,
 };
-use convrag::rerank::dense::{DenseRetriever, FirstStage, HybridOptions, Retrieval};
+use convrag::rerank::dense::{FirstStage, HybridOptions, Retrieval, VectorSearch};
 use convrag::rerank::{DiskEmbeddingCache, ModelKind, ModelManifest, OnnxOptions, OnnxReranker};
 use convrag::Config;
 
@@ -292,9 +292,9 @@ fn first_stage(
     let dir = config.default_model_dir();
     let model = OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default())
         .with_context(|| format!("--retrieval {mode} needs the bi-encoder"))?;
-    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
-    let dense = DenseRetriever::open(&cache, std::sync::Arc::new(model), collection, retriever)?;
-    Ok(FirstStage::with_dense(dense, hybrid)?)
+    let cache = std::sync::Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
+    let search = VectorSearch::new(std::sync::Arc::new(model), cache).with_hybrid(hybrid);
+    Ok(search.first_stage(collection, retriever)?)
 }
 
 fn print_hits(hits: &[convrag::index::Hit], json: bool) -> anyhow::Result<()> {

@@ -18,6 +18,7 @@ use convrag::config::Config;
 use convrag::formats::ikat::RunType;
 use convrag::pipeline::turn::{GeneratorChoice, RewriterChoice};
 use convrag::progress::{Progress, SharedProgress};
+use convrag::rerank::dense::Retrieval;
 use convrag::rerank::Fusion;
 use convrag::service::TurnService;
 
@@ -76,6 +77,10 @@ pub struct CommonArgs {
     /// BM25/neural score fusion: none | rrf | rrf:K | weighted:W.
     #[arg(long, value_name = "FUSION")]
     pub fusion: Option<Fusion>,
+    /// First stage: bm25 (default), dense (the bi-encoder over the collection's passage
+    /// vectors, computed by `convrag index` or `convrag embed`) or hybrid (both, fused by RRF).
+    #[arg(long, value_enum)]
+    pub retrieval: Option<Retrieval>,
     /// Discard what is stored under this run name and start over.
     #[arg(long, conflicts_with = "worker")]
     pub restart: bool,
@@ -271,6 +276,7 @@ impl From<CommonArgs> for CommonOptions {
             generator: a.generator,
             rewriter: a.rewriter,
             fusion: a.fusion,
+            retrieval: a.retrieval,
         }
     }
 }
@@ -355,10 +361,9 @@ struct Flags {
 /// Runs `convrag run ...`.
 pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     // As the server builds it.
-    let service = Arc::new(TurnService::from_config(
-        config,
-        convrag::rerank::load_default(config),
-    )?);
+    let search = convrag::rerank::load_default_search(config);
+    let reranker = search.as_ref().map(|s| s.reranker());
+    let service = Arc::new(TurnService::from_config(config, reranker)?.with_vectors(search));
     let (options, flags) = args.task.into_options();
     let planned = task::plan(&service, options)?;
     let run_name = planned.plan.run_name.clone();

@@ -59,8 +59,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             "uploads cut off by the last stop were marked failed"
         );
     }
-    if let Some(model) = convrag::rerank::load_default(&config) {
-        state = state.with_reranker(model);
+    if let Some(search) = convrag::rerank::load_default_search(&config) {
+        state = state.with_vector_search(search);
     }
     // Servers sharing the database serve the same collection files, or refuse the differing.
     let node = format!("{} ({})", super::host_name(), config.bind);

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{RpcError, INVALID_PARAMS};
+use crate::rerank::dense::Retrieval;
 use crate::service::chat::answer;
 use crate::service::conversations::ConversationError;
 use crate::service::SearchRequest;
@@ -25,10 +26,11 @@ pub fn definitions() -> Value {
     let outputs = output_schemas();
     json!([
         {"name": "search", "title": "Search a collection",
-         "description": "BM25 search of a passage collection; returns the top passages with ids, titles, URLs and text.",
+         "description": "Search of a passage collection (BM25, the bi-encoder over its passage vectors, or both fused); returns the top passages with ids, titles, URLs and text.",
          "inputSchema": {"type": "object", "required": ["collection", "query"], "additionalProperties": false,
             "properties": {"collection": {"type": "string"}, "query": {"type": "string"},
-                "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K, "default": 5}}}},
+                "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K, "default": 5},
+                "retrieval": {"type": "string", "enum": ["bm25", "dense", "hybrid"], "default": "bm25"}}}},
         {"name": "ask", "title": "Ask (run a conversation turn)",
          "description": "Answers a question from a collection, personalized by the conversation's PTKB, with [n] citation markers and the cited passages. Without conversation_id a new conversation is started on `collection` (its PTKB starts as your profile); pass the returned conversation_id to continue it.",
          "inputSchema": {"type": "object", "required": ["question"], "additionalProperties": false,
@@ -128,6 +130,7 @@ struct SearchArgs {
     collection: String,
     query: String,
     k: Option<usize>,
+    retrieval: Option<Retrieval>,
 }
 
 #[derive(Deserialize)]
@@ -277,6 +280,7 @@ async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
         k,
         depth: SEARCH_DEPTH.max(k),
         rerank: state.turns.reranker().is_some(),
+        retrieval: a.retrieval.unwrap_or_default(),
     };
     let hits = state
         .turns

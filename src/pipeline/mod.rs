@@ -53,6 +53,9 @@ pub enum PipelineError {
     Retrieval(#[from] crate::index::IndexError),
     #[error(transparent)]
     Rerank(#[from] crate::rerank::RerankError),
+    /// Dense or hybrid first-stage retrieval.
+    #[error(transparent)]
+    Dense(#[from] crate::rerank::dense::DenseError),
     #[error(transparent)]
     Generate(#[from] generate::GenerateError),
     /// A stage's task panicked or was cancelled.

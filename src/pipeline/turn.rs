@@ -23,6 +23,7 @@ use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
 use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
+use crate::rerank::dense::{FirstStage, Retrieval};
 use crate::rerank::{Fusion, OwnedPassage, Reranker};
 
 /// Which generator answers a turn.
@@ -66,7 +67,11 @@ pub struct TurnSettings {
     pub retrieve: bool,
     /// Generate a response (`false`: ranking only, e.g. TREC RAG R runs).
     pub generate: bool,
-    /// BM25 candidates; all of them are reranked when `rerank` is on.
+    /// Which first stage finds the candidates: BM25, the bi-encoder over the collection's
+    /// passage vectors, or both fused. Absent in settings recorded before dense retrieval: BM25.
+    #[serde(default)]
+    pub retrieval: Retrieval,
+    /// First-stage candidates; all of them are reranked when `rerank` is on.
     pub depth: usize,
     pub rerank: bool,
     /// How BM25 and neural scores make the final order (stored as its string, `"weighted:0.2"`).
@@ -101,6 +106,7 @@ impl Default for TurnSettings {
         TurnSettings {
             retrieve: true,
             generate: true,
+            retrieval: Retrieval::Bm25,
             depth: 100,
             rerank: true,
             fusion: Fusion::RECOMMENDED,
@@ -130,6 +136,7 @@ pub enum SettingField {
     MaxWords,
     Fusion,
     PtkbQueryWeight,
+    Retrieval,
     /// The collection retrieval needs.
     Collection,
 }
@@ -147,6 +154,7 @@ impl SettingField {
             SettingField::MaxWords => "max_words",
             SettingField::Fusion => "fusion",
             SettingField::PtkbQueryWeight => "ptkb_query_weight",
+            SettingField::Retrieval => "retrieval",
             SettingField::Collection => "collection",
         }
     }
@@ -316,9 +324,21 @@ pub struct RetrievalTarget {
     /// Collection name.
     pub collection: String,
     pub retriever: Arc<dyn Retriever>,
+    /// The collection with its passage vectors, for dense and hybrid retrieval (`None`: the
+    /// turn retrieves with BM25 only).
+    pub first_stage: Option<Arc<FirstStage>>,
 }
 
 impl RetrievalTarget {
+    /// BM25 over `retriever`.
+    pub fn bm25(collection: impl Into<String>, retriever: Arc<dyn Retriever>) -> Self {
+        Self {
+            collection: collection.into(),
+            retriever,
+            first_stage: None,
+        }
+    }
+
     /// The key of this collection's passage embeddings ([`crate::index::embedding_key`]).
     pub fn embedding_key(&self) -> String {
         crate::index::embedding_key(&self.collection, self.retriever.as_ref())
@@ -525,7 +545,7 @@ impl TurnPipeline {
                 let t = Instant::now();
                 let depth = settings.depth.max(settings.passages);
                 let candidates = self
-                    .retrieve(&target, query, depth)
+                    .retrieve(&target, query, depth, settings.retrieval)
                     .instrument(stage_span("retrieve"))
                     .await?;
                 timings.retrieve = Some(ms_since(t));
@@ -568,13 +588,30 @@ impl TurnPipeline {
         target: &RetrievalTarget,
         query: WeightedQuery,
         depth: usize,
+        mode: Retrieval,
     ) -> Result<Vec<RankedPassage>> {
-        let retriever = Arc::clone(&target.retriever);
-        let hits: Vec<Hit> = tokio::task::spawn_blocking(move || {
-            retriever.search_with(&query, &SearchOptions::top(depth))
-        })
-        .await
-        .map_err(join_error)??;
+        let options = SearchOptions::top(depth);
+        let hits: Vec<Hit> = match (mode, &target.first_stage) {
+            (Retrieval::Bm25, _) => {
+                let retriever = Arc::clone(&target.retriever);
+                tokio::task::spawn_blocking(move || retriever.search_with(&query, &options))
+                    .await
+                    .map_err(join_error)??
+            }
+            (mode, Some(stage)) => {
+                let stage = Arc::clone(stage);
+                tokio::task::spawn_blocking(move || stage.search(mode, &query, &options))
+                    .await
+                    .map_err(join_error)??
+            }
+            (mode, None) => return Err(PipelineError::Setting {
+                field: SettingField::Retrieval.as_str(),
+                reason: format!(
+                    "{mode} retrieval needs the bi-encoder and collection {:?}'s passage vectors",
+                    target.collection
+                ),
+            }),
+        };
         Ok(hits
             .into_iter()
             .map(|h| {

@@ -96,6 +96,45 @@ impl Default for HybridOptions {
     }
 }
 
+/// The bi-encoder with the embedding cache its passage vectors are in: opens a collection's
+/// [`FirstStage`] for every mode. Cheap to clone; a stage opened per search sees vectors
+/// finished since the last one.
+#[derive(Clone)]
+pub struct VectorSearch {
+    model: Arc<OnnxReranker>,
+    cache: Arc<DiskEmbeddingCache>,
+    hybrid: HybridOptions,
+}
+
+impl VectorSearch {
+    /// `model` is the bi-encoder whose vectors `cache` holds.
+    pub fn new(model: Arc<OnnxReranker>, cache: Arc<DiskEmbeddingCache>) -> Self {
+        Self {
+            model,
+            cache,
+            hybrid: HybridOptions::default(),
+        }
+    }
+
+    /// How hybrid retrieval fuses (RRF k = 60 over each retriever's top 1000 by default).
+    pub fn with_hybrid(mut self, hybrid: HybridOptions) -> Self {
+        self.hybrid = hybrid;
+        self
+    }
+
+    /// The model as a reranker (the same weights and cache).
+    pub fn reranker(&self) -> Arc<dyn Reranker> {
+        self.model.clone()
+    }
+
+    /// `collection`'s first stage (BM25 index `bm25`) with its vectors; an error naming
+    /// `convrag embed` while they are missing or do not cover every passage.
+    pub fn first_stage(&self, collection: &str, bm25: Arc<TantivyRetriever>) -> Result<FirstStage> {
+        let dense = DenseRetriever::open(&self.cache, Arc::clone(&self.model), collection, bm25)?;
+        FirstStage::with_dense(dense, self.hybrid)
+    }
+}
+
 /// Exact bi-encoder search over one collection's passage vectors.
 pub struct DenseRetriever {
     collection: String,

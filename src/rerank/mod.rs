@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod candidates;
+pub mod default_model;
 pub mod dense;
 pub mod embed;
 mod files;
@@ -27,6 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use cache::{DiskEmbeddingCache, EmbeddingCache, MemoryEmbeddingCache};
+pub use default_model::{load_default, load_default_search};
 pub use fusion::Fusion;
 pub use manifest::{ModelKind, ModelManifest, Pooling};
 pub use onnx::{InferenceStats, OnnxOptions, OnnxReranker};
@@ -125,27 +127,6 @@ pub async fn rerank_blocking(
     })
     .await
     .map_err(RerankError::Join)?
-}
-
-/// The configured default reranking model with its on-disk embedding cache, when installed. A
-/// missing model is normal (BM25 only); a broken one is logged and the caller runs without it.
-pub fn load_default(config: &crate::Config) -> Option<Arc<dyn Reranker>> {
-    let dir = config.default_model_dir();
-    if !dir.join("manifest.json").exists() {
-        tracing::info!(dir = %dir.display(), "no reranking model installed (scripts/fetch-models.sh installs one); searches are BM25 only");
-        return None;
-    }
-    match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
-        Ok(model) => {
-            let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
-            tracing::info!(model = %model.model_id(), "reranking model loaded");
-            Some(Arc::new(model.with_cache(cache)))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot load the reranking model; searches are BM25 only");
-            None
-        }
-    }
 }
 
 /// Sorts candidate indices by descending score, ties broken by the original order (stable).

@@ -149,10 +149,10 @@ impl TurnBench {
         Ok(TurnBench {
             contexts,
             service: TurnService::from_config(config, model)?,
-            source: PassageSource::Collection(RetrievalTarget {
-                collection: options.collection.clone(),
+            source: PassageSource::Collection(RetrievalTarget::bm25(
+                options.collection.clone(),
                 retriever,
-            }),
+            )),
             settings,
             setup,
             _cache: cache,

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::rate::{RateKind, RateLimiter};
 use super::Result;
 use crate::config::{Config, Limits};
-use crate::index::{CollectionRegistry, IndexError, Retriever, TantivyRetriever, WeightedQuery};
+use crate::index::{CollectionRegistry, IndexError, TantivyRetriever, WeightedQuery};
 use crate::metrics::metrics;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
@@ -24,6 +24,7 @@ use crate::pipeline::turn::{
     RewriterChoice, SettingError, SettingField, TurnEvent, TurnOutput, TurnPipeline, TurnSettings,
 };
 use crate::pipeline::PipelineError;
+use crate::rerank::dense::{Retrieval, VectorSearch};
 use crate::rerank::{Fusion, Reranker};
 use crate::store::{IdempotencyKey, KeyLookup, PendingTurn, Store, StoreError, Turn, TurnSlot};
 
@@ -71,6 +72,7 @@ pub struct RequestedSettings {
     pub generation_passages: Option<usize>,
     pub max_words: Option<usize>,
     pub fusion: Option<Fusion>,
+    pub retrieval: Option<Retrieval>,
 }
 
 /// The largest values a caller accepts (a track's limits, the API's).
@@ -161,9 +163,10 @@ pub struct SearchRequest {
     pub query: String,
     /// Results returned.
     pub k: usize,
-    /// BM25 candidates the model reranks (at least `k`).
+    /// First-stage candidates the model reranks (at least `k`).
     pub depth: usize,
     pub rerank: bool,
+    pub retrieval: Retrieval,
 }
 
 /// What a search found, best first.
@@ -182,6 +185,8 @@ pub struct TurnService {
     rates: Option<RateLimiter>,
     /// A chat answer's length when the request names none (`chat_max_words`).
     chat_max_words: usize,
+    /// The bi-encoder that opens collections' passage vectors (dense and hybrid retrieval).
+    vectors: Option<VectorSearch>,
 }
 
 impl TurnService {
@@ -205,7 +210,15 @@ impl TurnService {
             collections: CollectionRegistry::new(config.collections_dir()),
             rates: None,
             chat_max_words: config.chat_max_words,
+            vectors: None,
         })
+    }
+
+    /// Serves dense and hybrid retrieval over the collections `vectors` has passage vectors of
+    /// (the reranker given to [`Self::from_config`] should be `vectors.reranker()`).
+    pub fn with_vectors(mut self, vectors: Option<VectorSearch>) -> Self {
+        self.vectors = vectors;
+        self
     }
 
     /// The settings of a chat turn before the request's own: the defaults with an answer of
@@ -248,6 +261,11 @@ impl TurnService {
         &self.pipeline
     }
 
+    /// Whether dense and hybrid retrieval are served (over collections with passage vectors).
+    pub fn has_vectors(&self) -> bool {
+        self.vectors.is_some()
+    }
+
     /// The loaded reranking model, if any.
     pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
         self.pipeline.reranker.as_ref()
@@ -284,6 +302,36 @@ impl TurnService {
         .map_err(ServiceError::Task)??)
     }
 
+    /// What a turn or search retrieves from in `collection` as `user_id` sees it: the BM25
+    /// index, with the passage vectors when `mode` needs them (opened per call, so vectors
+    /// finished meanwhile are seen; without them, [`crate::rerank::dense::DenseError::Missing`]).
+    pub async fn retrieval_target(
+        &self,
+        user_id: Option<i64>,
+        collection: &str,
+        mode: Retrieval,
+    ) -> Result<RetrievalTarget> {
+        let retriever = self.visible_retriever(user_id, collection).await?;
+        if mode == Retrieval::Bm25 {
+            return Ok(RetrievalTarget::bm25(collection, retriever));
+        }
+        let vectors = self.vectors.clone().ok_or_else(|| {
+            SettingError::unavailable(
+                SettingField::Retrieval,
+                format!("{mode} retrieval needs the bi-encoder (run scripts/fetch-models.sh)"),
+            )
+        })?;
+        let (name, bm25) = (collection.to_string(), Arc::clone(&retriever));
+        let stage = tokio::task::spawn_blocking(move || vectors.first_stage(&name, bm25))
+            .await
+            .map_err(ServiceError::Task)?
+            .map_err(|e| ServiceError::from(PipelineError::from(e)))?;
+        Ok(RetrievalTarget {
+            first_stage: Some(Arc::new(stage)),
+            ..RetrievalTarget::bm25(collection, retriever)
+        })
+    }
+
     /// `requested` on top of `base`, within `limits`: the generator defaults to the LLM when
     /// one is configured, reranking to on when a model is loaded (and `base` reranks); the
     /// depth to at least the passages kept; the generator's passages to at most those.
@@ -314,6 +362,13 @@ impl TurnService {
                 "no reranking model is loaded (run scripts/fetch-models.sh)",
             ));
         }
+        let retrieval = requested.retrieval.unwrap_or(base.retrieval);
+        if retrieval != Retrieval::Bm25 && self.vectors.is_none() {
+            return Err(SettingError::unavailable(
+                SettingField::Retrieval,
+                format!("{retrieval} retrieval needs the bi-encoder (run scripts/fetch-models.sh)"),
+            ));
+        }
         let passages = requested.passages.unwrap_or(base.passages);
         check_range(SettingField::Passages, passages, limits.passages)?;
         let max_words = requested
@@ -334,6 +389,7 @@ impl TurnService {
                 measure: base.limit.measure,
             },
             fusion: requested.fusion.unwrap_or(base.fusion),
+            retrieval,
             ..base
         };
         settings.validate()?;
@@ -413,13 +469,14 @@ impl TurnService {
                     .collection
                     .clone()
                     .ok_or(ServiceError::NoCollection)?;
-                let retriever = self
-                    .visible_retriever(Some(pending.user_id()), &collection)
+                let target = self
+                    .retrieval_target(
+                        Some(pending.user_id()),
+                        &collection,
+                        request.settings.retrieval,
+                    )
                     .await?;
-                Some(PassageSource::Collection(RetrievalTarget {
-                    collection,
-                    retriever,
-                }))
+                Some(PassageSource::Collection(target))
             }
             TurnPassages::Retrieve => None,
             TurnPassages::Given(passages) => Some(PassageSource::Given {
@@ -479,12 +536,9 @@ impl TurnService {
             )
             .into()),
         };
-        let target = RetrievalTarget {
-            collection: request.collection.clone(),
-            retriever: self
-                .visible_retriever(request.user_id, &request.collection)
-                .await? as Arc<dyn Retriever>,
-        };
+        let target = self
+            .retrieval_target(request.user_id, &request.collection, request.retrieval)
+            .await?;
         let depth = match model {
             Some(_) => request.depth.max(request.k),
             None => request.k,
@@ -492,7 +546,12 @@ impl TurnService {
         let started = Instant::now();
         let candidates = self
             .pipeline
-            .retrieve(&target, WeightedQuery::text(&request.query), depth)
+            .retrieve(
+                &target,
+                WeightedQuery::text(&request.query),
+                depth,
+                request.retrieval,
+            )
             .await?;
         let retrieve_ms = started.elapsed().as_secs_f64() * 1000.0;
         let (mut passages, rerank_ms) = match model {

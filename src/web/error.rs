@@ -13,6 +13,7 @@ use crate::index::IndexError;
 use crate::pipeline::generate::GenerateError;
 use crate::pipeline::turn::{SettingError, SettingField};
 use crate::pipeline::PipelineError;
+use crate::rerank::dense::DenseError;
 use crate::rerank::RerankError;
 use crate::service::chat::ChatError;
 use crate::service::conversations::ConversationError;
@@ -47,6 +48,8 @@ pub enum ErrorCode {
     DatabaseUnavailable,
     ModelUnavailable,
     CollectionUnavailable,
+    /// Dense or hybrid retrieval over a collection whose passage vectors are not computed.
+    VectorsNotReady,
     Internal,
 }
 
@@ -83,11 +86,12 @@ impl ErrorCode {
             ErrorCode::CollectionUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "collection_unavailable")
             }
+            ErrorCode::VectorsNotReady => (StatusCode::CONFLICT, "vectors_not_ready"),
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -111,6 +115,7 @@ impl ErrorCode {
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
         ErrorCode::CollectionUnavailable,
+        ErrorCode::VectorsNotReady,
         ErrorCode::Internal,
     ];
 
@@ -425,6 +430,23 @@ impl From<RerankError> for ApiError {
     }
 }
 
+impl From<DenseError> for ApiError {
+    fn from(e: DenseError) -> Self {
+        match e {
+            // The collection is there; its passage vectors are not (yet).
+            DenseError::Missing { .. } | DenseError::Incomplete { .. } => {
+                ApiError::field(ErrorCode::VectorsNotReady, "retrieval", e.to_string())
+            }
+            DenseError::NoModel(_) => {
+                ApiError::field(ErrorCode::ModelUnavailable, "retrieval", e.to_string())
+            }
+            DenseError::RrfK(_) => ApiError::invalid("rrf_k", e.to_string()),
+            DenseError::Index(e) => e.into(),
+            DenseError::Model(e) => e.into(),
+        }
+    }
+}
+
 impl From<PipelineError> for ApiError {
     fn from(e: PipelineError) -> Self {
         match e {
@@ -436,6 +458,7 @@ impl From<PipelineError> for ApiError {
             }
             PipelineError::Retrieval(e) => e.into(),
             PipelineError::Rerank(e) => e.into(),
+            PipelineError::Dense(e) => e.into(),
             PipelineError::Generate(e) => e.into(),
             PipelineError::Parse { .. } | PipelineError::Format(_) | PipelineError::Task(_) => {
                 ApiError::new(ErrorCode::Internal, e.to_string())

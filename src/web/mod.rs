@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::index::background::DefaultCollection;
+use crate::rerank::dense::VectorSearch;
 use crate::rerank::Reranker;
 use crate::service::chat::ChatService;
 use crate::service::conversations::ConversationService;
@@ -86,8 +87,18 @@ impl AppState {
     }
 
     /// Uses `reranker` for searches and in the turn pipeline (reranking and PTKB ranking).
-    pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
-        self.turns = Arc::new(turn_service(&self.config, Some(reranker)));
+    pub fn with_reranker(self, reranker: Arc<dyn Reranker>) -> Self {
+        self.with_models(reranker, None)
+    }
+
+    /// [`Self::with_reranker`] with a bi-encoder that also serves dense and hybrid retrieval
+    /// over the collections that have passage vectors.
+    pub fn with_vector_search(self, search: VectorSearch) -> Self {
+        self.with_models(search.reranker(), Some(search))
+    }
+
+    fn with_models(mut self, reranker: Arc<dyn Reranker>, vectors: Option<VectorSearch>) -> Self {
+        self.turns = Arc::new(turn_service(&self.config, Some(reranker)).with_vectors(vectors));
         self.collections = collection_service(&self.store, &self.turns, &self.config);
         self.users = UserService::new(self.store.clone(), self.collections.clone());
         self.chat = chat_service(&self.store, &self.turns, &self.config);

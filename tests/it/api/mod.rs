@@ -8,6 +8,7 @@ mod foundation;
 mod limits;
 mod mcp;
 pub(crate) mod openai;
+mod retrieval;
 mod runs;
 pub(crate) mod turns;
 mod ui_assets;

@@ -82,10 +82,7 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
 
     let mut results = Vec::new();
     for q in &questions {
-        let source = PassageSource::Collection(RetrievalTarget {
-            collection: "manual".to_string(),
-            retriever: retriever.clone(),
-        });
+        let source = PassageSource::Collection(RetrievalTarget::bm25("manual", retriever.clone()));
         let output = service
             .pipeline()
             .run(
