@@ -604,13 +604,15 @@ impl TurnPipeline {
                     .await
                     .map_err(join_error)??
             }
-            (mode, None) => return Err(PipelineError::Setting {
-                field: SettingField::Retrieval.as_str(),
-                reason: format!(
-                    "{mode} retrieval needs the bi-encoder and collection {:?}'s passage vectors",
-                    target.collection
-                ),
-            }),
+            (mode, None) => {
+                let collection = &target.collection;
+                let reason =
+                    format!("{mode} retrieval needs the passage vectors of {collection:?}");
+                return Err(PipelineError::Setting {
+                    field: SettingField::Retrieval.as_str(),
+                    reason,
+                });
+            }
         };
         Ok(hits
             .into_iter()
