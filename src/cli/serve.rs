@@ -77,7 +77,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let purge = database
         .store
         .spawn_idempotency_purge(std::time::Duration::from_secs(600));
-    if let Some(default) = start_default_collection(&config) {
+    if let Some(default) = start_default_collection(&config, state.turns.clone()) {
         state = state.with_default_collection(default);
     }
     let workers = std::thread::available_parallelism()
@@ -119,8 +119,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 /// The default collection, when one is configured or already built, with its build started on a
-/// thread of its own (one indexing thread, so the server keeps answering meanwhile).
-fn start_default_collection(config: &Config) -> Option<Arc<DefaultCollection>> {
+/// thread of its own (one indexing thread, so the server keeps answering meanwhile), then its
+/// passage vectors (with a bi-encoder).
+fn start_default_collection(
+    config: &Config,
+    turns: Arc<convrag::service::TurnService>,
+) -> Option<Arc<DefaultCollection>> {
     let name = &config.default_collection;
     let built = config.collections_dir().join(name).is_dir();
     let source = match &config.default_collection_source {
@@ -134,12 +138,18 @@ fn start_default_collection(config: &Config) -> Option<Arc<DefaultCollection>> {
     let staging = config.home.join("staging");
     // A failed build is logged by the build; the server goes on without the collection.
     std::thread::spawn(move || {
-        if let Ok(Some(report)) = building.build(&collections, &staging, 1) {
+        let built = building.build(&collections, &staging, 1);
+        if let Ok(Some(report)) = &built {
             tracing::info!(
                 passages = report.passages_total,
                 "default collection built in {:.0}s",
                 report.seconds
             );
+        }
+        if built.is_ok() {
+            if let Err(e) = turns.build_vectors(building.name()) {
+                tracing::error!(error = %e, "no passage vectors for the default collection");
+            }
         }
     });
     Some(default)

@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::embed::{encode_passages, write_vectors, EmbedError, VectorTarget};
 use super::vectors::{id_hash, VectorFile};
 use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
 use crate::index::{
     embedding_key, Hit, IndexError, Retriever, SearchOptions, TantivyRetriever, WeightedQuery,
 };
+use crate::progress::Progress;
 
 /// Errors of dense and hybrid retrieval.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +129,42 @@ impl VectorSearch {
         self.model.clone()
     }
 
+    /// Computes the vectors of `collection`'s passages (BM25 index `bm25`) its vector file
+    /// lacks, in ordinal order (an interrupted run resumes); returns (passages, encoded now).
+    pub fn embed(
+        &self,
+        collection: &str,
+        bm25: &TantivyRetriever,
+        progress: &dyn Progress,
+    ) -> std::result::Result<(u64, u64), EmbedError> {
+        let dim = self.model.embedding_dim()?;
+        let target = VectorTarget {
+            cache: &self.cache,
+            collection,
+            retriever: bm25,
+        };
+        write_vectors(
+            &target,
+            self.model.model_sha256(),
+            dim,
+            EMBED_CHUNK,
+            progress,
+            &mut |hits| encode_passages(&self.model, hits),
+        )
+    }
+
+    /// Passages of `collection` (BM25 index `bm25`) with a vector, and passages in all.
+    pub fn coverage(&self, collection: &str, bm25: &TantivyRetriever) -> Result<(u64, u64)> {
+        let key = embedding_key(collection, bm25);
+        let path = self.cache.vector_path(self.model.model_sha256(), &key);
+        let total = bm25.num_passages();
+        let Some(vectors) = VectorFile::open(&path)? else {
+            return Ok((0, total));
+        };
+        let missing = bm25.live_from(vectors.current_len()?);
+        Ok((total.saturating_sub(missing), total))
+    }
+
     /// `collection`'s first stage (BM25 index `bm25`) with its vectors; an error naming
     /// `convrag embed` while they are missing or do not cover every passage.
     pub fn first_stage(&self, collection: &str, bm25: Arc<TantivyRetriever>) -> Result<FirstStage> {
@@ -134,6 +172,10 @@ impl VectorSearch {
         FirstStage::with_dense(dense, self.hybrid)
     }
 }
+
+/// Passages encoded per step of [`VectorSearch::embed`] (a step holds the model briefly, so turns
+/// running meanwhile wait little).
+const EMBED_CHUNK: usize = 32;
 
 /// Exact bi-encoder search over one collection's passage vectors.
 pub struct DenseRetriever {

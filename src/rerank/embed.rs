@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
-use crate::index::{embedding_key, CollectionRegistry, Hit, IndexError, Retriever};
+use crate::index::{
+    embedding_key, CollectionRegistry, Hit, IndexError, Retriever, TantivyRetriever,
+};
 use crate::progress::Progress;
 use crate::Config;
 
@@ -62,11 +64,7 @@ pub fn embed_collection(
         dim,
         options.chunk,
         progress,
-        &mut |hits| {
-            let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            model.embed(&refs)
-        },
+        &mut |hits| encode_passages(&model, hits),
     )?;
     Ok(EmbedReport {
         passages,
@@ -77,6 +75,20 @@ pub fn embed_collection(
 
 /// Vectors of a batch of passages, one per hit, in order.
 pub type PassageEncoder<'a> = dyn FnMut(&[Hit]) -> Result<Vec<Vec<f32>>, RerankError> + 'a;
+
+/// `model`'s vectors of `hits`, each of the text the model reads of a passage.
+pub fn encode_passages(model: &OnnxReranker, hits: &[Hit]) -> Result<Vec<Vec<f32>>, RerankError> {
+    let texts: Vec<String> = hits.iter().map(|h| h.model_text()).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    model.embed(&refs)
+}
+
+/// A collection's vector file: in `cache`, for the index `retriever` of collection `collection`.
+pub struct VectorTarget<'a> {
+    pub cache: &'a DiskEmbeddingCache,
+    pub collection: &'a str,
+    pub retriever: &'a TantivyRetriever,
+}
 
 /// Appends `encode`'s vectors for every passage of `collection` not yet in its vector file of
 /// the model `model_sha256`, in ordinal order from the first ordinal not written, `chunk`
@@ -94,8 +106,26 @@ pub fn write_collection_vectors(
     let registry = CollectionRegistry::new(config.collections_dir());
     let retriever = registry.get(collection)?;
     let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
-    let key = embedding_key(collection, retriever.as_ref());
-    let mut writer = cache.vector_writer(model_sha256, &key, dim)?;
+    let target = VectorTarget {
+        cache: &cache,
+        collection,
+        retriever: &retriever,
+    };
+    write_vectors(&target, model_sha256, dim, chunk, progress, encode)
+}
+
+/// [`write_collection_vectors`] for a collection already open (a private one, the server's).
+pub fn write_vectors(
+    target: &VectorTarget<'_>,
+    model_sha256: &str,
+    dim: usize,
+    chunk: usize,
+    progress: &dyn Progress,
+    encode: &mut PassageEncoder<'_>,
+) -> Result<(u64, u64), EmbedError> {
+    let retriever = target.retriever;
+    let key = embedding_key(target.collection, retriever);
+    let mut writer = target.cache.vector_writer(model_sha256, &key, dim)?;
     let start = writer.len();
 
     let total = retriever.num_passages();

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::json;
 
+use super::vectors::{VectorBuilds, VectorStatus};
 use crate::collection::documents::{self, Document, DocumentError};
 use crate::collection::Format;
 use crate::config::UploadLimits;
@@ -153,6 +154,10 @@ pub struct CollectionView {
     /// While an upload is indexed: `{"bytes_done", "bytes_total"}` of its extracted text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<serde_json::Value>,
+    /// Whether its passages have their vectors (dense and hybrid retrieval): `{"status":
+    /// "none"|"building"|"ready", "progress"?}`; absent on a server without a bi-encoder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<VectorStatus>,
 }
 
 /// Who sees a collection.
@@ -180,6 +185,7 @@ impl CollectionView {
             files_done: None,
             error: None,
             progress: None,
+            vectors: None,
         }
     }
 
@@ -199,6 +205,7 @@ impl CollectionView {
             files_done: Some(row.files_done),
             error: row.error,
             progress,
+            vectors: None,
         }
     }
 }
@@ -233,6 +240,8 @@ pub struct CollectionService {
     jobs: Mutex<HashMap<i64, Arc<JobProgress>>>,
     /// Uploads whose bodies are being received.
     upload_slots: Arc<Mutex<UploadSlots>>,
+    /// Computes an upload's passage vectors once it is indexed (with a bi-encoder).
+    vectors: Option<Arc<VectorBuilds>>,
 }
 
 const DOCUMENTS_FILE: &str = "documents.jsonl";
@@ -260,7 +269,46 @@ impl CollectionService {
             limits,
             jobs: Mutex::new(HashMap::new()),
             upload_slots: Arc::default(),
+            vectors: None,
         }
+    }
+
+    /// Computes each upload's passage vectors in the background with `vectors`, and shows
+    /// collections' vector status.
+    pub fn with_vectors(mut self, vectors: Option<Arc<VectorBuilds>>) -> Self {
+        self.vectors = vectors;
+        self
+    }
+
+    /// `views` with their vector status, as `user_id` sees them (ready collections only).
+    async fn with_vector_status(
+        &self,
+        user_id: i64,
+        mut views: Vec<CollectionView>,
+    ) -> Result<Vec<CollectionView>> {
+        let Some(builds) = self.vectors.clone() else {
+            return Ok(views);
+        };
+        let registry = self.registry.clone();
+        tokio::task::spawn_blocking(move || {
+            for view in views
+                .iter_mut()
+                .filter(|v| v.status == CollectionStatus::Ready)
+            {
+                // A collection that cannot be opened shows no vector status (its own error
+                // is reported where it is searched).
+                let bm25 = match view.visibility {
+                    Visibility::Shared => registry.get(&view.name),
+                    Visibility::Private => registry.get_visible(user_id, &view.name),
+                };
+                if let Ok(bm25) = bm25 {
+                    view.vectors = Some(builds.status(&view.name, &bm25));
+                }
+            }
+            views
+        })
+        .await
+        .map_err(CollectionServiceError::Task)
     }
 
     pub fn limits(&self) -> UploadLimits {
@@ -290,11 +338,17 @@ impl CollectionService {
         for row in self.store.private_collections(user_id).await? {
             out.push(self.private_view(row));
         }
-        Ok(out)
+        self.with_vector_status(user_id, out).await
     }
 
     /// The collection `name` as `user_id` sees it (another user's private one is not found).
     pub async fn get(&self, user_id: i64, name: &str) -> Result<CollectionView> {
+        let view = self.get_without_vectors(user_id, name).await?;
+        let mut views = self.with_vector_status(user_id, vec![view]).await?;
+        Ok(views.remove(0))
+    }
+
+    async fn get_without_vectors(&self, user_id: i64, name: &str) -> Result<CollectionView> {
         match self.store.private_collection(user_id, name).await {
             Ok(row) => return Ok(self.private_view(row)),
             Err(StoreError::NotFound { .. }) => {}
@@ -564,6 +618,7 @@ impl CollectionService {
             .await;
         let recorded = match outcome {
             Ok(passages) => {
+                self.start_vectors(user_id, name).await;
                 self.store
                     .finish_upload(
                         row.id,
@@ -584,6 +639,24 @@ impl CollectionService {
             tracing::error!(collection = name, user_id, error = %e, "recording an upload failed");
         }
         self.jobs.lock().expect("jobs lock").remove(&row.id);
+    }
+
+    /// Starts computing the passage vectors of `user_id`'s collection `name` just indexed.
+    async fn start_vectors(&self, user_id: i64, name: &str) {
+        let Some(builds) = self.vectors.clone() else {
+            return;
+        };
+        let registry = self.registry.clone();
+        let name = name.to_string();
+        let started = tokio::task::spawn_blocking(move || {
+            registry
+                .get_visible(user_id, &name)
+                .map(|bm25| builds.start(&name, bm25))
+        })
+        .await;
+        if let Ok(Err(e)) = started {
+            tracing::error!(user_id, error = %e, "no passage vectors for the upload");
+        }
     }
 
     /// Builds a new version of the private collection with its current documents plus `added`,

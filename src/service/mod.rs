@@ -21,6 +21,7 @@ pub mod rows;
 pub mod runs;
 pub mod turns;
 pub mod users;
+pub mod vectors;
 
 pub use collections::{
     CollectionService, CollectionServiceError, CollectionView, FileProblem, UploadedFile,

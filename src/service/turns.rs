@@ -13,6 +13,7 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use super::rate::{RateKind, RateLimiter};
+use super::vectors::VectorBuilds;
 use super::Result;
 use crate::config::{Config, Limits};
 use crate::index::{CollectionRegistry, IndexError, TantivyRetriever, WeightedQuery};
@@ -187,6 +188,8 @@ pub struct TurnService {
     chat_max_words: usize,
     /// The bi-encoder that opens collections' passage vectors (dense and hybrid retrieval).
     vectors: Option<VectorSearch>,
+    /// The same model computing collections' vectors in the background.
+    vector_builds: Option<Arc<VectorBuilds>>,
 }
 
 impl TurnService {
@@ -211,14 +214,32 @@ impl TurnService {
             rates: None,
             chat_max_words: config.chat_max_words,
             vectors: None,
+            vector_builds: None,
         })
     }
 
     /// Serves dense and hybrid retrieval over the collections `vectors` has passage vectors of
     /// (the reranker given to [`Self::from_config`] should be `vectors.reranker()`).
     pub fn with_vectors(mut self, vectors: Option<VectorSearch>) -> Self {
+        self.vector_builds = vectors
+            .clone()
+            .map(|search| Arc::new(VectorBuilds::new(search)));
         self.vectors = vectors;
         self
+    }
+
+    /// The background vector builds (with [`Self::with_vectors`]).
+    pub fn vector_builds(&self) -> Option<&Arc<VectorBuilds>> {
+        self.vector_builds.as_ref()
+    }
+
+    /// Starts computing the passage vectors of shared collection `name` in the background
+    /// (nothing without a bi-encoder). Blocking: opens the collection.
+    pub fn build_vectors(&self, name: &str) -> Result<()> {
+        if let Some(builds) = &self.vector_builds {
+            builds.start(name, self.collections.get(name)?);
+        }
+        Ok(())
     }
 
     /// The settings of a chat turn before the request's own: the defaults with an answer of

@@ -125,11 +125,10 @@ fn collection_service(
     turns: &TurnService,
     config: &Config,
 ) -> Arc<CollectionService> {
-    Arc::new(CollectionService::new(
-        store.clone(),
-        turns.collections().clone(),
-        config.uploads,
-    ))
+    Arc::new(
+        CollectionService::new(store.clone(), turns.collections().clone(), config.uploads)
+            .with_vectors(turns.vector_builds().cloned()),
+    )
 }
 
 /// The server's turn service: the configured stages, and every user's rates limited.

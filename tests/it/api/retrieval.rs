@@ -315,3 +315,98 @@ async fn a_server_without_the_bi_encoders_vectors_refuses_dense_retrieval() {
     search(&alice, "animals", "bm25").await;
     server.stop().await;
 }
+
+/// A multipart/form-data body with one `files` part.
+fn one_file(name: &str, text: &str) -> (String, Vec<u8>) {
+    let boundary = "convrag-retrieval-boundary";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n\
+         Content-Type: text/plain\r\n\r\n{text}\r\n--{boundary}--\r\n"
+    );
+    (
+        format!("multipart/form-data; boundary={boundary}"),
+        body.into_bytes(),
+    )
+}
+
+/// Polls `GET /v1/collections/{name}` until `ready(collection)` holds.
+async fn wait_for(client: &Client, name: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..1200 {
+        let r = client.get(&format!("/v1/collections/{name}")).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        if ready(&r.body["collection"]) {
+            return r.body["collection"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{name} did not get there in 120 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_gets_its_vectors_in_the_background_and_dense_search_serves_it() {
+    let (_db, server, _home) = setup(true).await;
+    let alice = new_user(&Client::new(&server, None), "alice").await;
+    // Listed with their vectors: computed for one, not for the other.
+    let r = alice.get("/v1/collections").await;
+    let vectors: HashMap<String, Value> = r.body["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["vectors"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        vectors["animals"],
+        json!({"status": "ready"}),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(vectors["plain"], json!({"status": "none"}), "{:?}", r.body);
+
+    let r = alice
+        .post("/v1/collections", json!({"name": "garden"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let (content_type, body) = one_file(
+        "compost.txt",
+        "Compost needs green waste and brown waste in equal parts. Turn the heap every two \
+         weeks so that air reaches the middle. Kitchen scraps like peelings feed the worms.",
+    );
+    let r = alice
+        .raw(
+            "POST",
+            "/v1/collections/garden/documents",
+            &content_type,
+            body,
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let garden = wait_for(&alice, "garden", |c| {
+        c["status"] == "ready" && c["vectors"]["status"] == "ready"
+    })
+    .await;
+    assert!(garden["passages"].as_u64().unwrap() >= 1, "{garden}");
+
+    // Dense search over the upload: found by meaning ("rotting food" shares no word with it).
+    let r = alice
+        .get("/v1/collections/garden/search?q=rotting%20food%20for%20worms&retrieval=dense")
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(
+        r.body["results"].as_array().unwrap().len(),
+        1,
+        "{:?}",
+        r.body
+    );
+    // Another user does not see it, nor its vectors.
+    let bob = new_user(&Client::new(&server, None), "bob").await;
+    let r = bob
+        .get("/v1/collections/garden/search?q=compost&retrieval=dense")
+        .await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+    server.stop().await;
+}

@@ -1,5 +1,6 @@
 //! The server as operated: PgBouncer, the embedded cluster, faults.
 
+mod default_vectors;
 mod embedded_cluster;
 mod metrics;
 mod pgbouncer;

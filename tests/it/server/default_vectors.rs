@@ -1,0 +1,104 @@
+//! A real `convrag serve` with a default collection and the bi-encoder installed: once the
+//! collection is built, its passage vectors are computed in the background (listed as
+//! `vectors.status`), and dense retrieval serves it without `convrag embed`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{self, TestDb, ADMIN_TOKEN};
+use serde_json::{json, Value};
+
+const MANUAL_PAGES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/html");
+
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_collection_gets_its_vectors_after_its_build() {
+    let db = TestDb::new().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = db.config();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env_remove("CONVRAG_CONFIG")
+        .env_remove("CONVRAG_LLM_BASE_URL")
+        .env("CONVRAG_HOME", home.path())
+        .env("DATABASE_URL", config.database_url.as_deref().unwrap())
+        .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("CONVRAG_DEFAULT_COLLECTION", "manual")
+        .env("CONVRAG_DEFAULT_COLLECTION_SOURCE", MANUAL_PAGES)
+        .env("CONVRAG_MODEL_DIR", common::model_dir("all-MiniLM-L6-v2"))
+        .env("ORT_DYLIB_PATH", common::ort_library())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let served = Served(child);
+    let api = loop {
+        let line = lines.next().expect("serve printed its address").unwrap();
+        if let Some(url) = line.strip_prefix("convrag listening on ") {
+            break url.to_string();
+        }
+    };
+    let http = reqwest::Client::new();
+    let user: Value = http
+        .post(format!("{api}/v1/users"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"name": "alice"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = user["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{user}"))
+        .to_string();
+
+    let mut listed = Value::Null;
+    for _ in 0..1200 {
+        let r: Value = http
+            .get(format!("{api}/v1/collections"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        listed = r["collections"][0].clone();
+        if listed["vectors"]["status"] == "ready" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(listed["name"], "manual", "{listed}");
+    assert_eq!(listed["status"], "ready", "{listed}");
+    assert_eq!(listed["vectors"], json!({"status": "ready"}), "{listed}");
+
+    // Dense retrieval serves it now, as hybrid does.
+    for mode in ["dense", "hybrid"] {
+        let r = http
+            .get(format!(
+                "{api}/v1/collections/manual/search?q=sort%20the%20rows&retrieval={mode}&k=3"
+            ))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["results"].as_array().unwrap().len(), 3, "{body}");
+    }
+    drop(served);
+}
