@@ -6,4 +6,5 @@ mod interactive;
 mod leases;
 mod real_data;
 mod resume;
+mod retrieval;
 mod workers;
