@@ -53,6 +53,9 @@ pub struct Metrics {
     pub collection_index_bytes: IntGaugeVec,
     /// `convrag_lease_waits_total`: turns and PTKB edits that found their conversation leased.
     pub lease_waits: IntCounter,
+    /// `convrag_embedding_backlog_passages`: passages the background vector builds have still
+    /// to embed, read at scrape time.
+    pub embedding_backlog: IntGauge,
     /// `convrag_build_info{version}` = 1.
     pub build_info: IntGaugeVec,
 }
@@ -134,6 +137,13 @@ impl Metrics {
         )
         .expect("valid metric");
         r.register(Box::new(lease_waits.clone())).expect("unique");
+        let embedding_backlog = IntGauge::new(
+            "convrag_embedding_backlog_passages",
+            "passages the server's background vector builds have still to embed",
+        )
+        .expect("valid metric");
+        r.register(Box::new(embedding_backlog.clone()))
+            .expect("unique");
         let build_info = IntGaugeVec::new(
             Opts::new("convrag_build_info", "the running convrag version"),
             &["version"],
@@ -215,6 +225,7 @@ impl Metrics {
             collection_passages,
             collection_index_bytes,
             lease_waits,
+            embedding_backlog,
             build_info,
             registry: r,
         }

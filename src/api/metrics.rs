@@ -25,6 +25,9 @@ pub async fn exposition(state: web::Data<AppState>) -> HttpResponse {
         pool.num_idle(),
         state.store.options().pool_size,
     );
+    metrics()
+        .embedding_backlog
+        .set(state.turns.vector_builds().map_or(0, |b| b.backlog()) as i64);
     // Opening indexes and walking their files is blocking work.
     let sizes = web::block(move || state.collections.shared_sizes()).await;
     match sizes {

@@ -130,6 +130,8 @@ pub fn write_vectors(
 
     let total = retriever.num_passages();
     progress.set_length(total);
+    // A resumed run starts where the file ends.
+    progress.set_position(start.min(total));
     let mut encoded = 0u64;
     // The passage walk speaks IndexError; the encoder's error is kept here with its source.
     let mut model_error = None;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::index::{embedding_key, TantivyRetriever};
+use crate::index::{embedding_key, Retriever, TantivyRetriever};
 use crate::progress::Progress;
 use crate::rerank::dense::VectorSearch;
 
@@ -80,6 +80,7 @@ impl VectorBuilds {
     pub fn start(self: &Arc<Self>, collection: &str, bm25: Arc<TantivyRetriever>) {
         let key = embedding_key(collection, bm25.as_ref());
         let progress = Arc::new(BuildProgress::default());
+        progress.set_length(bm25.num_passages());
         {
             let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
             if running.contains_key(&key) {
@@ -116,6 +117,21 @@ impl VectorBuilds {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&key);
         });
+    }
+
+    /// Passages the builds started and not finished have still to embed (a build waiting for
+    /// its turn counts its whole collection).
+    pub fn backlog(&self) -> u64 {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|p| {
+                p.total
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(p.done.load(Ordering::Relaxed))
+            })
+            .sum()
     }
 
     /// The vectors of `collection` (index `bm25`). Blocking (reads the vector file's length).

@@ -86,6 +86,22 @@ async fn the_default_collection_gets_its_vectors_after_its_build() {
     assert_eq!(listed["status"], "ready", "{listed}");
     assert_eq!(listed["vectors"], json!({"status": "ready"}), "{listed}");
 
+    // Nothing left to embed: the backlog gauge is back at zero.
+    let page = http
+        .get(format!("{api}/metrics"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.lines()
+            .any(|l| l == "convrag_embedding_backlog_passages 0"),
+        "{page}"
+    );
+
     // Dense retrieval serves it now, as hybrid does.
     for mode in ["dense", "hybrid"] {
         let r = http
