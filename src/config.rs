@@ -934,6 +934,51 @@ mod tests {
     }
 
     #[test]
+    fn listener_cors_and_upload_settings_are_refused_at_load_naming_them() {
+        let refused = |pairs: &[(&str, &str)]| match Config::load_from(
+            &Overrides::default(),
+            env_of(pairs),
+        ) {
+            Err(ConfigError::Invalid { name, message }) => (name, message),
+            other => panic!("{pairs:?} was not refused: {other:?}"),
+        };
+        let (name, message) = refused(&[("CONVRAG_METRICS_BIND", "9100")]);
+        assert_eq!(name, "metrics_bind");
+        assert!(
+            message.contains("HOST:PORT") && message.contains("9100"),
+            "{message}"
+        );
+        let (name, message) = refused(&[(
+            "CONVRAG_CORS_ORIGINS",
+            "https://chat.example.org, chat.example.org",
+        )]);
+        assert_eq!(name, "cors_origins");
+        assert!(message.starts_with("\"chat.example.org\""), "{message}");
+        let (name, message) = refused(&[("CONVRAG_UPLOAD_BODY_IDLE_SECS", "0")]);
+        assert_eq!(name, "CONVRAG_UPLOAD_BODY_IDLE_SECS");
+        assert_eq!(message, "must be at least 1");
+        // The same settings, valid, load.
+        let config = Config::load_from(
+            &Overrides::default(),
+            env_of(&[
+                ("CONVRAG_METRICS_BIND", "127.0.0.1:9100"),
+                (
+                    "CONVRAG_CORS_ORIGINS",
+                    "https://chat.example.org,http://127.0.0.1:3000",
+                ),
+                ("CONVRAG_UPLOAD_BODY_IDLE_SECS", "5"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.metrics_bind.as_deref(), Some("127.0.0.1:9100"));
+        assert_eq!(
+            config.cors_origins,
+            ["https://chat.example.org", "http://127.0.0.1:3000"]
+        );
+        assert_eq!(config.uploads.body_idle_secs, 5);
+    }
+
+    #[test]
     fn defaults_apply_without_file_or_env() {
         let dir = tempfile::tempdir().unwrap();
         let overrides = Overrides {
