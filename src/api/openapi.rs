@@ -115,6 +115,7 @@ impl Capabilities {
         &OneExpiry,
         &JsonRpcBody,
         &StaticFileNames,
+        &SseEvents,
     ),
     security(("bearer" = []))
 )]
@@ -496,6 +497,36 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
         dense: state.turns.has_vectors(),
     };
     HttpResponse::Ok().json(document_for(capabilities))
+}
+
+/// A `text/event-stream` body is described event by event, as clients and schemathesis read it:
+/// each event an object with its `data` (a JSON text), and optionally `event`, `id` and `retry`.
+struct SseEvents;
+
+impl Modify for SseEvents {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        let event = || {
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .description(Some("One server-sent event."))
+                .property("data", string())
+                .property("event", string())
+                .property("id", string())
+                .property("retry", ObjectBuilder::new().schema_type(Type::Integer))
+                .required("data")
+        };
+        for operation in operations_mut(doc) {
+            for response in operation.responses.responses.values_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                if let Some(content) = response.content.get_mut("text/event-stream") {
+                    content.schema = Some(event().into());
+                }
+            }
+        }
+    }
 }
 
 /// Each operation's error codes from [`ERRORS`], one response per status whose body's `code`
