@@ -15,7 +15,6 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -28,7 +27,7 @@ use crate::config::UploadLimits;
 use crate::index::{
     index_collection, CollectionInfo, CollectionRegistry, IndexError, IndexOptions,
 };
-use crate::progress::Progress;
+use crate::progress::{Counter, Progress};
 use crate::store::{
     CollectionLimits, CollectionStatus, PrivateCollection, Store, StoreError, UploadSize,
 };
@@ -210,34 +209,13 @@ impl CollectionView {
     }
 }
 
-/// Bytes read of the total, as the indexer reports them, for `GET /v1/collections/{name}`.
-#[derive(Debug, Default)]
-struct JobProgress {
-    total: AtomicU64,
-    done: AtomicU64,
-}
-
-impl Progress for JobProgress {
-    fn set_length(&self, total: u64) {
-        self.total.store(total, Ordering::Relaxed);
-    }
-    fn set_position(&self, done: u64) {
-        self.done.store(done, Ordering::Relaxed);
-    }
-    fn inc(&self, n: u64) {
-        self.done.fetch_add(n, Ordering::Relaxed);
-    }
-    fn set_message(&self, _message: String) {}
-    fn finish(&self) {}
-}
-
 /// Shared and private collections, and the uploads into private ones.
 pub struct CollectionService {
     store: Store,
     registry: CollectionRegistry,
     limits: UploadLimits,
-    /// Indexing jobs under way, by collection row id.
-    jobs: Mutex<HashMap<i64, Arc<JobProgress>>>,
+    /// Indexing jobs under way, by collection row id: bytes read of the extracted text.
+    jobs: Mutex<HashMap<i64, Arc<Counter>>>,
     /// Uploads whose bodies are being received.
     upload_slots: Arc<Mutex<UploadSlots>>,
     /// Computes an upload's passage vectors once it is indexed (with a bi-encoder).
@@ -373,10 +351,12 @@ impl CollectionService {
     }
 
     fn private_view(&self, row: PrivateCollection) -> CollectionView {
-        let progress = self.jobs.lock().expect("jobs lock").get(&row.id).map(|p| {
-            json!({"bytes_done": p.done.load(Ordering::Relaxed),
-                       "bytes_total": p.total.load(Ordering::Relaxed)})
-        });
+        let progress = self
+            .jobs
+            .lock()
+            .expect("jobs lock")
+            .get(&row.id)
+            .map(|p| json!({"bytes_done": p.done(), "bytes_total": p.total()}));
         CollectionView::private(row, progress)
     }
 
@@ -581,7 +561,7 @@ impl CollectionService {
             bytes: self.limits.max_collection_bytes.min(i64::MAX as u64) as i64,
         };
         let row = self.store.begin_upload(user_id, name, size, limits).await?;
-        let progress = Arc::new(JobProgress::default());
+        let progress = Arc::new(Counter::default());
         self.jobs
             .lock()
             .expect("jobs lock")
@@ -605,7 +585,7 @@ impl CollectionService {
         row: &PrivateCollection,
         documents: Vec<(String, Document)>,
         size: UploadSize,
-        progress: Arc<JobProgress>,
+        progress: Arc<Counter>,
     ) {
         let added = documents.len() as i32;
         let outcome = self

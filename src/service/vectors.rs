@@ -3,13 +3,12 @@
 //! reranking without encoding passages during turns) are ready without `convrag embed`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
 use crate::index::{embedding_key, Retriever, TantivyRetriever};
-use crate::progress::Progress;
+use crate::progress::{Counter, Progress};
 use crate::rerank::dense::VectorSearch;
 
 /// Whether a collection's passages have their vectors, as its listing shows.
@@ -24,43 +23,12 @@ pub enum VectorStatus {
     Ready,
 }
 
-/// Passages done of the total, as the embedding reports them.
-#[derive(Debug, Default)]
-struct BuildProgress {
-    total: AtomicU64,
-    done: AtomicU64,
-}
-
-impl BuildProgress {
-    fn share(&self) -> f64 {
-        let total = self.total.load(Ordering::Relaxed);
-        if total == 0 {
-            return 0.0;
-        }
-        (self.done.load(Ordering::Relaxed) as f64 / total as f64).min(1.0)
-    }
-}
-
-impl Progress for BuildProgress {
-    fn set_length(&self, total: u64) {
-        self.total.store(total, Ordering::Relaxed);
-    }
-    fn set_position(&self, done: u64) {
-        self.done.store(done, Ordering::Relaxed);
-    }
-    fn inc(&self, n: u64) {
-        self.done.fetch_add(n, Ordering::Relaxed);
-    }
-    fn set_message(&self, _message: String) {}
-    fn finish(&self) {}
-}
-
 /// The server's background vector builds, one at a time (they share the model's cores with the
 /// turns), each on a thread of its own.
 pub struct VectorBuilds {
     search: VectorSearch,
     /// Builds started and not finished, by embedding key (name and index layout).
-    running: Mutex<HashMap<String, Arc<BuildProgress>>>,
+    running: Mutex<HashMap<String, Arc<Counter>>>,
     /// Held by the build that is computing.
     one_at_a_time: Arc<Mutex<()>>,
 }
@@ -79,7 +47,7 @@ impl VectorBuilds {
     /// BM25, and the next start or upload tries again from where it stopped).
     pub fn start(self: &Arc<Self>, collection: &str, bm25: Arc<TantivyRetriever>) {
         let key = embedding_key(collection, bm25.as_ref());
-        let progress = Arc::new(BuildProgress::default());
+        let progress = Arc::new(Counter::default());
         progress.set_length(bm25.num_passages());
         {
             let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,11 +94,7 @@ impl VectorBuilds {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .map(|p| {
-                p.total
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(p.done.load(Ordering::Relaxed))
-            })
+            .map(|p| p.remaining())
             .sum()
     }
 
