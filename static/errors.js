@@ -92,8 +92,6 @@ export function describeError(error) {
       return "The server's database is not answering. Try again in a moment.";
     case "collection_unavailable":
       return `The collection cannot be searched right now${detail}. Nothing was saved; send it again in a moment.`;
-    case "vectors_not_ready":
-      return `The collection's passages are not embedded yet${detail}, so it can only be searched by its words (BM25) for now.`;
     case "model_unavailable":
       return `A model the server needs is not available${detail}. Try other settings (for example without reranking).`;
     case "route_not_found":

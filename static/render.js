@@ -182,7 +182,7 @@ const STAGES = ["ptkb", "rewrite", "retrieve", "rerank", "generate"];
 const STAGE_NAMES = {
   ptkb: "Rank statements",
   rewrite: "Rewrite query",
-  retrieve: "Retrieve (BM25)",
+  retrieve: "Retrieve",
   rerank: "Rerank (model)",
   generate: "Generate answer",
   total: "Total",
@@ -205,6 +205,42 @@ function rewriteMethodNote(turn) {
     );
   }
   return method ? el("p", { class: "muted small" }, `method: ${method}`) : null;
+}
+
+const RETRIEVAL_NAMES = { bm25: "BM25 (words)", dense: "the bi-encoder (meaning)", hybrid: "BM25 and the bi-encoder, fused" };
+const FIRST_STAGE_SCORE = { bm25: "BM25", dense: "cosine", hybrid: "fused" };
+const FALLBACK_REASONS = {
+  vectors_building: "its passages are still being embedded",
+  vectors_missing: "its passages are not embedded",
+};
+
+/** The first stage that ran: the stored turn's, else the one its settings asked for. */
+function retrievalUsed(turn) {
+  const diagnostics = turn.diagnostics || {};
+  return diagnostics.retrieval || (turn.settings && turn.settings.retrieval) || "bm25";
+}
+
+/** Which first stage found the passages, and why it is not the one asked for if so. */
+function retrievalNote(turn) {
+  if (turn.pending && !turn.diagnostics) return null;
+  const diagnostics = turn.diagnostics || {};
+  const used = retrievalUsed(turn);
+  const fallback = diagnostics.retrieval_fallback;
+  const text = fallback
+    ? `Found by ${RETRIEVAL_NAMES[used] || used}: ${fallback.requested} retrieval was asked for, but ${FALLBACK_REASONS[fallback.reason] || String(fallback.reason).replace(/_/g, " ")} yet.`
+    : `Found by ${RETRIEVAL_NAMES[used] || used}.`;
+  return el("p", { class: fallback ? "retrieval fallback small" : "retrieval muted small" }, text);
+}
+
+/** Where a passage stood in each retriever's list ("BM25 #3 · dense #1 · fused #1"). */
+function foundBy(p) {
+  const ranks = [
+    ["BM25", p.bm25_rank],
+    ["dense", p.dense_rank],
+    ["fused", p.fused_rank],
+  ].filter(([, rank]) => rank != null);
+  if (ranks.length === 0) return null;
+  return el("span", { class: "found-by" }, ranks.map(([name, rank]) => `${name} #${rank}`).join(" · "));
 }
 
 /**
@@ -254,6 +290,7 @@ export function whyContent(turn, onPassage) {
   parts.push(
     section(
       "Passages, ranked",
+      retrievalNote(turn),
       passages.length === 0
         ? el("p", { class: "muted" }, turn.pending ? "…" : "No passages were found.")
         : el(
@@ -275,8 +312,9 @@ export function whyContent(turn, onPassage) {
                 el(
                   "span",
                   { class: "scores" },
-                  `BM25 ${formatScore(p.retrieval_score)} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`,
+                  `${FIRST_STAGE_SCORE[retrievalUsed(turn)] || "first stage"} ${formatScore(p.retrieval_score)} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`,
                 ),
+                foundBy(p),
               );
             }),
           ),

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::pipeline::turn::SettingField;
+use crate::pipeline::turn::{RetrievalFallback, SettingField};
 use crate::rerank::dense::Retrieval;
 use crate::service::{SearchRequest, ServiceError, UploadedFile};
 use crate::web::error::{ApiError, ErrorCode};
@@ -39,9 +39,9 @@ pub struct SearchQuery {
     /// How many first-stage candidates the model rescores (default 100, at least `k`).
     #[param(minimum = 0, maximum = 1000)]
     pub depth: Option<usize>,
-    /// The first stage: `bm25` (default), `dense` or `hybrid` (reciprocal-rank fusion of both);
-    /// dense and hybrid need the collection's passage vectors (409 `vectors_not_ready` naming
-    /// `retrieval` without).
+    /// The first stage: `bm25` (default), `dense` or `hybrid` (reciprocal-rank fusion of both).
+    /// While the collection's passage vectors are building or absent, BM25 serves instead
+    /// (the response's `retrieval` and `retrieval_fallback` say so).
     pub retrieval: Option<Retrieval>,
 }
 
@@ -86,6 +86,10 @@ pub struct SearchResults {
     pub query: String,
     /// The first stage that found the candidates.
     pub retrieval: Retrieval,
+    /// Present when `retrieval` is BM25 standing in for the dense or hybrid retrieval asked for
+    /// (the collection's passage vectors are building or absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieval_fallback: Option<RetrievalFallback>,
     pub results: Vec<SearchHit>,
     pub timings_ms: SearchTimings,
 }
@@ -396,7 +400,8 @@ pub async fn search(
     Ok(HttpResponse::Ok().json(SearchResults {
         collection: request.collection,
         query: request.query,
-        retrieval: request.retrieval,
+        retrieval: found.retrieval,
+        retrieval_fallback: found.fallback,
         results,
         timings_ms: SearchTimings {
             retrieve: found.retrieve_ms,

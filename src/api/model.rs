@@ -118,6 +118,11 @@ pub struct PassageResponse {
     pub title: Option<String>,
     pub url: Option<String>,
     pub text: Option<String>,
+    /// Which retrievers found it: its rank in BM25's first-stage list, in the bi-encoder's, and
+    /// in their fusion (hybrid); `null` where that retriever did not run or did not return it.
+    pub bm25_rank: Option<u32>,
+    pub dense_rank: Option<u32>,
+    pub fused_rank: Option<u32>,
 }
 
 /// A response sentence with the 1-based ranks of the passages it cites.
@@ -162,6 +167,9 @@ impl From<TurnPassage> for PassageResponse {
             title: p.title,
             url: p.url,
             text: p.text,
+            bm25_rank: p.bm25_rank.map(|r| r.max(1) as u32),
+            dense_rank: p.dense_rank.map(|r| r.max(1) as u32),
+            fused_rank: p.fused_rank.map(|r| r.max(1) as u32),
         }
     }
 }
@@ -222,6 +230,9 @@ impl PassageResponse {
             title: Some(p.title.clone()),
             url: Some(p.url.clone()),
             text: Some(p.text.clone()),
+            bm25_rank: p.ranks.bm25,
+            dense_rank: p.ranks.dense,
+            fused_rank: p.ranks.fused,
         }
     }
 }

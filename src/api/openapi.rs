@@ -155,7 +155,7 @@ use ErrorCode::{
     AdminRequired, CollectionUnavailable, Conflict, DatabaseUnavailable, IdempotencyKeyReused,
     InvalidField, InvalidToken, MalformedJson, MissingToken, ModelUnavailable, NotFound,
     PayloadTooLarge, QuotaExceeded, RateLimited, RequestTimeout, TokenExpired, TokenRevoked,
-    UnreadableFile, UnsupportedMediaType, UserDisabled, VectorsNotReady,
+    UnreadableFile, UnsupportedMediaType, UserDisabled,
 };
 
 /// A user's bearer token (`extract::AuthUser`).
@@ -232,7 +232,6 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 IdempotencyKeyReused,
                 ModelUnavailable,
                 CollectionUnavailable,
-                VectorsNotReady,
                 RateLimited,
             ],
         ],
@@ -273,7 +272,6 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
                 NotFound,
                 ModelUnavailable,
                 CollectionUnavailable,
-                VectorsNotReady,
                 RateLimited,
             ],
         ],

@@ -58,9 +58,9 @@ pub struct CreateTurn {
     /// Who rewrites the utterance: `history` (default) or `llm`.
     pub rewriter: Option<RewriterChoice>,
     /// The first stage: `bm25` (default), `dense` (the bi-encoder over the collection's passage
-    /// vectors) or `hybrid` (both, fused by reciprocal rank). Dense and hybrid need the vectors
-    /// (`convrag index`, `convrag embed`); without them the turn is refused (409
-    /// `vectors_not_ready` naming `retrieval`).
+    /// vectors) or `hybrid` (both, fused by reciprocal rank). While the collection's vectors are
+    /// building or absent the turn runs BM25 and says so: `diagnostics.retrieval` is the first
+    /// stage that ran, `diagnostics.retrieval_fallback` what was asked and why not.
     pub retrieval: Option<Retrieval>,
 }
 

@@ -18,7 +18,9 @@ use super::{BatchError, Result};
 use crate::index::{Retriever, TantivyRetriever};
 use crate::pipeline::turn::{RankedPassage, TurnSettings};
 use crate::progress::SharedProgress;
-use crate::service::{Filler, ServiceError, TurnReferences, TurnRequest, TurnService};
+use crate::service::{
+    Filler, ServiceError, TurnReferences, TurnRequest, TurnService, WithoutVectors,
+};
 use crate::store::{NewConversation, NewStatement, Store, StoreError, Turn, TurnSlot};
 
 pub use crate::service::{TurnContext, TurnPassages};
@@ -350,6 +352,8 @@ impl Engine {
                     canonical_response: turn.canonical_response.clone(),
                 },
                 filler: filler.clone(),
+                // A submission is exactly the retrieval it names.
+                without_vectors: WithoutVectors::Refuse,
             };
             let started = self
                 .service
@@ -473,6 +477,7 @@ fn first_passages(retriever: &TantivyRetriever, n: usize) -> Result<Vec<RankedPa
                 rerank_score: None,
                 score: 0.0,
                 ordinal: h.ordinal,
+                ranks: Default::default(),
             });
         }
     }

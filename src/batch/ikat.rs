@@ -130,6 +130,7 @@ pub(crate) fn given_from_lines(
                 rerank_score: None,
                 score: l.score as f32,
                 ordinal: hit.ordinal,
+                ranks: Default::default(),
             });
         }
         out.insert(topic, passages);

@@ -40,7 +40,7 @@ use crate::formats::trec_run::submitted_score;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::TurnSettings;
 use crate::progress::SharedProgress;
-use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService};
+use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService, WithoutVectors};
 use crate::store::{NewConversation, NewStatement, Store, Turn, TurnSlot};
 
 /// Attempts of one request when the API answers 5xx or does not answer.
@@ -562,6 +562,7 @@ impl Client<'_> {
         let mut request =
             TurnRequest::new(Some(u.utterance.clone()), self.options.settings.clone());
         request.references.external_turn_id = Some(u.turn_id());
+        request.without_vectors = WithoutVectors::Refuse;
         let started = self
             .service
             .begin(

@@ -89,6 +89,7 @@ fn passage_of(id: &str, fields: &SegmentFields, score: f64) -> RankedPassage {
         rerank_score: None,
         score: score as f32,
         ordinal: None,
+        ranks: Default::default(),
     }
 }
 
@@ -138,6 +139,7 @@ pub fn given_ranking(
             rerank_score: None,
             score: score as f32,
             ordinal: hit.ordinal,
+            ranks: Default::default(),
         })
     };
     let mut out: HashMap<String, Vec<RankedPassage>> = HashMap::new();

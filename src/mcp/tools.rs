@@ -108,7 +108,11 @@ fn output_schemas() -> Value {
         )
     };
     json!({
-        "search": object(json!(["collection", "results"]), json!({"collection": {"type": "string"},
+        "search": object(json!(["collection", "retrieval", "results"]), json!({"collection": {"type": "string"},
+            "retrieval": {"type": "string", "enum": ["bm25", "dense", "hybrid"]},
+            "retrieval_fallback": {"type": "object", "required": ["requested", "reason"],
+                "properties": {"requested": {"type": "string", "enum": ["dense", "hybrid"]},
+                    "reason": {"type": "string", "enum": ["vectors_building", "vectors_missing"]}}},
             "results": {"type": "array", "items": search_result}})),
         "ask": object(json!(["conversation_id", "turn_id", "turn", "answer", "passages", "ptkb_used"]),
             json!({"conversation_id": {"type": "string"}, "turn_id": {"type": "string"},
@@ -293,8 +297,15 @@ async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
             }
             e
         })?;
+    let (retrieval, fallback) = (hits.retrieval, hits.fallback);
     let hits = hits.passages;
     let mut text = String::new();
+    if let Some(f) = &fallback {
+        text.push_str(&format!(
+            "(BM25: the collection's passage vectors are not ready for {} retrieval)\n\n",
+            f.requested
+        ));
+    }
     let results: Vec<Value> = hits
         .iter()
         .enumerate()
@@ -313,10 +324,14 @@ async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
     if results.is_empty() {
         text.push_str("no passage matches");
     }
-    Ok((
-        text.trim_end().to_string(),
-        json!({"collection": a.collection, "results": results}),
-    ))
+    Ok((text.trim_end().to_string(), {
+        let mut content =
+            json!({"collection": a.collection, "retrieval": retrieval, "results": results});
+        if let Some(f) = fallback {
+            content["retrieval_fallback"] = json!(f);
+        }
+        content
+    }))
 }
 
 async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {

@@ -27,17 +27,72 @@ use super::learned::LogisticModel;
 use super::rewrite::lexicon;
 use super::terms;
 use super::{PipelineError, Result};
-use crate::rerank::{PassageRef, Reranker};
+use crate::rerank::{PassageRef, QueryVectors, Reranker};
 
 /// Similarity of a query to each of several texts (higher is more similar). The bi-encoder
 /// implements it; so does [`TermCosine`].
 pub trait TextSimilarity: Send + Sync {
     fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>>;
+
+    /// The neural model it runs, if any ([`Reranker::model_id`]).
+    fn model_id(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Raw relevance scores of the context's PTKB statements, in `ctx.ptkb` order.
 pub trait StatementScorer: Send + Sync {
     fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>>;
+
+    /// [`StatementScorer::score_statements`] with the turn's texts embedded through `vectors`
+    /// (a scorer without the model ignores them).
+    fn score_statements_embedded(
+        &self,
+        ctx: &ConversationContext,
+        _vectors: &QueryVectors,
+    ) -> Result<Vec<f32>> {
+        self.score_statements(ctx)
+    }
+}
+
+/// `similarity` (a bi-encoder's) with the texts embedded through the turn's `vectors` when they
+/// are the same model's; `None` when they are not.
+pub fn embedded_similarity<'a>(
+    similarity: Option<&'a dyn TextSimilarity>,
+    vectors: &'a QueryVectors,
+) -> Option<EmbeddedSimilarity<'a>> {
+    let similarity = similarity?;
+    (similarity.model_id().as_deref() == Some(vectors.model_id())).then_some(EmbeddedSimilarity {
+        vectors,
+        fallback: similarity,
+    })
+}
+
+/// Cosines of vectors a turn's [`QueryVectors`] hold (each text embedded once per turn).
+pub struct EmbeddedSimilarity<'a> {
+    vectors: &'a QueryVectors,
+    /// For a model without query vectors.
+    fallback: &'a dyn TextSimilarity,
+}
+
+impl TextSimilarity for EmbeddedSimilarity<'_> {
+    fn similarities(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
+        let mut all = Vec::with_capacity(texts.len() + 1);
+        all.push(query);
+        all.extend_from_slice(texts);
+        let vectors = self.vectors.get(&all).map_err(PipelineError::ModelFailed)?;
+        if vectors.len() != all.len() {
+            return self.fallback.similarities(query, texts);
+        }
+        Ok(vectors[1..]
+            .iter()
+            .map(|v| crate::rerank::onnx::cosine(&vectors[0], v))
+            .collect())
+    }
+
+    fn model_id(&self) -> Option<String> {
+        Some(self.vectors.model_id().to_string())
+    }
 }
 
 /// One statement with its score and whether it was selected as relevant.
@@ -131,6 +186,16 @@ impl Selection {
 /// Ranks a turn's PTKB statements and marks the relevant ones.
 pub trait PtkbRanker: Send + Sync {
     fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking>;
+
+    /// [`PtkbRanker::rank`] with the turn's texts embedded through `vectors`, so the utterance
+    /// and statements are encoded once for the whole turn.
+    fn rank_embedded(
+        &self,
+        ctx: &ConversationContext,
+        _vectors: &QueryVectors,
+    ) -> Result<PtkbRanking> {
+        self.rank(ctx)
+    }
 }
 
 /// A [`StatementScorer`] with a [`Selection`] rule: the standard [`PtkbRanker`].
@@ -142,6 +207,22 @@ pub struct ScoringRanker<S> {
 impl<S: StatementScorer> PtkbRanker for ScoringRanker<S> {
     fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking> {
         let scores = self.scorer.score_statements(ctx)?;
+        self.ranking(ctx, scores)
+    }
+
+    fn rank_embedded(
+        &self,
+        ctx: &ConversationContext,
+        vectors: &QueryVectors,
+    ) -> Result<PtkbRanking> {
+        let scores = self.scorer.score_statements_embedded(ctx, vectors)?;
+        self.ranking(ctx, scores)
+    }
+}
+
+impl<S> ScoringRanker<S> {
+    /// The statements ordered by `scores` (in `ctx.ptkb` order), the selection applied.
+    fn ranking(&self, ctx: &ConversationContext, scores: Vec<f32>) -> Result<PtkbRanking> {
         if scores.len() != ctx.ptkb.len() {
             return Err(PipelineError::Model(format!(
                 "scorer returned {} scores for {} statements",
@@ -542,13 +623,34 @@ pub struct LearnedScorer {
     pub similarity: Option<Box<dyn TextSimilarity>>,
 }
 
-impl StatementScorer for LearnedScorer {
-    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
-        let rows = statement_features(ctx, self.similarity.as_deref())?;
+impl LearnedScorer {
+    fn scores(
+        &self,
+        ctx: &ConversationContext,
+        similarity: Option<&dyn TextSimilarity>,
+    ) -> Result<Vec<f32>> {
+        let rows = statement_features(ctx, similarity)?;
         Ok(rows
             .iter()
             .map(|x| self.model.model.probability(x) as f32)
             .collect())
+    }
+}
+
+impl StatementScorer for LearnedScorer {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        self.scores(ctx, self.similarity.as_deref())
+    }
+
+    fn score_statements_embedded(
+        &self,
+        ctx: &ConversationContext,
+        vectors: &QueryVectors,
+    ) -> Result<Vec<f32>> {
+        match embedded_similarity(self.similarity.as_deref(), vectors) {
+            Some(embedded) => self.scores(ctx, Some(&embedded)),
+            None => self.score_statements(ctx),
+        }
     }
 }
 
@@ -635,6 +737,10 @@ impl TextSimilarity for ModelSimilarity {
         self.0
             .rerank(query, &refs, None)
             .map_err(PipelineError::ModelFailed)
+    }
+
+    fn model_id(&self) -> Option<String> {
+        Some(self.0.model_id())
     }
 }
 

@@ -161,13 +161,34 @@ pub struct CalibratedScorer {
     pub similarity: Option<Box<dyn TextSimilarity>>,
 }
 
-impl StatementScorer for CalibratedScorer {
-    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
-        let rows = calibrated_features(ctx, self.similarity.as_deref())?;
+impl CalibratedScorer {
+    fn scores(
+        &self,
+        ctx: &ConversationContext,
+        similarity: Option<&dyn TextSimilarity>,
+    ) -> Result<Vec<f32>> {
+        let rows = calibrated_features(ctx, similarity)?;
         Ok(rows
             .iter()
             .map(|x| self.model.probability(x) as f32)
             .collect())
+    }
+}
+
+impl StatementScorer for CalibratedScorer {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        self.scores(ctx, self.similarity.as_deref())
+    }
+
+    fn score_statements_embedded(
+        &self,
+        ctx: &ConversationContext,
+        vectors: &crate::rerank::QueryVectors,
+    ) -> Result<Vec<f32>> {
+        match super::ptkb::embedded_similarity(self.similarity.as_deref(), vectors) {
+            Some(embedded) => self.scores(ctx, Some(&embedded)),
+            None => self.score_statements(ctx),
+        }
     }
 }
 

@@ -23,8 +23,8 @@ use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
 use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
-use crate::rerank::dense::{FirstStage, Retrieval};
-use crate::rerank::{Fusion, OwnedPassage, Reranker};
+use crate::rerank::dense::{FirstStage, Retrieval, SourceRanks};
+use crate::rerank::{Fusion, OwnedPassage, QueryVectors, Reranker};
 
 /// Which generator answers a turn.
 #[derive(
@@ -249,6 +249,10 @@ pub struct RankedPassage {
     /// Where its precomputed vector is ([`Hit::ordinal`]); not part of any output.
     #[serde(skip)]
     pub ordinal: Option<u64>,
+    /// Its ranks in the first stage's lists (BM25's, the bi-encoder's, the fused one); stored
+    /// with the turn, not part of other outputs.
+    #[serde(skip)]
+    pub ranks: SourceRanks,
 }
 
 impl RankedPassage {
@@ -293,6 +297,27 @@ pub struct TurnOutput {
     pub reranker: Option<String>,
     /// Earlier turns the context held.
     pub history_turns: usize,
+    /// The first stage that ran (when the turn retrieved from a collection).
+    pub retrieval: Option<Retrieval>,
+    /// Why it is not the one the settings asked for.
+    pub retrieval_fallback: Option<RetrievalFallback>,
+}
+
+/// Why a turn or search ran BM25 instead of the dense or hybrid retrieval it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackReason {
+    /// The collection's passage vectors are being computed.
+    VectorsBuilding,
+    /// The collection has no passage vectors, or not for every passage.
+    VectorsMissing,
+}
+
+/// A dense or hybrid request served by BM25 meanwhile: what was asked, and why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RetrievalFallback {
+    pub requested: Retrieval,
+    pub reason: FallbackReason,
 }
 
 /// Progress of a turn, reported as each stage finishes (the HTTP API streams these).
@@ -327,6 +352,10 @@ pub struct RetrievalTarget {
     /// The collection with its passage vectors, for dense and hybrid retrieval (`None`: the
     /// turn retrieves with BM25 only).
     pub first_stage: Option<Arc<FirstStage>>,
+    /// The first stage that runs.
+    pub retrieval: Retrieval,
+    /// Set when `retrieval` is BM25 standing in for the mode asked for.
+    pub fallback: Option<RetrievalFallback>,
 }
 
 impl RetrievalTarget {
@@ -336,6 +365,8 @@ impl RetrievalTarget {
             collection: collection.into(),
             retriever,
             first_stage: None,
+            retrieval: Retrieval::Bm25,
+            fallback: None,
         }
     }
 
@@ -421,9 +452,14 @@ impl TurnPipeline {
         let llm_rewriter = self.llm_rewriter_for(settings.rewriter)?;
         let started = Instant::now();
         let mut timings = StageTimings::default();
+        // The turn's query texts, each embedded once for PTKB ranking, retrieval and reranking.
+        let vectors = self.query_vectors();
 
         let t = Instant::now();
-        let (ctx, ptkb) = self.rank_ptkb(ctx).instrument(stage_span("ptkb")).await?;
+        let (ctx, ptkb) = self
+            .rank_ptkb(ctx, vectors.clone())
+            .instrument(stage_span("ptkb"))
+            .await?;
         timings.ptkb = Some(ms_since(t));
         on_event(TurnEvent::Ptkb(&ptkb));
 
@@ -445,12 +481,14 @@ impl TurnPipeline {
             timings: StageTimings::default(),
             reranker: None,
             history_turns: ctx.history.len(),
+            retrieval: None,
+            retrieval_fallback: None,
         };
         if settings.retrieve {
             let source = source.ok_or_else(|| {
                 SettingError::invalid(SettingField::Collection, "retrieval needs a collection")
             })?;
-            self.rank_passages(source, settings, &mut output, &mut timings)
+            self.rank_passages(source, settings, vectors, &mut output, &mut timings)
                 .await?;
             on_event(TurnEvent::Passages(&output.passages));
             if settings.generate {
@@ -484,15 +522,26 @@ impl TurnPipeline {
         }
     }
 
+    /// A new turn's (or search's) query vectors, when the reranking model is a bi-encoder.
+    pub fn query_vectors(&self) -> Option<Arc<QueryVectors>> {
+        self.reranker
+            .clone()
+            .map(|model| Arc::new(QueryVectors::new(model)))
+    }
+
     /// PTKB ranking: cheap lexically, a model call with the neural ranker (so off the async
     /// workers either way).
     async fn rank_ptkb(
         &self,
         ctx: ConversationContext,
+        vectors: Option<Arc<QueryVectors>>,
     ) -> Result<(ConversationContext, PtkbRanking)> {
         let ranker = Arc::clone(&self.ptkb);
         let (ctx, ranking) = tokio::task::spawn_blocking(move || {
-            let ranking = ranker.rank(&ctx);
+            let ranking = match &vectors {
+                Some(vectors) => ranker.rank_embedded(&ctx, vectors),
+                None => ranker.rank(&ctx),
+            };
             (ctx, ranking)
         })
         .await
@@ -530,6 +579,7 @@ impl TurnPipeline {
         &self,
         source: PassageSource,
         settings: &TurnSettings,
+        vectors: Option<Arc<QueryVectors>>,
         output: &mut TurnOutput,
         timings: &mut StageTimings,
     ) -> Result<()> {
@@ -545,10 +595,12 @@ impl TurnPipeline {
                 let t = Instant::now();
                 let depth = settings.depth.max(settings.passages);
                 let candidates = self
-                    .retrieve(&target, query, depth, settings.retrieval)
+                    .retrieve(&target, query, depth, vectors.clone())
                     .instrument(stage_span("retrieve"))
                     .await?;
                 timings.retrieve = Some(ms_since(t));
+                output.retrieval = Some(target.retrieval);
+                output.retrieval_fallback = target.fallback;
                 (Some(target.embedding_key()), candidates)
             }
             PassageSource::Given {
@@ -568,10 +620,16 @@ impl TurnPipeline {
                         rerank_query.push_str(&s.text);
                     }
                 }
-                let reranked =
-                    rerank_fused(model, rerank_query, candidates, collection, settings.fusion)
-                        .instrument(stage_span("rerank"))
-                        .await?;
+                let reranked = rerank_fused(
+                    model,
+                    rerank_query,
+                    candidates,
+                    collection,
+                    settings.fusion,
+                    vectors,
+                )
+                .instrument(stage_span("rerank"))
+                .await?;
                 timings.rerank = Some(ms_since(t));
                 reranked
             }
@@ -582,27 +640,39 @@ impl TurnPipeline {
         Ok(())
     }
 
-    /// BM25 candidates for `query`, best first (on the blocking pool).
+    /// The first stage's candidates for `query` by `target.retrieval`, best first (on the
+    /// blocking pool); the query's vector from `vectors` when they are the bi-encoder's.
     pub async fn retrieve(
         &self,
         target: &RetrievalTarget,
         query: WeightedQuery,
         depth: usize,
-        mode: Retrieval,
+        vectors: Option<Arc<QueryVectors>>,
     ) -> Result<Vec<RankedPassage>> {
         let options = SearchOptions::top(depth);
-        let hits: Vec<Hit> = match (mode, &target.first_stage) {
+        let mode = target.retrieval;
+        let hits: Vec<(Hit, SourceRanks)> = match (mode, &target.first_stage) {
             (Retrieval::Bm25, _) => {
                 let retriever = Arc::clone(&target.retriever);
-                tokio::task::spawn_blocking(move || retriever.search_with(&query, &options))
-                    .await
-                    .map_err(join_error)??
+                let hits =
+                    tokio::task::spawn_blocking(move || retriever.search_with(&query, &options))
+                        .await
+                        .map_err(join_error)??;
+                SourceRanks::of_list(mode, hits)
             }
             (mode, Some(stage)) => {
                 let stage = Arc::clone(stage);
-                tokio::task::spawn_blocking(move || stage.search(mode, &query, &options))
-                    .await
-                    .map_err(join_error)??
+                tokio::task::spawn_blocking(move || {
+                    let vector = match (&vectors, stage.dense_model()) {
+                        (Some(v), Some(model)) if v.encodes_for(model) => {
+                            v.weighted(&query.parts)?
+                        }
+                        _ => None,
+                    };
+                    Ok::<_, PipelineError>(stage.search_ranked(mode, &query, vector, &options)?)
+                })
+                .await
+                .map_err(join_error)??
             }
             (mode, None) => {
                 let collection = &target.collection;
@@ -616,9 +686,12 @@ impl TurnPipeline {
         };
         Ok(hits
             .into_iter()
-            .map(|h| {
+            .map(|(h, ranks)| {
                 let score = h.score;
-                ranked(h, None, score)
+                RankedPassage {
+                    ranks,
+                    ..ranked(h, None, score)
+                }
             })
             .collect())
     }
@@ -675,6 +748,7 @@ pub async fn rerank_fused(
     candidates: Vec<RankedPassage>,
     collection: Option<String>,
     fusion: Fusion,
+    vectors: Option<Arc<QueryVectors>>,
 ) -> Result<Vec<RankedPassage>> {
     let owned: Vec<OwnedPassage> = candidates
         .iter()
@@ -684,7 +758,8 @@ pub async fn rerank_fused(
             ordinal: p.ordinal,
         })
         .collect();
-    let neural = crate::rerank::rerank_blocking(model, query, owned, collection).await?;
+    let neural =
+        crate::rerank::rerank_blocking_with(model, query, owned, collection, vectors).await?;
     let first: Vec<f32> = candidates.iter().map(|p| p.retrieval_score).collect();
     let fused = fusion.fuse(&first, &neural);
     let mut candidates: Vec<Option<RankedPassage>> = candidates.into_iter().map(Some).collect();
@@ -709,6 +784,7 @@ fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
         rerank_score,
         score,
         ordinal: hit.ordinal,
+        ranks: SourceRanks::default(),
     }
 }
 

@@ -227,7 +227,7 @@ impl DenseRetriever {
     pub fn embed_query(&self, query: &WeightedQuery) -> Result<Vec<f32>> {
         let parts: Vec<&(String, f32)> = query.parts.iter().filter(|(_, w)| *w != 0.0).collect();
         let texts: Vec<&str> = parts.iter().map(|(t, _)| t.as_str()).collect();
-        let embedded = self.model.embed(&texts)?;
+        let embedded = self.model.embed_queries(&texts)?.unwrap_or_default();
         let mut sum = vec![0.0f32; self.vectors.dim()];
         for ((_, weight), vector) in parts.iter().zip(&embedded) {
             for (s, x) in sum.iter_mut().zip(vector) {
@@ -287,6 +287,51 @@ pub fn rrf(lists: &[&[Hit]], k: f32, top: usize) -> Vec<Hit> {
     out
 }
 
+/// Where a first-stage candidate stood in each retriever's list (1-based; `None`: that retriever
+/// did not run, or did not return it within its depth). "Why this answer" shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRanks {
+    pub bm25: Option<u32>,
+    pub dense: Option<u32>,
+    /// Its rank in the fused (hybrid) list.
+    pub fused: Option<u32>,
+}
+
+impl SourceRanks {
+    /// The ranks of `hits`, a list of `mode`'s alone (BM25's or the bi-encoder's).
+    pub fn of_list(mode: Retrieval, hits: Vec<Hit>) -> Vec<(Hit, SourceRanks)> {
+        hits.into_iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let rank = Some(i as u32 + 1);
+                let ranks = match mode {
+                    Retrieval::Bm25 => SourceRanks {
+                        bm25: rank,
+                        ..Default::default()
+                    },
+                    Retrieval::Dense => SourceRanks {
+                        dense: rank,
+                        ..Default::default()
+                    },
+                    Retrieval::Hybrid => SourceRanks {
+                        fused: rank,
+                        ..Default::default()
+                    },
+                };
+                (h, ranks)
+            })
+            .collect()
+    }
+}
+
+/// 1-based positions of each id in `hits`.
+fn positions(hits: &[Hit]) -> HashMap<&str, u32> {
+    hits.iter()
+        .enumerate()
+        .map(|(i, h)| (h.id.as_str(), i as u32 + 1))
+        .collect()
+}
+
 /// A collection's first stage in every [`Retrieval`] mode: BM25 always, dense when its vectors
 /// are complete.
 pub struct FirstStage {
@@ -333,22 +378,65 @@ impl FirstStage {
         query: &WeightedQuery,
         options: &SearchOptions,
     ) -> Result<Vec<Hit>> {
+        Ok(self
+            .search_ranked(mode, query, None, options)?
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect())
+    }
+
+    /// The model whose vectors dense retrieval compares (a query vector must be its own).
+    pub fn dense_model(&self) -> Option<&dyn Reranker> {
+        self.dense
+            .as_ref()
+            .map(|d| d.model.as_ref() as &dyn Reranker)
+    }
+
+    /// [`Self::search`] with each passage's ranks in the lists it came from; `vector` is the
+    /// query's, already embedded by [`Self::dense_model`] (else embedded here).
+    pub fn search_ranked(
+        &self,
+        mode: Retrieval,
+        query: &WeightedQuery,
+        vector: Option<Vec<f32>>,
+        options: &SearchOptions,
+    ) -> Result<Vec<(Hit, SourceRanks)>> {
         let dense = || self.dense.as_ref().ok_or_else(|| self.missing());
+        let semantic = |dense: &DenseRetriever, k: usize| match &vector {
+            Some(v) => dense.search_vector(v, k, options.with_fields),
+            None => dense.search(query, k, options.with_fields),
+        };
         match mode {
-            Retrieval::Bm25 => Ok(self.bm25.search_with(query, options)?),
-            Retrieval::Dense => dense()?.search(query, options.k, options.with_fields),
+            Retrieval::Bm25 => Ok(SourceRanks::of_list(
+                mode,
+                self.bm25.search_with(query, options)?,
+            )),
+            Retrieval::Dense => Ok(SourceRanks::of_list(mode, semantic(dense()?, options.k)?)),
             Retrieval::Hybrid => {
                 let dense = dense()?;
                 let depth = self.hybrid.depth.max(options.k);
                 let mut bm25_options = options.clone();
                 bm25_options.k = depth;
                 let lexical = self.bm25.search_with(query, &bm25_options)?;
-                let semantic = dense.search(query, depth, options.with_fields)?;
-                Ok(rrf(
+                let semantic = semantic(dense, depth)?;
+                let fused = rrf(
                     &[lexical.as_slice(), semantic.as_slice()],
                     self.hybrid.rrf_k,
                     options.k,
-                ))
+                );
+                let (in_bm25, in_dense) = (positions(&lexical), positions(&semantic));
+                Ok(fused
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        let ranks = SourceRanks {
+                            bm25: in_bm25.get(h.id.as_str()).copied(),
+                            dense: in_dense.get(h.id.as_str()).copied(),
+                            fused: Some(i as u32 + 1),
+                        };
+                        (h, ranks)
+                    })
+                    .collect())
             }
         }
     }
@@ -380,6 +468,14 @@ mod tests {
         let (b, a) = (hits(&["b"]), hits(&["a"]));
         let tied = rrf(&[b.as_slice(), a.as_slice()], 60.0, 1);
         assert_eq!(tied[0].id, "a", "equal scores: smaller id first");
+    }
+
+    #[test]
+    fn a_list_alone_ranks_in_its_own_retriever() {
+        let ranked = SourceRanks::of_list(Retrieval::Dense, hits(&["a", "b"]));
+        assert_eq!(ranked[1].1.dense, Some(2));
+        assert_eq!((ranked[1].1.bm25, ranked[1].1.fused), (None, None));
+        assert_eq!(positions(&hits(&["x", "y"]))["y"], 2);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod files;
 pub mod fusion;
 pub mod manifest;
 pub mod onnx;
+pub mod query;
 pub mod runtime;
 pub mod vectors;
 
@@ -32,6 +33,7 @@ pub use default_model::{load_default, load_default_search};
 pub use fusion::Fusion;
 pub use manifest::{ModelKind, ModelManifest, Pooling};
 pub use onnx::{InferenceStats, OnnxOptions, OnnxReranker};
+pub use query::QueryVectors;
 
 /// Errors of the reranking area.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +98,23 @@ pub trait Reranker: Send + Sync {
 
     /// Identifies the model (name and checksum), e.g. for run tags and stored turns.
     fn model_id(&self) -> String;
+
+    /// A bi-encoder's embeddings of query texts, one per text; `None` from a model that scores
+    /// pairs (a cross-encoder has no query vector).
+    fn embed_queries(&self, _texts: &[&str]) -> Result<Option<Vec<Vec<f32>>>> {
+        Ok(None)
+    }
+
+    /// [`Reranker::rerank`] with the query already embedded by [`Reranker::embed_queries`]
+    /// (`None`: this model cannot).
+    fn rerank_embedded(
+        &self,
+        _query: &[f32],
+        _passages: &[PassageRef<'_>],
+        _collection: Option<&str>,
+    ) -> Result<Option<Vec<f32>>> {
+        Ok(None)
+    }
 }
 
 /// Owned passage, for moving work onto a blocking thread.
@@ -114,6 +133,18 @@ pub async fn rerank_blocking(
     passages: Vec<OwnedPassage>,
     collection: Option<String>,
 ) -> Result<Vec<f32>> {
+    rerank_blocking_with(reranker, query, passages, collection, None).await
+}
+
+/// [`rerank_blocking`] taking the query's vector from `vectors` (a turn's, encoded once) when
+/// they are the same bi-encoder's.
+pub async fn rerank_blocking_with(
+    reranker: Arc<dyn Reranker>,
+    query: String,
+    passages: Vec<OwnedPassage>,
+    collection: Option<String>,
+    vectors: Option<Arc<QueryVectors>>,
+) -> Result<Vec<f32>> {
     tokio::task::spawn_blocking(move || {
         let refs: Vec<PassageRef<'_>> = passages
             .iter()
@@ -123,7 +154,15 @@ pub async fn rerank_blocking(
                 ordinal: p.ordinal,
             })
             .collect();
-        reranker.rerank(&query, &refs, collection.as_deref())
+        let collection = collection.as_deref();
+        if let Some(vectors) = vectors.filter(|v| v.encodes_for(reranker.as_ref())) {
+            if let Some(query) = vectors.get(&[query.as_str()])?.pop() {
+                if let Some(scores) = reranker.rerank_embedded(&query, &refs, collection)? {
+                    return Ok(scores);
+                }
+            }
+        }
+        reranker.rerank(&query, &refs, collection)
     })
     .await
     .map_err(RerankError::Join)?

@@ -64,6 +64,9 @@ pub struct InferenceStats {
     pub batches: u64,
     /// Passage embeddings taken from the cache instead of encoded.
     pub cache_hits: u64,
+    /// Query texts encoded by the bi-encoder (a turn's rewrite, its PTKB statements), of
+    /// `sequences`.
+    pub queries: u64,
     /// Time inside `Session::run`.
     pub inference_nanos: u64,
 }
@@ -75,8 +78,12 @@ struct Counters {
     padded_tokens: AtomicU64,
     batches: AtomicU64,
     cache_hits: AtomicU64,
+    queries: AtomicU64,
     inference_nanos: AtomicU64,
 }
+
+/// A query's vector (when one was encoded) and passages' vectors, in order.
+type QueryAndPassages = (Option<Vec<f32>>, Vec<Arc<[f32]>>);
 
 /// A reranker backed by an ONNX model directory (see [`ModelManifest`]).
 pub struct OnnxReranker {
@@ -217,6 +224,7 @@ impl OnnxReranker {
             padded_tokens: c.padded_tokens.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             cache_hits: c.cache_hits.load(Ordering::Relaxed),
+            queries: c.queries.load(Ordering::Relaxed),
             inference_nanos: c.inference_nanos.load(Ordering::Relaxed),
         }
     }
@@ -229,6 +237,7 @@ impl OnnxReranker {
             &c.padded_tokens,
             &c.batches,
             &c.cache_hits,
+            &c.queries,
             &c.inference_nanos,
         ] {
             a.store(0, Ordering::Relaxed);
@@ -306,6 +315,20 @@ impl OnnxReranker {
         passages: &[PassageRef<'_>],
         collection: Option<&str>,
     ) -> Result<Vec<f32>> {
+        // Query and uncached passages go through the model together (one length-sorted plan).
+        let (query_vec, vectors) = self.passage_vectors(Some(query), passages, collection)?;
+        let query_vec = query_vec.unwrap_or_default();
+        Ok(vectors.iter().map(|v| cosine(&query_vec, v)).collect())
+    }
+
+    /// The vectors of `passages` (cached for `collection`, else encoded and cached), with
+    /// `query` encoded in the same plan when given.
+    fn passage_vectors(
+        &self,
+        query: Option<&str>,
+        passages: &[PassageRef<'_>],
+        collection: Option<&str>,
+    ) -> Result<QueryAndPassages> {
         let cache = self.cache.as_ref().filter(|_| collection.is_some());
         let mut vectors: Vec<Option<Arc<[f32]>>> = match (cache, collection) {
             (Some(cache), Some(coll)) => cache.get_many(&self.model_sha256, coll, passages)?,
@@ -318,12 +341,17 @@ impl OnnxReranker {
         let missing: Vec<usize> = (0..passages.len())
             .filter(|&i| vectors[i].is_none())
             .collect();
-        // Query and uncached passages go through the model together (one length-sorted plan).
         let mut texts: Vec<&str> = Vec::with_capacity(missing.len() + 1);
-        texts.push(query);
+        texts.extend(query);
         texts.extend(missing.iter().map(|&i| passages[i].text));
+        if texts.is_empty() {
+            return Ok((None, vectors.into_iter().flatten().collect()));
+        }
+        if query.is_some() {
+            self.counters.queries.fetch_add(1, Ordering::Relaxed);
+        }
         let mut encoded = self.embed(&texts)?.into_iter();
-        let query_vec = encoded.next().unwrap_or_default();
+        let query_vec = query.and_then(|_| encoded.next());
         let new_vectors: Vec<Vec<f32>> = encoded.collect();
         if let (Some(cache), Some(coll)) = (cache, collection) {
             let entries: Vec<(&str, &[f32])> = missing
@@ -336,10 +364,7 @@ impl OnnxReranker {
         for (&i, v) in missing.iter().zip(new_vectors) {
             vectors[i] = Some(Arc::from(v));
         }
-        Ok(vectors
-            .iter()
-            .map(|v| cosine(&query_vec, v.as_deref().unwrap_or(&[])))
-            .collect())
+        Ok((query_vec, vectors.into_iter().flatten().collect()))
     }
 
     fn rerank_cross(&self, query: &str, passages: &[PassageRef<'_>]) -> Result<Vec<f32>> {
@@ -534,6 +559,29 @@ impl Reranker for OnnxReranker {
         }
     }
 
+    fn embed_queries(&self, texts: &[&str]) -> Result<Option<Vec<Vec<f32>>>> {
+        if self.manifest.kind != ModelKind::BiEncoder {
+            return Ok(None);
+        }
+        self.counters
+            .queries
+            .fetch_add(texts.len() as u64, Ordering::Relaxed);
+        self.embed(texts).map(Some)
+    }
+
+    fn rerank_embedded(
+        &self,
+        query: &[f32],
+        passages: &[PassageRef<'_>],
+        collection: Option<&str>,
+    ) -> Result<Option<Vec<f32>>> {
+        if self.manifest.kind != ModelKind::BiEncoder {
+            return Ok(None);
+        }
+        let (_, vectors) = self.passage_vectors(None, passages, collection)?;
+        Ok(Some(vectors.iter().map(|v| cosine(query, v)).collect()))
+    }
+
     fn model_id(&self) -> String {
         let name = self
             .dir
@@ -598,7 +646,7 @@ fn l2_normalize(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x /= norm);
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let na = a.iter().map(|x| x * x).sum::<f32>().sqrt();
     let nb = b.iter().map(|x| x * x).sum::<f32>().sqrt();

@@ -31,6 +31,7 @@ pub use rate::{RateKind, RateLimiter};
 pub use turns::{
     Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
     StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,
+    WithoutVectors,
 };
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

@@ -72,6 +72,17 @@ pub fn new_turn(
             .clone()
             .map_or(serde_json::Value::Null, Into::into),
     );
+    // The first stage that ran beside the one `settings` asked for (BM25 while a collection's
+    // vectors are not ready).
+    if let Some(retrieval) = output.retrieval {
+        diagnostics.insert("retrieval".into(), retrieval.to_string().into());
+    }
+    if let Some(f) = &output.retrieval_fallback {
+        diagnostics.insert(
+            "retrieval_fallback".into(),
+            serde_json::to_value(f).unwrap_or_default(),
+        );
+    }
     if let Some(g) = &output.generation {
         if let Ok(serde_json::Value::Object(d)) = serde_json::to_value(&g.diagnostics) {
             diagnostics.extend(d);
@@ -109,6 +120,9 @@ pub fn new_turn(
                 title: Some(p.title.clone()),
                 url: Some(p.url.clone()),
                 text: Some(p.text.clone()),
+                bm25_rank: p.ranks.bm25.map(|r| r as i32),
+                dense_rank: p.ranks.dense.map(|r| r as i32),
+                fused_rank: p.ranks.fused.map(|r| r as i32),
             })
             .collect(),
         sentences: output

@@ -21,11 +21,12 @@ use crate::metrics::metrics;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::{
-    check_range, rerank_fused, GeneratorChoice, PassageSource, RankedPassage, RetrievalTarget,
-    RewriterChoice, SettingError, SettingField, TurnEvent, TurnOutput, TurnPipeline, TurnSettings,
+    check_range, rerank_fused, FallbackReason, GeneratorChoice, PassageSource, RankedPassage,
+    RetrievalFallback, RetrievalTarget, RewriterChoice, SettingError, SettingField, TurnEvent,
+    TurnOutput, TurnPipeline, TurnSettings,
 };
 use crate::pipeline::PipelineError;
-use crate::rerank::dense::{Retrieval, VectorSearch};
+use crate::rerank::dense::{DenseError, Retrieval, VectorSearch};
 use crate::rerank::{Fusion, Reranker};
 use crate::store::{IdempotencyKey, KeyLookup, PendingTurn, Store, StoreError, Turn, TurnSlot};
 
@@ -120,6 +121,16 @@ pub struct TurnReferences {
     pub canonical_response: Option<String>,
 }
 
+/// What dense or hybrid retrieval does on a collection whose passage vectors are not ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WithoutVectors {
+    /// Serve BM25 meanwhile and say so (turns and searches of the server).
+    #[default]
+    Bm25,
+    /// Refuse, naming `convrag embed` (batch runs: a submission is exactly what was asked).
+    Refuse,
+}
+
 /// Passages that top up a retrieved ranking shorter than `to` (PolEval lines need ten ids).
 #[derive(Debug, Clone)]
 pub struct Filler {
@@ -137,6 +148,7 @@ pub struct TurnRequest {
     pub settings: TurnSettings,
     pub references: TurnReferences,
     pub filler: Option<Filler>,
+    pub without_vectors: WithoutVectors,
 }
 
 impl TurnRequest {
@@ -151,6 +163,7 @@ impl TurnRequest {
             settings,
             references: TurnReferences::default(),
             filler: None,
+            without_vectors: WithoutVectors::Bm25,
         }
     }
 }
@@ -174,6 +187,10 @@ pub struct SearchRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOutput {
     pub passages: Vec<RankedPassage>,
+    /// The first stage that ran.
+    pub retrieval: Retrieval,
+    /// Set when BM25 ran instead of the mode asked for.
+    pub fallback: Option<RetrievalFallback>,
     pub retrieve_ms: f64,
     pub rerank_ms: Option<f64>,
 }
@@ -325,12 +342,14 @@ impl TurnService {
 
     /// What a turn or search retrieves from in `collection` as `user_id` sees it: the BM25
     /// index, with the passage vectors when `mode` needs them (opened per call, so vectors
-    /// finished meanwhile are seen; without them, [`crate::rerank::dense::DenseError::Missing`]).
+    /// finished meanwhile are seen). Without them: BM25 with the reason, or with
+    /// [`WithoutVectors::Refuse`] the error naming `convrag embed`.
     pub async fn retrieval_target(
         &self,
         user_id: Option<i64>,
         collection: &str,
         mode: Retrieval,
+        without: WithoutVectors,
     ) -> Result<RetrievalTarget> {
         let retriever = self.visible_retriever(user_id, collection).await?;
         if mode == Retrieval::Bm25 {
@@ -343,14 +362,42 @@ impl TurnService {
             )
         })?;
         let (name, bm25) = (collection.to_string(), Arc::clone(&retriever));
-        let stage = tokio::task::spawn_blocking(move || vectors.first_stage(&name, bm25))
-            .await
-            .map_err(ServiceError::Task)?
-            .map_err(|e| ServiceError::from(PipelineError::from(e)))?;
-        Ok(RetrievalTarget {
-            first_stage: Some(Arc::new(stage)),
-            ..RetrievalTarget::bm25(collection, retriever)
+        let builds = self.vector_builds.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let stage = vectors.first_stage(&name, Arc::clone(&bm25));
+            let building = stage.is_err()
+                && matches!(
+                    builds.map(|b| b.status(&name, &bm25)),
+                    Some(super::vectors::VectorStatus::Building { .. })
+                );
+            (stage, building)
         })
+        .await
+        .map_err(ServiceError::Task)?;
+        match opened {
+            (Ok(stage), _) => Ok(RetrievalTarget {
+                first_stage: Some(Arc::new(stage)),
+                retrieval: mode,
+                ..RetrievalTarget::bm25(collection, retriever)
+            }),
+            (Err(DenseError::Missing { .. } | DenseError::Incomplete { .. }), building)
+                if without == WithoutVectors::Bm25 =>
+            {
+                let reason = if building {
+                    FallbackReason::VectorsBuilding
+                } else {
+                    FallbackReason::VectorsMissing
+                };
+                Ok(RetrievalTarget {
+                    fallback: Some(RetrievalFallback {
+                        requested: mode,
+                        reason,
+                    }),
+                    ..RetrievalTarget::bm25(collection, retriever)
+                })
+            }
+            (Err(e), _) => Err(ServiceError::from(PipelineError::from(e))),
+        }
     }
 
     /// `requested` on top of `base`, within `limits`: the generator defaults to the LLM when
@@ -495,6 +542,7 @@ impl TurnService {
                         Some(pending.user_id()),
                         &collection,
                         request.settings.retrieval,
+                        request.without_vectors,
                     )
                     .await?;
                 Some(PassageSource::Collection(target))
@@ -545,8 +593,10 @@ impl TurnService {
         self.search(request).await
     }
 
-    /// BM25 for the query, reranked (when asked) exactly as a turn whose rewrite is the query
-    /// and that selected no statement: same candidates, same model query, same fusion.
+    /// The first stage for the query (BM25 meanwhile when dense or hybrid is asked of a
+    /// collection whose vectors are not ready), reranked (when asked) exactly as a turn whose
+    /// rewrite is the query and that selected no statement: same candidates, same model query,
+    /// same fusion.
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchOutput> {
         let model = match (request.rerank, self.reranker()) {
             (false, _) => None,
@@ -558,12 +608,19 @@ impl TurnService {
             .into()),
         };
         let target = self
-            .retrieval_target(request.user_id, &request.collection, request.retrieval)
+            .retrieval_target(
+                request.user_id,
+                &request.collection,
+                request.retrieval,
+                WithoutVectors::Bm25,
+            )
             .await?;
         let depth = match model {
             Some(_) => request.depth.max(request.k),
             None => request.k,
         };
+        // The query embedded once for dense retrieval and reranking.
+        let vectors = self.pipeline.query_vectors();
         let started = Instant::now();
         let candidates = self
             .pipeline
@@ -571,7 +628,7 @@ impl TurnService {
                 &target,
                 WeightedQuery::text(&request.query),
                 depth,
-                request.retrieval,
+                vectors.clone(),
             )
             .await?;
         let retrieve_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -584,6 +641,7 @@ impl TurnService {
                     candidates,
                     Some(target.embedding_key()),
                     TurnSettings::default().fusion,
+                    vectors,
                 )
                 .await?;
                 (reranked, Some(started.elapsed().as_secs_f64() * 1000.0))
@@ -593,6 +651,8 @@ impl TurnService {
         passages.truncate(request.k);
         Ok(SearchOutput {
             passages,
+            retrieval: target.retrieval,
+            fallback: target.fallback,
             retrieve_ms,
             rerank_ms,
         })
@@ -784,6 +844,7 @@ mod tests {
             rerank_score: None,
             score,
             ordinal: None,
+            ranks: Default::default(),
         }
     }
 

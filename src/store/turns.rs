@@ -35,6 +35,12 @@ pub struct TurnPassage {
     pub title: Option<String>,
     pub url: Option<String>,
     pub text: Option<String>,
+    /// Its rank in BM25's first-stage list (`None`: BM25 did not run or did not return it).
+    pub bm25_rank: Option<i32>,
+    /// Its rank in the bi-encoder's first-stage list.
+    pub dense_rank: Option<i32>,
+    /// Its rank in the fused (hybrid) first-stage list.
+    pub fused_rank: Option<i32>,
 }
 
 /// A response sentence and the ranks (1-based, into the turn's passages) it cites, in order.
@@ -108,6 +114,9 @@ pub struct NewTurnPassage {
     pub title: Option<String>,
     pub url: Option<String>,
     pub text: Option<String>,
+    pub bm25_rank: Option<i32>,
+    pub dense_rank: Option<i32>,
+    pub fused_rank: Option<i32>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -510,11 +519,15 @@ async fn insert_passages(tx: &mut Tx, turn_id: Uuid, passages: &[NewTurnPassage]
     let rerank: Vec<Option<f64>> = passages.iter().map(|p| p.rerank_score).collect();
     let scores: Vec<f64> = passages.iter().map(|p| p.score).collect();
     let used: Vec<bool> = passages.iter().map(|p| p.used).collect();
+    let rank_column = |f: fn(&NewTurnPassage) -> Option<i32>| -> Vec<Option<i32>> {
+        passages.iter().map(f).collect()
+    };
     sqlx::query(
         "INSERT INTO turn_passages (turn_id, rank, passage_id, collection, retrieval_score, rerank_score, \
-           score, used, title, url, text) \
+           score, used, title, url, text, bm25_rank, dense_rank, fused_rank) \
          SELECT $1, * FROM UNNEST($2::int4[], $3::text[], $4::text[], $5::float8[], $6::float8[], \
-           $7::float8[], $8::bool[], $9::text[], $10::text[], $11::text[])",
+           $7::float8[], $8::bool[], $9::text[], $10::text[], $11::text[], $12::int4[], $13::int4[], \
+           $14::int4[])",
     )
     .bind(turn_id)
     .bind(&ranks)
@@ -527,6 +540,9 @@ async fn insert_passages(tx: &mut Tx, turn_id: Uuid, passages: &[NewTurnPassage]
     .bind(column(|p| p.title.clone()))
     .bind(column(|p| p.url.clone()))
     .bind(column(|p| p.text.clone()))
+    .bind(rank_column(|p| p.bm25_rank))
+    .bind(rank_column(|p| p.dense_rank))
+    .bind(rank_column(|p| p.fused_rank))
     .execute(&mut **tx)
     .await
     .map_err(duplicate("passages", "a passage appears twice"))?;
@@ -635,7 +651,8 @@ async fn assemble(conn: &mut sqlx::PgConnection, rows: Vec<TurnRow>) -> Result<V
         passage: TurnPassage,
     }
     let passages: Vec<PassageRow> = sqlx::query_as(
-            "SELECT turn_id, rank, passage_id, collection, retrieval_score, rerank_score, score, used, title, url, text \
+            "SELECT turn_id, rank, passage_id, collection, retrieval_score, rerank_score, score, used, title, url, text, \
+               bm25_rank, dense_rank, fused_rank \
              FROM turn_passages WHERE turn_id = ANY($1) ORDER BY turn_id, rank",
         )
         .bind(&ids)

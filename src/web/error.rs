@@ -48,8 +48,6 @@ pub enum ErrorCode {
     DatabaseUnavailable,
     ModelUnavailable,
     CollectionUnavailable,
-    /// Dense or hybrid retrieval over a collection whose passage vectors are not computed.
-    VectorsNotReady,
     Internal,
 }
 
@@ -86,12 +84,11 @@ impl ErrorCode {
             ErrorCode::CollectionUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "collection_unavailable")
             }
-            ErrorCode::VectorsNotReady => (StatusCode::CONFLICT, "vectors_not_ready"),
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::UnsupportedMediaType,
@@ -115,7 +112,6 @@ impl ErrorCode {
         ErrorCode::DatabaseUnavailable,
         ErrorCode::ModelUnavailable,
         ErrorCode::CollectionUnavailable,
-        ErrorCode::VectorsNotReady,
         ErrorCode::Internal,
     ];
 
@@ -433,9 +429,10 @@ impl From<RerankError> for ApiError {
 impl From<DenseError> for ApiError {
     fn from(e: DenseError) -> Self {
         match e {
-            // The collection is there; its passage vectors are not (yet).
+            // Turns and searches of the server run BM25 while a collection's vectors are not
+            // ready (only batch runs refuse), so reaching here is a bug.
             DenseError::Missing { .. } | DenseError::Incomplete { .. } => {
-                ApiError::field(ErrorCode::VectorsNotReady, "retrieval", e.to_string())
+                ApiError::new(ErrorCode::Internal, e.to_string())
             }
             DenseError::NoModel(_) => {
                 ApiError::field(ErrorCode::ModelUnavailable, "retrieval", e.to_string())

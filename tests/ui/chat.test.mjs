@@ -225,6 +225,10 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.ok(stored.ptkb_ranking.find((s) => s.selected && s.text === STATEMENT_VEGETARIAN), "a dinner question uses the vegetarian statement");
     assert.equal(await turn.locator(".passage-ranking li").count(), stored.passages.length);
     assert.equal(await turn.locator(".passage-ranking li.cited").count(), new Set(stored.sentences.flatMap((s) => s.citations)).size);
+    // Which retriever found each passage: this turn's first stage was BM25, each passage's rank in its list.
+    assert.equal(stored.diagnostics.retrieval, "bm25");
+    assert.equal(await turn.locator(".why-section p.retrieval").textContent(), "Found by BM25 (words).");
+    assert.deepEqual(await turn.locator(".passage-ranking li .found-by").allTextContents(), stored.passages.map((p) => `BM25 #${p.bm25_rank}`));
     await turn.locator(".timings").getByText("Total").waitFor();
   });
 

@@ -1,6 +1,8 @@
 //! Dense and hybrid retrieval through the server (issue 33): `GET .../search?retrieval=`, MCP
-//! `search`, a turn's `retrieval` setting (stored with the turn), and the refusals when the
-//! collection has no passage vectors or the server no bi-encoder.
+//! `search`, a turn's `retrieval` setting (stored with the turn, with the retrieval that ran and
+//! each passage's ranks in BM25's, the bi-encoder's and the fused list), BM25 meanwhile on a
+//! collection without passage vectors, the refusal on a server without the bi-encoder, and the
+//! turn's query texts encoded once (counted by the real model).
 //!
 //! Needs what `scripts/fetch-models.sh` installs (CONVRAG_HOME, default ./.convrag).
 
@@ -17,7 +19,7 @@ use convrag::index::{index_collection, IndexOptions};
 use convrag::progress::NoProgress;
 use convrag::rerank::dense::VectorSearch;
 use convrag::rerank::embed::{embed_collection, EmbedOptions};
-use convrag::rerank::{DiskEmbeddingCache, MemoryEmbeddingCache};
+use convrag::rerank::{DiskEmbeddingCache, MemoryEmbeddingCache, OnnxReranker};
 use convrag::web::AppState;
 use serde_json::{json, Value};
 
@@ -45,6 +47,19 @@ fn index(config: &Config, name: &str) {
 /// A server over `animals` (with passage vectors) and `plain` (the same passages, none
 /// embedded); with the bi-encoder serving dense retrieval when `vectors`, else only reranking.
 async fn setup(vectors: bool) -> (TestDb, api::RunningServer, tempfile::TempDir) {
+    let (db, server, home, _) = setup_with_model(vectors).await;
+    (db, server, home)
+}
+
+/// [`setup`], with the model the server encodes with (its counters).
+async fn setup_with_model(
+    vectors: bool,
+) -> (
+    TestDb,
+    api::RunningServer,
+    tempfile::TempDir,
+    Arc<OnnxReranker>,
+) {
     let db = TestDb::new().await;
     let home = tempfile::tempdir().unwrap();
     let mut config = db.config();
@@ -62,15 +77,16 @@ async fn setup(vectors: bool) -> (TestDb, api::RunningServer, tempfile::TempDir)
     assert_eq!(report.encoded, 6);
     let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
     let state = AppState::new(db.store.clone(), Arc::new(config), ADMIN_TOKEN);
-    let state = if vectors {
-        let model = common::default_model().with_cache(cache.clone());
-        state.with_vector_search(VectorSearch::new(Arc::new(model), cache))
+    let (state, model) = if vectors {
+        let model = Arc::new(common::default_model().with_cache(cache.clone()));
+        let search = VectorSearch::new(model.clone(), cache);
+        (state.with_vector_search(search), model)
     } else {
-        state.with_reranker(Arc::new(
-            common::default_model().with_cache(Arc::new(MemoryEmbeddingCache::new())),
-        ))
+        let model =
+            Arc::new(common::default_model().with_cache(Arc::new(MemoryEmbeddingCache::new())));
+        (state.with_reranker(model.clone()), model)
     };
-    (db, api::spawn(state).unwrap(), home)
+    (db, api::spawn(state).unwrap(), home, model)
 }
 
 async fn search(client: &Client, collection: &str, retrieval: &str) -> Value {
@@ -217,12 +233,55 @@ async fn a_turn_retrieves_as_its_setting_says_and_stores_it() {
         .map(|p| p["passage_id"].as_str().unwrap())
         .collect();
     assert_eq!(passages, hybrid, "{turn}");
+    assert_eq!(turn["diagnostics"]["retrieval"], "hybrid", "{turn}");
+    assert!(
+        turn["diagnostics"]["retrieval_fallback"].is_null(),
+        "{turn}"
+    );
+    // Which retriever found each passage: its rank in BM25's list and in the bi-encoder's (as
+    // the searches rank them), and in the fused list (the turn's order: not reranked).
+    let (bm25, dense) = (
+        ids(&search(&alice, "animals", "bm25").await),
+        ids(&search(&alice, "animals", "dense").await),
+    );
+    let rank_in = |list: &[String], id: &str| {
+        list.iter()
+            .position(|x| x == id)
+            .map_or(Value::Null, |i| json!(i + 1))
+    };
+    let ranks = |turn: &Value| -> Vec<(Value, Value, Value)> {
+        turn["passages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["bm25_rank"].clone(),
+                    p["dense_rank"].clone(),
+                    p["fused_rank"].clone(),
+                )
+            })
+            .collect()
+    };
+    let expected: Vec<(Value, Value, Value)> = passages
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (rank_in(&bm25, id), rank_in(&dense, id), json!(i + 1)))
+        .collect();
+    assert_eq!(ranks(turn), expected, "{turn}");
+    assert!(
+        expected.iter().any(|(b, _, _)| b.is_null()),
+        "a passage only the bi-encoder found: {turn}"
+    );
 
-    // Stored: the conversation's turns read back with the setting.
+    // Stored: the conversation's turns read back with the setting, the retrieval that ran and
+    // the ranks.
     let r = alice
         .get(&format!("/v1/conversations/{conversation}/turns"))
         .await;
     assert_eq!(r.body["turns"][0]["settings"]["retrieval"], "hybrid");
+    assert_eq!(r.body["turns"][0]["diagnostics"]["retrieval"], "hybrid");
+    assert_eq!(ranks(&r.body["turns"][0]), expected, "{:?}", r.body);
 
     // Without a setting a turn retrieves with BM25.
     let r = alice
@@ -233,32 +292,60 @@ async fn a_turn_retrieves_as_its_setting_says_and_stores_it() {
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
     assert_eq!(r.body["turn"]["settings"]["retrieval"], "bm25");
+    assert_eq!(r.body["turn"]["diagnostics"]["retrieval"], "bm25");
+    let first = &r.body["turn"]["passages"][0];
+    assert_eq!(
+        (
+            &first["bm25_rank"],
+            &first["dense_rank"],
+            &first["fused_rank"]
+        ),
+        (&json!(1), &Value::Null, &Value::Null),
+        "{first}"
+    );
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dense_retrieval_without_vectors_is_refused_naming_retrieval() {
+async fn dense_retrieval_without_vectors_runs_bm25_meanwhile_and_says_so() {
     let (_db, server, _home) = setup(true).await;
     let alice = new_user(&Client::new(&server, None), "alice").await;
     let q = QUERY.replace(' ', "%20");
-    // A collection nobody embedded: 409, naming the setting and how to compute the vectors.
+    let bm25 = search(&alice, "plain", "bm25").await;
+    assert!(bm25.get("retrieval_fallback").is_none(), "{bm25}");
+    // A collection nobody embedded: BM25's results, saying what was asked and why not.
     for mode in ["dense", "hybrid"] {
         let r = alice
             .get(&format!(
-                "/v1/collections/plain/search?q={q}&retrieval={mode}"
+                "/v1/collections/plain/search?q={q}&k=6&retrieval={mode}"
             ))
             .await;
-        assert_eq!(r.status, 409, "{:?}", r.body);
-        assert_eq!(r.body["error"]["code"], "vectors_not_ready", "{:?}", r.body);
-        assert_eq!(r.body["error"]["field"], "retrieval", "{:?}", r.body);
-        let message = r.body["error"]["message"].as_str().unwrap();
-        assert!(
-            message.contains("convrag embed --collection plain"),
-            "{message}"
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["retrieval"], "bm25", "{:?}", r.body);
+        assert_eq!(
+            r.body["retrieval_fallback"],
+            json!({"requested": mode, "reason": "vectors_missing"}),
+            "{:?}",
+            r.body
         );
+        assert_eq!(ids(&r.body), ids(&bm25), "{:?}", r.body);
     }
-    // BM25 still serves it.
-    search(&alice, "plain", "bm25").await;
+    // MCP search says so too.
+    let r = alice
+        .post(
+            "/mcp",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search",
+                "arguments": {"collection": "plain", "query": QUERY, "k": 6, "retrieval": "hybrid"}}}),
+        )
+        .await;
+    let structured = &r.body["result"]["structuredContent"];
+    assert_eq!(structured["retrieval"], "bm25", "{}", r.body);
+    assert_eq!(
+        structured["retrieval_fallback"],
+        json!({"requested": "hybrid", "reason": "vectors_missing"}),
+        "{}",
+        r.body
+    );
     // A mode that does not exist.
     let r = alice
         .get(&format!(
@@ -267,7 +354,8 @@ async fn dense_retrieval_without_vectors_is_refused_naming_retrieval() {
         .await;
     assert_eq!(r.status, 400, "{:?}", r.body);
     assert_eq!(r.body["error"]["field"], "retrieval", "{:?}", r.body);
-    // A turn asking for it on that collection: refused, nothing stored.
+    // A turn asking for it on that collection: answered by BM25, stored with the setting asked
+    // for beside the retrieval that ran.
     let r = alice
         .post(
             "/v1/conversations",
@@ -278,16 +366,108 @@ async fn dense_retrieval_without_vectors_is_refused_naming_retrieval() {
     let r = alice
         .post(
             &format!("/v1/conversations/{conversation}/turns"),
-            json!({"utterance": QUERY, "retrieval": "dense", "generator": "extractive"}),
+            json!({"utterance": QUERY, "retrieval": "dense", "rerank": false, "passages": 6,
+                "generator": "extractive"}),
         )
         .await;
-    assert_eq!(r.status, 409, "{:?}", r.body);
-    assert_eq!(r.body["error"]["code"], "vectors_not_ready", "{:?}", r.body);
-    assert_eq!(r.body["error"]["field"], "retrieval", "{:?}", r.body);
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let turn = &r.body["turn"];
+    let passages: Vec<String> = turn["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["passage_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(passages, ids(&bm25), "{turn}");
     let r = alice
         .get(&format!("/v1/conversations/{conversation}/turns"))
         .await;
-    assert_eq!(r.body["turns"], json!([]), "{:?}", r.body);
+    let stored = &r.body["turns"][0];
+    assert_eq!(stored["settings"]["retrieval"], "dense", "{stored}");
+    assert_eq!(stored["diagnostics"]["retrieval"], "bm25", "{stored}");
+    assert_eq!(
+        stored["diagnostics"]["retrieval_fallback"],
+        json!({"requested": "dense", "reason": "vectors_missing"}),
+        "{stored}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_encodes_each_query_text_once() {
+    let (_db, server, _home, model) = setup_with_model(true).await;
+    let alice = new_user(&Client::new(&server, None), "alice").await;
+    let r = alice
+        .post(
+            "/v1/conversations",
+            json!({"title": "foxes", "collection": "animals"}),
+        )
+        .await;
+    let conversation = r.body["conversation"]["id"].as_str().unwrap().to_string();
+    // Made up: one statement the question is about, one it is not.
+    for text in ["I keep chickens in my garden.", "I play the cello."] {
+        let r = alice
+            .post(
+                &format!("/v1/conversations/{conversation}/ptkb"),
+                json!({"text": text}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    let mut utterances = Vec::new();
+    for utterance in [
+        "Do red foxes eat chickens?",
+        "And what else do they hunt at dusk?",
+    ] {
+        let before = model.stats();
+        let r = alice
+            .post(
+                &format!("/v1/conversations/{conversation}/turns"),
+                json!({"utterance": utterance, "retrieval": "hybrid", "rerank": true,
+                    "passages": 6, "generator": "extractive"}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        let after = model.stats();
+        let turn = &r.body["turn"];
+        assert_eq!(turn["diagnostics"]["retrieval"], "hybrid", "{turn}");
+        // The texts the turn's stages embed: PTKB ranking the utterance (and the previous and
+        // first ones) against every statement; retrieval the rewrite and the selected
+        // statements; reranking the rewrite with them appended.
+        let rewrite = turn["rewritten_utterance"].as_str().unwrap().to_string();
+        let ranking = turn["ptkb_ranking"].as_array().unwrap();
+        let selected: Vec<String> = ranking
+            .iter()
+            .filter(|s| s["selected"] == true)
+            .map(|s| s["text"].as_str().unwrap().to_string())
+            .collect();
+        let mut texts: std::collections::HashSet<String> = ranking
+            .iter()
+            .map(|s| s["text"].as_str().unwrap().to_string())
+            .collect();
+        texts.insert(utterance.to_string());
+        texts.extend(utterances.iter().cloned());
+        texts.insert(rewrite.clone());
+        texts.extend(selected.iter().cloned());
+        let mut rerank_query = rewrite;
+        for s in &selected {
+            rerank_query.push(' ');
+            rerank_query.push_str(s);
+        }
+        texts.insert(rerank_query);
+        // Each once; no passage encoded (their vectors are computed).
+        assert_eq!(
+            after.queries - before.queries,
+            texts.len() as u64,
+            "{texts:?}\n{turn}"
+        );
+        assert_eq!(
+            after.sequences - before.sequences,
+            texts.len() as u64,
+            "{texts:?}\n{turn}"
+        );
+        utterances.push(utterance.to_string());
+    }
     server.stop().await;
 }
 

@@ -264,7 +264,7 @@ fn turn_figures(
     use convrag::pipeline::context::ConversationContext;
     use convrag::pipeline::turn::{PassageSource, TurnSettings};
     use convrag::rerank::dense::VectorSearch;
-    use convrag::service::TurnService;
+    use convrag::service::{TurnService, WithoutVectors};
 
     let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
     let model = common::default_model().with_cache(cache.clone());
@@ -287,7 +287,10 @@ fn turn_figures(
         .unwrap();
     let mut run = Run::default();
     runtime.block_on(async {
-        let target = service.retrieval_target(None, "cran", mode).await.unwrap();
+        let target = service
+            .retrieval_target(None, "cran", mode, WithoutVectors::Refuse)
+            .await
+            .unwrap();
         for (i, q) in queries.iter().enumerate() {
             let output = service
                 .run_unstored(
