@@ -671,6 +671,7 @@ mod tests {
                 })
                 .collect(),
             manual_rewrite: None,
+            instructions: None,
         }
     }
 

@@ -246,6 +246,7 @@ mod tests {
                 })
                 .collect(),
             manual_rewrite: None,
+            instructions: None,
         }
     }
 
