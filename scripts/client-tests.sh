@@ -7,7 +7,8 @@
 # ~/.cache/convrag/venv-clients, the JavaScript ones by tests/clients/js/package-lock.json
 # (`npm ci`); the server is a real convrag with the diet fixture
 # collection, the real model (./.convrag) and, when CONVRAG_TEST_LLM_URL is set (scripts/test.sh
-# starts one), the real LLM; without it answers are extractive.
+# starts one), the real LLM; without it answers are extractive, and the tests that need the LLM
+# (test_instructions_and_usage.py replays the turns' LLM calls against it) fail.
 #
 #   scripts/client-tests.sh [pytest arguments]
 #
@@ -58,7 +59,7 @@ start_test_server clients CONVRAG_CORS_ORIGINS="$origin" "${llm_env[@]}"
 echo "client-tests: server $url (LLM: ${CONVRAG_TEST_LLM_URL:-none, extractive answers})"
 status=0
 CONVRAG_CLIENTS_URL="$url" CONVRAG_CLIENTS_ADMIN="$admin_token" CONVRAG_CLIENTS_BIN="$convrag" \
-  CONVRAG_CLIENTS_COLLECTION=diet \
+  CONVRAG_CLIENTS_COLLECTION=diet CONVRAG_CLIENTS_LLM_URL="${CONVRAG_TEST_LLM_URL:-}" \
   "$venv/bin/python" -m pytest -p no:cacheprovider -q tests/clients "$@" || status=$?
 CONVRAG_CLIENTS_URL="$url" CONVRAG_CLIENTS_ADMIN="$admin_token" CONVRAG_CLIENTS_COLLECTION=diet \
   CONVRAG_CLIENTS_ORIGIN="$origin" \

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Browser tests of the chat page (tests/ui): a real convrag server with a small real collection
 # (and two batch runs of a third user for the Runs view, runs.test.mjs),
-# driven by Playwright (playwright-core from npm) through Debian's chromium, headless; and the
-# turn stream's contract, read through the page's own stream module in node (stream.test.mjs).
+# driven by Playwright (playwright-core from npm) through Debian's chromium, headless; the
+# turn stream's contract, read through the page's own stream module in node (stream.test.mjs);
+# and CORS: a page on another loopback port calling the API and /mcp from chromium, allowed for
+# the origin the server is configured with and blocked for another (cors.test.mjs).
 #
 #   scripts/ui-test.sh                       # both LLM modes, one server each (below)
 #   scripts/ui-test.sh --llm real            # only with the real LLM
@@ -85,17 +87,25 @@ llm_mode="$llm_modes"
 (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
   die "npm ci in tests/ui failed"
 
+# A loopback port that was free a moment ago.
+free_port() { node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'; }
+closed_port="$(free_port)"
 case "$llm_mode" in
   real) llm_url="$CONVRAG_TEST_LLM_URL" ;;
-  down)
-    # A port that was free a moment ago: nothing answers there.
-    closed_port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
-    llm_url="http://127.0.0.1:$closed_port/v1"
-    ;;
+  # Nothing answers there.
+  down) llm_url="http://127.0.0.1:$closed_port/v1" ;;
 esac
+# Two more for the pages of cors.test.mjs: the first one's origin is allowed.
+cors_allowed_port="$(free_port)"
+while [ "$cors_allowed_port" = "$closed_port" ]; do cors_allowed_port="$(free_port)"; done
+cors_blocked_port="$(free_port)"
+while [ "$cors_blocked_port" = "$closed_port" ] || [ "$cors_blocked_port" = "$cors_allowed_port" ]; do
+  cors_blocked_port="$(free_port)"
+done
 # shellcheck source=scripts/test-server.sh
 . scripts/test-server.sh
-start_test_server "ui_$llm_mode" CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct
+start_test_server "ui_$llm_mode" CONVRAG_LLM_BASE_URL="$llm_url" CONVRAG_LLM_MODEL=smollm2-135m-instruct \
+  CONVRAG_CORS_ORIGINS="http://127.0.0.1:$cors_allowed_port"
 
 # Two users, created with the administrator token like an operator would (the second one must
 # not see the first one's private collection).
@@ -114,6 +124,8 @@ new_user() {
 token="$(new_user ui-tester)" || die "creating the test user failed"
 other_token="$(new_user ui-other)" || die "creating the second test user failed"
 runs_token="$(new_user ui-runs)" || die "creating the user of the batch runs failed"
+# The CORS test's conversations stay out of the chat test's list.
+cors_token="$(new_user ui-cors)" || die "creating the user of the CORS test failed"
 
 # Two stored batch runs of a third user for the Runs view (runs.test.mjs; their conversations
 # would fill the chat test's list): automatic and manual rewrites of the same topics over the
@@ -133,11 +145,12 @@ mkdir -p "$artifacts"
 echo "ui-test: server $url (LLM: $llm_mode, $llm_url), screenshots in $artifacts"
 status=0
 (cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_OTHER_TOKEN="$other_token" \
-  CONVRAG_UI_RUNS_TOKEN="$runs_token" \
+  CONVRAG_UI_RUNS_TOKEN="$runs_token" CONVRAG_UI_CORS_TOKEN="$cors_token" \
+  CONVRAG_UI_CORS_ALLOWED_PORT="$cors_allowed_port" CONVRAG_UI_CORS_BLOCKED_PORT="$cors_blocked_port" \
   CONVRAG_UI_COLLECTION=diet CONVRAG_UI_QRELS="$root/tests/fixtures/ui/runs_qrels.txt" \
   CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
-  node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs runs.test.mjs) || status=$?
+  node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs runs.test.mjs cors.test.mjs) || status=$?
 cp "$work/server.log" "$artifacts/server.log"
 if [ "$status" -ne 0 ]; then
   echo "ui-test: the browser tests failed with the LLM $llm_mode; the server log is in $artifacts/server.log" >&2

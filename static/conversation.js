@@ -1,4 +1,4 @@
-// The open conversation: its title, its turns (every version, grouped by position), its PTKB
+// The open conversation: its title, its instructions, its turns (every version, grouped by position), its PTKB
 // panel and the unsent message; and deleting it.
 
 import { restoreDraft } from "./composer.js";
@@ -32,6 +32,10 @@ export async function openConversation(id) {
   $("chat-collection").textContent = data.conversation.collection
     ? `Answers from ${data.conversation.collection}`
     : "No collection chosen";
+  // A chat client's system message (or the API's `instructions`).
+  const instructions = data.conversation.instructions || "";
+  $("chat-instructions").hidden = !instructions;
+  $("chat-instructions-text").textContent = instructions;
   const bySeq = new Map();
   for (const turn of turns) {
     if (!bySeq.has(turn.seq)) bySeq.set(turn.seq, []);

@@ -23,6 +23,10 @@ pub struct CreateConversation {
     /// The collection turns retrieve from.
     #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub collection: Option<String>,
+    /// What every answer should follow; the LLM generator's prompt carries them (the
+    /// extractive generator cannot follow them).
+    #[schema(min_length = 1, max_length = 4000, pattern = "NONBLANK")]
+    pub instructions: Option<String>,
     /// The initial PTKB (the profile statements join it).
     #[serde(default)]
     pub ptkb: Vec<StatementInput>,
@@ -38,6 +42,10 @@ pub struct UpdateConversation {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub collection: Option<Option<String>>,
+    /// `null` clears the instructions; absent leaves them unchanged.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 4000, pattern = "NONBLANK")]
+    pub instructions: Option<Option<String>>,
 }
 
 /// A conversation with the PTKB its next turn sees.
@@ -98,6 +106,7 @@ pub async fn create(
         title: body.title,
         external_id: body.external_id,
         collection: body.collection,
+        instructions: body.instructions,
         ptkb: body
             .ptkb
             .into_iter()
@@ -158,6 +167,7 @@ pub async fn update(
     let patch = ConversationPatch {
         title: body.0.title,
         collection: body.0.collection,
+        instructions: body.0.instructions,
     };
     let conversation = state.conversations.update(user.id, id, patch).await?;
     Ok(HttpResponse::Ok().json(ConversationEnvelope { conversation }))

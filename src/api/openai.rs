@@ -8,7 +8,8 @@
 //! earlier user messages; when the last user message is already stored as the last turn, the
 //! stored answer is returned instead of running the turn again. An explicit conversation id
 //! (`X-Convrag-Conversation-Id` header or `metadata.conversation_id`) picks any of the user's
-//! conversations instead.
+//! conversations instead. System messages become the conversation's instructions, which the
+//! LLM generator's prompt carries.
 
 use crate::web::sse;
 use actix_web::dev::Payload;
@@ -23,9 +24,10 @@ use crate::llm::{ChatMessage as LlmMessage, ChatRequest as LlmRequest};
 use crate::pipeline::generate::{GenerationEvent, Sampling};
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
-    answer, count_tokens, render_sentence, Answer, AnswerOptions, ChatAction, ChatExchange,
-    ResolvedChat, PLAIN_LLM_MODEL,
+    answer, count_tokens, render_sentence, usage, Answer, AnswerOptions, ChatAction, ChatExchange,
+    ChatTurnRequest, ChatUsage, ResolvedChat, PLAIN_LLM_MODEL,
 };
+use crate::store::conversations::MAX_INSTRUCTIONS_CHARS;
 use crate::store::Turn;
 use crate::store::TurnSlot;
 use crate::web::error::{ApiError, ErrorCode};
@@ -327,7 +329,8 @@ pub struct ChatMetadata {
 
 #[derive(Deserialize, ToSchema)]
 pub struct ChatMessage {
-    /// `user`, `assistant`, `system`, ...; only user messages are read.
+    /// `user`, `assistant`, `system` (or `developer`), ...: user and assistant messages are the
+    /// conversation's turns, system messages its instructions; other roles are not read.
     pub role: String,
     #[serde(default)]
     pub content: Option<MessageContent>,
@@ -524,6 +527,7 @@ async fn chat(
         return plain_completion(&state, &body).await;
     }
     let exchanges = exchanges(&body.messages)?;
+    let instructions = instructions(&body.messages)?;
     let utterance = exchanges.last().map(|e| e.user.clone()).unwrap_or_default();
     // Refused before a conversation is looked up or created for it.
     state.chat.check_utterance(&utterance)?;
@@ -537,7 +541,16 @@ async fn chat(
         ..
     } = state
         .chat
-        .resolve(user.id, &body.model, &exchanges, explicit, keyed)
+        .resolve(
+            user.id,
+            &body.model,
+            &ChatTurnRequest {
+                exchanges: &exchanges,
+                explicit,
+                instructions: instructions.as_deref(),
+            },
+            keyed,
+        )
         .await?;
     let reply = Reply {
         id: format!("chatcmpl-{}", Uuid::new_v4().simple()),
@@ -702,6 +715,38 @@ pub fn exchanges(messages: &[ChatMessage]) -> Result<Vec<ChatExchange>, ApiError
     Ok(exchanges)
 }
 
+/// The system (and `developer`) messages' text in order, joined by blank lines: the
+/// conversation's instructions; `None` when the request has none.
+pub fn instructions(messages: &[ChatMessage]) -> Result<Option<String>, ApiError> {
+    let mut joined = String::new();
+    for (i, message) in messages.iter().enumerate() {
+        if !matches!(message.role.as_str(), "system" | "developer") {
+            continue;
+        }
+        let text = message
+            .content
+            .as_ref()
+            .map(MessageContent::text)
+            .unwrap_or_default();
+        if text.trim().is_empty() {
+            continue;
+        }
+        if !joined.is_empty() {
+            joined.push_str("\n\n");
+        }
+        joined.push_str(text.trim());
+        if joined.chars().count() > MAX_INSTRUCTIONS_CHARS {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].content"),
+                format!(
+                    "the system messages become the conversation's instructions, which must be at most {MAX_INSTRUCTIONS_CHARS} characters"
+                ),
+            ));
+        }
+    }
+    Ok(Some(joined).filter(|j| !j.is_empty()))
+}
+
 fn checked_user_text(i: usize, text: String) -> Result<String, ApiError> {
     if text.trim().is_empty() {
         return Err(ApiError::invalid(
@@ -749,15 +794,16 @@ struct Reply {
     id: String,
     created: i64,
     model: String,
-    /// The request's messages' tokens.
+    /// The request's messages' tokens by the rule of [`count_tokens`].
     prompt_tokens: usize,
 }
 
 impl Reply {
-    /// The `convrag` field: which conversation and turn answered, and the cited passages.
-    fn convrag(turn: &Turn, passages: Vec<Value>) -> Value {
+    /// The `convrag` field: which conversation and turn answered, the cited passages, and who
+    /// counted the usage's tokens (`llm` or `rule`).
+    fn convrag(turn: &Turn, passages: Vec<Value>, usage: &ChatUsage) -> Value {
         json!({"conversation_id": turn.conversation_id, "turn_id": turn.id, "turn": turn.seq,
-            "passages": passages})
+            "passages": passages, "usage_counted_by": usage.counted_by.as_str()})
     }
 
     fn completion(&self, turn: &Turn) -> Value {
@@ -766,29 +812,33 @@ impl Reply {
             annotations,
             passages,
         } = answer(turn);
-        let usage = self.usage(&content);
+        let counted = self.counted(turn, &content);
         json!({
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
             "choices": [{"index": 0, "finish_reason": "stop", "logprobs": null,
                 "message": {"role": "assistant", "content": content,
                     "annotations": annotations, "refusal": null}}],
-            "usage": usage,
-            "convrag": Self::convrag(turn, passages),
+            "usage": Self::usage_json(&counted),
+            "convrag": Self::convrag(turn, passages, &counted),
         })
     }
 
-    /// Token counts by the rule of [`count_tokens`], for the request and the answer.
-    fn usage(&self, content: &str) -> Value {
-        let completion = count_tokens(content);
-        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-            "total_tokens": self.prompt_tokens + completion})
+    /// The turn's token counts (`service::chat::usage`: the LLM's, or by the rule).
+    fn counted(&self, turn: &Turn, content: &str) -> ChatUsage {
+        usage(turn, content, self.prompt_tokens)
+    }
+
+    fn usage_json(usage: &ChatUsage) -> Value {
+        json!({"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens()})
     }
 
     /// The chunk `stream_options.include_usage` asks for: no choices, the usage.
     fn usage_chunk(&self, turn: &Turn) -> web::Bytes {
+        let counted = self.counted(turn, &answer(turn).content);
         let chunk = json!({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,
-            "model": self.model, "choices": [], "usage": self.usage(&answer(turn).content),
+            "model": self.model, "choices": [], "usage": Self::usage_json(&counted),
         });
         sse_data(&chunk.to_string())
     }
@@ -810,7 +860,8 @@ impl Reply {
             annotations,
             passages,
         } = answer(turn);
-        let mut convrag = Self::convrag(turn, passages);
+        let counted = self.counted(turn, &content);
+        let mut convrag = Self::convrag(turn, passages, &counted);
         convrag["content"] = Value::String(content);
         let chunk = json!({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,

@@ -290,6 +290,7 @@ impl Engine {
             title: topic.title.chars().take(500).collect(),
             external_id: Some(external.clone()),
             collection: topic.collection.clone(),
+            instructions: None,
             ptkb: topic
                 .ptkb
                 .iter()

@@ -610,6 +610,7 @@ impl Client<'_> {
             ),
             external_id: Some(external),
             collection: Some(self.options.collection.clone()),
+            instructions: None,
             ptkb,
         };
         Ok(self.store.create_conversation(self.user_id, new).await?.id)

@@ -78,14 +78,20 @@ impl ChatMessage {
     }
 }
 
-/// A chat completion request (the model name comes from the client's configuration).
-#[derive(Debug, Clone, PartialEq)]
+/// A chat completion request (the model name comes from the client's configuration). Kept
+/// with a turn's LLM call as sent, so the call can be inspected and replayed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
 }
 
@@ -120,8 +126,31 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
 }
 
-/// A streamed completion: content deltas in order; the stream ends after `[DONE]`.
-pub type ChatStream = BoxStream<'static, Result<String>>;
+impl Usage {
+    /// The counts of two calls together.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_add(other.completion_tokens),
+        }
+    }
+}
+
+/// One item of a streamed completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamItem {
+    /// A content delta.
+    Content(String),
+    /// The server's token counts for the whole completion (asked for with
+    /// `stream_options.include_usage`; usually after the last delta).
+    Usage(Usage),
+}
+
+/// A streamed completion: content deltas in order, and the usage when the server reports it;
+/// the stream ends after `[DONE]`.
+pub type ChatStream = BoxStream<'static, Result<StreamItem>>;
 
 /// A chat model. Object safe, so wrappers (`Retry`) and test doubles of *external* servers can
 /// stand in for each other behind `Arc<dyn ChatModel>`.

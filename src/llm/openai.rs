@@ -8,7 +8,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::sse::{SseDecoder, SseEvent};
-use super::{ChatModel, ChatRequest, ChatResponse, ChatStream, LlmError, Result, Usage};
+use super::{
+    ChatModel, ChatRequest, ChatResponse, ChatStream, LlmError, Result, StreamItem, Usage,
+};
 use crate::config::LlmConfig;
 
 /// Longest server error message kept in an error (bodies can be whole HTML pages).
@@ -84,6 +86,10 @@ impl OpenAiClient {
             "messages": request.messages,
             "stream": stream,
         });
+        if stream {
+            // Servers that know it send the token counts in a last chunk; others ignore it.
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if let Some(n) = request.max_tokens {
             body["max_tokens"] = json!(n);
         }
@@ -167,7 +173,7 @@ impl OpenAiClient {
         struct State<S> {
             bytes: S,
             decoder: SseDecoder,
-            queue: std::collections::VecDeque<Result<String>>,
+            queue: std::collections::VecDeque<Result<StreamItem>>,
             finished: bool,
         }
         let state = State {
@@ -225,11 +231,15 @@ impl OpenAiClient {
                                     message: "stream ended without data: [DONE]".into(),
                                 }));
                             }
-                            SseEvent::Data(payload) => match parse_delta(&payload) {
-                                Ok(Some(delta)) if !delta.is_empty() => {
-                                    st.queue.push_back(Ok(delta))
+                            SseEvent::Data(payload) => match parse_chunk(&payload) {
+                                Ok((delta, usage)) => {
+                                    if let Some(delta) = delta.filter(|d| !d.is_empty()) {
+                                        st.queue.push_back(Ok(StreamItem::Content(delta)));
+                                    }
+                                    if let Some(usage) = usage {
+                                        st.queue.push_back(Ok(StreamItem::Usage(usage)));
+                                    }
                                 }
-                                Ok(_) => {}
                                 Err(message) => {
                                     st.finished = true;
                                     st.queue.push_back(Err(LlmError::Malformed {
@@ -345,22 +355,35 @@ fn parse_completion(body: &str) -> std::result::Result<ChatResponse, String> {
     })
 }
 
-/// `choices[0].delta.content` of one streamed chunk (`None` for role-only or empty chunks).
-fn parse_delta(payload: &str) -> std::result::Result<Option<String>, String> {
+/// `choices[0].delta.content` of one streamed chunk (`None` for role-only or empty chunks) and
+/// its `usage` (`null` in every chunk but the last with OpenAI's `include_usage`).
+type Chunk = (Option<String>, Option<Usage>);
+
+fn parse_chunk(payload: &str) -> std::result::Result<Chunk, String> {
     let v: Value = serde_json::from_str(payload)
         .map_err(|e| format!("chunk is not JSON ({e}): {:?}", prefix(payload)))?;
     if let Some(err) = v.get("error") {
         return Err(format!("server error in stream: {err}"));
     }
-    let choices = v
-        .get("choices")
-        .and_then(Value::as_array)
-        .ok_or_else(|| format!("chunk without choices: {:?}", prefix(payload)))?;
-    Ok(choices
+    let usage = match v.get("usage") {
+        None | Some(Value::Null) => None,
+        Some(u) => Some(
+            serde_json::from_value::<Usage>(u.clone())
+                .map_err(|e| format!("usage of a chunk is malformed ({e}): {u}"))?,
+        ),
+    };
+    let choices = match v.get("choices").and_then(Value::as_array) {
+        Some(choices) => choices,
+        // The usage chunk may come without choices.
+        None if usage.is_some() => return Ok((None, usage)),
+        None => return Err(format!("chunk without choices: {:?}", prefix(payload))),
+    };
+    let delta = choices
         .first()
         .and_then(|c| c.pointer("/delta/content"))
         .and_then(Value::as_str)
-        .map(str::to_string))
+        .map(str::to_string);
+    Ok((delta, usage))
 }
 
 fn prefix(s: &str) -> String {
@@ -388,19 +411,47 @@ mod tests {
     }
 
     #[test]
-    fn delta_parsing() {
+    fn chunk_parsing() {
         assert_eq!(
-            parse_delta(r#"{"choices":[{"delta":{"content":"Hel"}}]}"#).unwrap(),
-            Some("Hel".into())
+            parse_chunk(r#"{"choices":[{"delta":{"content":"Hel"}}],"usage":null}"#).unwrap(),
+            (Some("Hel".into()), None)
         );
         assert_eq!(
-            parse_delta(r#"{"choices":[{"delta":{"role":"assistant"}}]}"#).unwrap(),
-            None
+            parse_chunk(r#"{"choices":[{"delta":{"role":"assistant"}}]}"#).unwrap(),
+            (None, None)
         );
-        assert!(parse_delta("nope").is_err());
-        assert!(parse_delta(r#"{"error":{"message":"boom"}}"#)
+        let usage = Usage {
+            prompt_tokens: 12,
+            completion_tokens: 5,
+        };
+        // OpenAI's last chunk: no choices; llama.cpp's: the finish chunk carries it.
+        assert_eq!(
+            parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#)
+                .unwrap(),
+            (None, Some(usage))
+        );
+        assert_eq!(
+            parse_chunk(r#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}"#)
+                .unwrap(),
+            (None, Some(usage))
+        );
+        assert!(parse_chunk(r#"{"usage":{"prompt_tokens":"many"}}"#).is_err());
+        assert!(parse_chunk(r#"{"id":"x"}"#).is_err());
+        assert!(parse_chunk("nope").is_err());
+        assert!(parse_chunk(r#"{"error":{"message":"boom"}}"#)
             .unwrap_err()
             .contains("boom"));
+    }
+
+    #[test]
+    fn streams_ask_for_usage() {
+        let c = OpenAiClient::new("http://h:1/v1", "m", None, Duration::from_secs(1)).unwrap();
+        let request = ChatRequest::new(vec![]);
+        assert_eq!(
+            c.body(&request, true)["stream_options"],
+            json!({"include_usage": true})
+        );
+        assert!(c.body(&request, false).get("stream_options").is_none());
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct ConversationContext {
     pub ptkb: Vec<PtkbStatement>,
     /// Manual runs: a human rewrite of the current utterance (iKAT `resolved_utterance`).
     pub manual_rewrite: Option<String>,
+    /// What the conversation asks of every answer (a chat client's system message); only the
+    /// LLM generator reads them.
+    pub instructions: Option<String>,
 }
 
 impl ConversationContext {
@@ -66,6 +69,7 @@ impl ConversationContext {
                 })
                 .collect(),
             manual_rewrite: visible.resolved_utterance.map(str::to_string),
+            instructions: None,
         })
     }
 

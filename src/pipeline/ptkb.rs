@@ -777,6 +777,7 @@ mod tests {
                 })
                 .collect(),
             manual_rewrite: None,
+            instructions: None,
         }
     }
 

@@ -267,6 +267,7 @@ mod tests {
                 })
                 .collect(),
             manual_rewrite: None,
+            instructions: None,
         }
     }
 

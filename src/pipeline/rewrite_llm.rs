@@ -108,6 +108,8 @@ pub struct LlmRewriteOutcome {
     pub fallback: Option<RewriteFallback>,
     /// The model's reply as received (cut to 1000 characters), when there was one.
     pub raw_output: Option<String>,
+    /// The server's token counts of the call, when it reported them.
+    pub usage: Option<crate::llm::Usage>,
 }
 
 /// Rewrites with a chat model (see the module documentation).
@@ -201,10 +203,12 @@ impl LlmRewriter {
                         reason: e.to_string(),
                     }),
                     raw_output: None,
+                    usage: None,
                 });
             }
         };
         let raw_output = Some(response.content.chars().take(MAX_RAW_CHARS).collect());
+        let usage = response.usage;
         let checked = clean_reply(&response.content, self.config.max_rewrite_words)
             .map_err(|reason| (RewriteFallbackKind::UnusableOutput, reason))
             .and_then(|text| guard(&ctx.utterance, &text).map(|()| text));
@@ -224,12 +228,14 @@ impl LlmRewriter {
                     },
                     fallback: None,
                     raw_output,
+                    usage,
                 })
             }
             Err((kind, reason)) => Ok(LlmRewriteOutcome {
                 rewrite: fallback,
                 fallback: Some(RewriteFallback { kind, reason }),
                 raw_output,
+                usage,
             }),
         }
     }

@@ -290,6 +290,8 @@ pub struct TurnOutput {
     /// With the LLM rewriter: why its rewrite was not used, and what it replied.
     pub rewrite_fallback: Option<RewriteFallback>,
     pub rewrite_llm_output: Option<String>,
+    /// The LLM rewriter's token counts, when its server reported them.
+    pub rewrite_llm_usage: Option<crate::llm::Usage>,
     pub passages: Vec<RankedPassage>,
     pub generation: Option<Generation>,
     pub timings: StageTimings,
@@ -403,6 +405,7 @@ struct RewriteStep {
     rewrite: Rewrite,
     fallback: Option<RewriteFallback>,
     llm_output: Option<String>,
+    llm_usage: Option<crate::llm::Usage>,
 }
 
 impl TurnPipeline {
@@ -476,6 +479,7 @@ impl TurnPipeline {
             rewrite: step.rewrite,
             rewrite_fallback: step.fallback,
             rewrite_llm_output: step.llm_output,
+            rewrite_llm_usage: step.llm_usage,
             passages: Vec::new(),
             generation: None,
             timings: StageTimings::default(),
@@ -564,12 +568,14 @@ impl TurnPipeline {
                     rewrite: outcome.rewrite,
                     fallback: outcome.fallback,
                     llm_output: outcome.raw_output,
+                    llm_usage: outcome.usage,
                 })
             }
             None => Ok(RewriteStep {
                 rewrite,
                 fallback: None,
                 llm_output: None,
+                llm_usage: None,
             }),
         }
     }
@@ -734,6 +740,7 @@ impl TurnPipeline {
             limit: settings.limit,
             keep_context: settings.keep_context,
             sampling: settings.sampling.clone(),
+            instructions: ctx.instructions.clone(),
         };
         Ok(generator.generate_streaming(&request, on_event).await?)
     }

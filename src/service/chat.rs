@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{RequestedSettings, ServiceError, SettingLimits, TurnRequest, TurnService};
 use crate::index::IndexError;
-use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
-use crate::pipeline::generate::Sampling;
+use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Usage};
+use crate::pipeline::generate::{Fallback, LlmCall, Sampling};
 use crate::pipeline::turn::TurnEvent;
 use crate::store::{NewTurn, Store, StoreError, Turn, TurnSlot};
 
@@ -59,6 +60,17 @@ pub enum ChatAction {
     /// The last user message is already the last stored turn and the request carries no key:
     /// the client asks for another answer, stored as a new version of that turn.
     Regenerate { seq: i32 },
+}
+
+/// What a chat request says about the conversation it continues.
+#[derive(Clone, Copy)]
+pub struct ChatTurnRequest<'a> {
+    /// The user messages with the assistant's replies; the last one is the turn's.
+    pub exchanges: &'a [ChatExchange],
+    /// The conversation the request names, if any.
+    pub explicit: Option<Uuid>,
+    /// The request's system messages, joined: the conversation's instructions from now on.
+    pub instructions: Option<&'a str>,
 }
 
 /// The conversation a chat request continues.
@@ -142,15 +154,20 @@ impl ChatService {
     /// conversation with `model` whose current utterances are the earlier user messages (or all
     /// of them, a resent history), else a new one titled by the first message whose turns are
     /// the request's earlier exchanges, imported (an edited or branched history, a history from
-    /// another app), so that rewriting and PTKB ranking see them.
+    /// another app), so that rewriting and PTKB ranking see them. `instructions` (the request's
+    /// system messages) become the conversation's; without them its own are kept.
     pub async fn resolve(
         &self,
         user_id: i64,
         model: &str,
-        exchanges: &[ChatExchange],
-        explicit: Option<Uuid>,
+        request: &ChatTurnRequest<'_>,
         keyed: bool,
     ) -> Result<ResolvedChat, ChatError> {
+        let ChatTurnRequest {
+            exchanges,
+            explicit,
+            instructions,
+        } = *request;
         let utterances: Vec<String> = exchanges.iter().map(|e| e.user.clone()).collect();
         let earlier = &utterances[..utterances.len().saturating_sub(1)];
         let mut imported = 0;
@@ -181,7 +198,7 @@ impl ChatService {
                 } else {
                     let title = title_of(utterances.first().map_or("", String::as_str));
                     let id = store
-                        .create_chat_conversation(user_id, model, &title)
+                        .create_chat_conversation(user_id, model, &title, instructions)
                         .await?;
                     let before_last = &exchanges[..exchanges.len().saturating_sub(1)];
                     imported = self.import(user_id, id, before_last).await?;
@@ -189,6 +206,11 @@ impl ChatService {
                 }
             }
         };
+        if let Some(instructions) = instructions {
+            self.store
+                .set_instructions(user_id, conversation_id, instructions)
+                .await?;
+        }
         let action = match answered {
             false => ChatAction::Next,
             true => {
@@ -271,6 +293,99 @@ pub fn title_of(first: &str) -> String {
         title.push('…');
     }
     title
+}
+
+/// Who counted a chat answer's tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageCounter {
+    /// The LLM's server: its own counts, summed over the turn's LLM calls.
+    Llm,
+    /// convrag, by [`count_tokens`] (extractive answers, and LLM calls whose server reported
+    /// no counts).
+    Rule,
+}
+
+impl UsageCounter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageCounter::Llm => "llm",
+            UsageCounter::Rule => "rule",
+        }
+    }
+}
+
+/// A chat answer's token counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChatUsage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub counted_by: UsageCounter,
+}
+
+impl ChatUsage {
+    pub fn total_tokens(&self) -> usize {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// What a stored turn's diagnostics say about its LLM calls.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct LlmCalls {
+    llm: Option<LlmCall>,
+    fallback: Option<Fallback>,
+    rewrite_llm_output: Option<String>,
+    rewrite_llm_usage: Option<Usage>,
+}
+
+/// The usage of a stored turn's answer: when the LLM wrote it, the LLM's own counts summed over
+/// the turn's calls (rewrite and answer); otherwise, or when a call's server reported no counts
+/// (a stream cut at the word limit ends before them), [`count_tokens`] of `content` with
+/// `prompt_tokens_by_rule` for the request.
+pub fn usage(turn: &Turn, content: &str, prompt_tokens_by_rule: usize) -> ChatUsage {
+    usage_of(
+        turn.generator.as_deref(),
+        &turn.diagnostics,
+        content,
+        prompt_tokens_by_rule,
+    )
+}
+
+/// [`usage`] from a turn's generator and diagnostics.
+fn usage_of(
+    generator: Option<&str>,
+    diagnostics: &Value,
+    content: &str,
+    prompt_tokens_by_rule: usize,
+) -> ChatUsage {
+    let by_rule = ChatUsage {
+        prompt_tokens: prompt_tokens_by_rule,
+        completion_tokens: count_tokens(content),
+        counted_by: UsageCounter::Rule,
+    };
+    let calls: LlmCalls = serde_json::from_value(diagnostics.clone()).unwrap_or_default();
+    let llm_answered = generator.is_some_and(|g| g.starts_with("llm:")) && calls.fallback.is_none();
+    let answer = calls.llm.and_then(|call| {
+        Some(Usage {
+            prompt_tokens: call.prompt_tokens?,
+            completion_tokens: call.completion_tokens?,
+        })
+    });
+    let rewrite = match (&calls.rewrite_llm_output, calls.rewrite_llm_usage) {
+        (None, _) => Some(Usage::default()),
+        (Some(_), counted) => counted,
+    };
+    match (llm_answered, answer, rewrite) {
+        (true, Some(answer), Some(rewrite)) => {
+            let sum = answer.plus(rewrite);
+            ChatUsage {
+                prompt_tokens: sum.prompt_tokens as usize,
+                completion_tokens: sum.completion_tokens as usize,
+                counted_by: UsageCounter::Llm,
+            }
+        }
+        _ => by_rule,
+    }
 }
 
 /// Tokens of a text by the rule chat usage counts with, whatever generated the text: each run
@@ -421,6 +536,60 @@ mod tests {
         assert_eq!(count_tokens("It's 5 o'clock."), 8);
         assert_eq!(count_tokens("  "), 0);
         assert_eq!(count_tokens("Ünïcode wörds [1]"), 5);
+    }
+
+    #[test]
+    fn usage_is_the_llms_summed_over_the_turns_calls_or_by_the_rule() {
+        let llm = json!({"model": "m", "endpoint": "e", "streamed": true, "latency_ms": 5,
+            "prompt_tokens": 300, "completion_tokens": 40, "raw_output": "x", "passages_shown": 3});
+        let answered = json!({"llm": llm, "fallback": null, "words": 20});
+        let counted = usage_of(Some("llm:m"), &answered, "Two words.", 9);
+        assert_eq!(
+            (counted.prompt_tokens, counted.completion_tokens),
+            (300, 40)
+        );
+        assert_eq!(counted.counted_by, UsageCounter::Llm);
+        assert_eq!(counted.total_tokens(), 340);
+        // With the LLM rewriter's call.
+        let mut rewritten = answered.clone();
+        rewritten["rewrite_llm_output"] = json!("q");
+        rewritten["rewrite_llm_usage"] = json!({"prompt_tokens": 50, "completion_tokens": 6});
+        let counted = usage_of(Some("llm:m"), &rewritten, "Two words.", 9);
+        assert_eq!(
+            (counted.prompt_tokens, counted.completion_tokens),
+            (350, 46)
+        );
+        // By the rule: extractive, the fallback, counts missing from a call.
+        let rule = ChatUsage {
+            prompt_tokens: 9,
+            completion_tokens: 3,
+            counted_by: UsageCounter::Rule,
+        };
+        assert_eq!(
+            usage_of(Some("extractive"), &answered, "Two words.", 9),
+            rule
+        );
+        let mut fell_back = answered.clone();
+        fell_back["fallback"] =
+            json!({"from": "llm:m", "kind": "no_cited_sentence", "reason": "r"});
+        assert_eq!(
+            usage_of(Some("extractive"), &fell_back, "Two words.", 9),
+            rule
+        );
+        let mut cut = answered.clone();
+        cut["llm"]["prompt_tokens"] = Value::Null;
+        assert_eq!(usage_of(Some("llm:m"), &cut, "Two words.", 9), rule);
+        rewritten["rewrite_llm_usage"] = Value::Null;
+        assert_eq!(usage_of(Some("llm:m"), &rewritten, "Two words.", 9), rule);
+        assert_eq!(
+            usage_of(
+                Some("imported"),
+                &json!({"imported": true}),
+                "Two words.",
+                9
+            ),
+            rule
+        );
     }
 
     #[test]

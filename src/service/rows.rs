@@ -8,12 +8,14 @@ use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage, Sentence}
 use crate::store::{HistoryEntry, Statement};
 
 /// The context of a stored conversation's next turn: earlier utterances with their canonical
-/// response when one was supplied (batch runs of iKAT topics), else convrag's own answer.
+/// response when one was supplied (batch runs of iKAT topics), else convrag's own answer; the
+/// conversation's instructions.
 pub fn context_from_store(
     utterance: &str,
     history: &[HistoryEntry],
     ptkb: &[Statement],
     manual_rewrite: Option<String>,
+    instructions: Option<String>,
 ) -> ConversationContext {
     ConversationContext {
         utterance: utterance.to_string(),
@@ -35,6 +37,7 @@ pub fn context_from_store(
             })
             .collect(),
         manual_rewrite,
+        instructions,
     }
 }
 
@@ -64,6 +67,12 @@ pub fn new_turn(
     }
     if let Some(raw) = &output.rewrite_llm_output {
         diagnostics.insert("rewrite_llm_output".into(), raw.clone().into());
+    }
+    if let Some(usage) = &output.rewrite_llm_usage {
+        diagnostics.insert(
+            "rewrite_llm_usage".into(),
+            serde_json::to_value(usage).unwrap_or_default(),
+        );
     }
     diagnostics.insert(
         "reranker".into(),

@@ -560,6 +560,7 @@ impl TurnService {
                 &pending.history,
                 &pending.ptkb,
                 manual_rewrite,
+                pending.instructions.clone(),
             ),
         };
         Ok(StartedTurn {

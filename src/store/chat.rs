@@ -50,6 +50,7 @@ impl Store {
         user_id: i64,
         model: &str,
         title: &str,
+        instructions: Option<&str>,
     ) -> Result<Uuid> {
         let conversation = self
             .create_conversation(
@@ -57,6 +58,7 @@ impl Store {
                 NewConversation {
                     title: title.to_string(),
                     collection: Some(model.to_string()),
+                    instructions: instructions.map(str::to_string),
                     ..Default::default()
                 },
             )
@@ -70,6 +72,27 @@ impl Store {
         .execute(self.db())
         .await?;
         Ok(conversation.id)
+    }
+
+    /// Replaces the instructions of one of the user's conversations when they differ (so an
+    /// unchanged system message, resent with every request, changes nothing).
+    pub async fn set_instructions(
+        &self,
+        user_id: i64,
+        conversation_id: Uuid,
+        instructions: &str,
+    ) -> Result<()> {
+        super::conversations::validate_instructions(instructions)?;
+        sqlx::query(
+            "UPDATE conversations SET instructions = $3, updated_at = now() \
+             WHERE user_id = $1 AND id = $2 AND instructions IS DISTINCT FROM $3",
+        )
+        .bind(user_id)
+        .bind(conversation_id)
+        .bind(instructions.trim())
+        .execute(self.db())
+        .await?;
+        Ok(())
     }
 
     /// Utterances of the current turns of one of the user's conversations, in order.

@@ -16,6 +16,9 @@ pub struct Conversation {
     pub title: String,
     pub external_id: Option<String>,
     pub collection: Option<String>,
+    /// What every answer should follow (a chat client's system message); the LLM generator's
+    /// prompt carries them, the extractive generator cannot follow them.
+    pub instructions: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Number of current (non-regenerated) turns.
@@ -36,6 +39,7 @@ pub struct NewConversation {
     pub title: String,
     pub external_id: Option<String>,
     pub collection: Option<String>,
+    pub instructions: Option<String>,
     pub ptkb: Vec<NewStatement>,
 }
 
@@ -43,9 +47,14 @@ pub struct NewConversation {
 pub struct ConversationPatch {
     pub title: Option<String>,
     pub collection: Option<Option<String>>,
+    /// `Some(None)` clears them.
+    pub instructions: Option<Option<String>>,
 }
 
-const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collection, c.created_at, c.updated_at, \
+/// The longest instructions a conversation keeps (also a CHECK of the column).
+pub const MAX_INSTRUCTIONS_CHARS: usize = 4000;
+
+const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collection, c.instructions, c.created_at, c.updated_at, \
        (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id AND t.is_current) AS turn_count, \
        (SELECT count(*) FROM ptkb_statements p WHERE p.conversation_id = c.id AND p.hidden_from_seq IS NULL) AS ptkb_count \
      FROM conversations c";
@@ -69,6 +78,12 @@ async fn conversation_in(
 
 pub(crate) fn validate_collection(name: &str) -> Result<()> {
     super::require_identifier("collection", name, 100)
+}
+
+/// Instructions must not be blank (clearing them is `null`) nor longer than
+/// [`MAX_INSTRUCTIONS_CHARS`].
+pub(crate) fn validate_instructions(instructions: &str) -> Result<()> {
+    super::require_text("instructions", instructions, MAX_INSTRUCTIONS_CHARS)
 }
 
 fn validate_title(title: &str) -> Result<()> {
@@ -139,6 +154,9 @@ impl Store {
         if let Some(collection) = &new.collection {
             validate_collection(collection)?;
         }
+        if let Some(instructions) = &new.instructions {
+            validate_instructions(instructions)?;
+        }
         let id = Uuid::new_v4();
         let mut tx = self.pool().begin().await?;
         if let Some(key) = key {
@@ -150,13 +168,15 @@ impl Store {
         }
         check_conversation_count(&mut tx, self.limits(), user_id).await?;
         sqlx::query(
-            "INSERT INTO conversations (id, user_id, title, external_id, collection) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO conversations (id, user_id, title, external_id, collection, instructions) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id)
         .bind(user_id)
         .bind(new.title.trim())
         .bind(new.external_id.as_deref().map(str::trim))
         .bind(&new.collection)
+        .bind(new.instructions.as_deref().map(str::trim))
         .execute(&mut *tx)
         .await
         .map_err(|e| match sqlstate(&e).as_deref() {
@@ -247,10 +267,14 @@ impl Store {
         if let Some(Some(collection)) = &patch.collection {
             validate_collection(collection)?;
         }
+        if let Some(Some(instructions)) = &patch.instructions {
+            validate_instructions(instructions)?;
+        }
         let result = sqlx::query(
             "UPDATE conversations SET \
                title = COALESCE($3, title), \
                collection = CASE WHEN $4 THEN $5 ELSE collection END, \
+               instructions = CASE WHEN $6 THEN $7 ELSE instructions END, \
                updated_at = now() \
              WHERE user_id = $1 AND id = $2",
         )
@@ -259,6 +283,15 @@ impl Store {
         .bind(patch.title.as_deref().map(str::trim))
         .bind(patch.collection.is_some())
         .bind(patch.collection.clone().flatten())
+        .bind(patch.instructions.is_some())
+        .bind(
+            patch
+                .instructions
+                .clone()
+                .flatten()
+                .as_deref()
+                .map(str::trim),
+        )
         .execute(self.db())
         .await?;
         if result.rows_affected() == 0 {

@@ -201,6 +201,8 @@ pub struct PendingTurn {
     pub version: i32,
     /// The conversation's collection.
     pub collection: Option<String>,
+    /// The conversation's instructions.
+    pub instructions: Option<String>,
     /// Current versions of the turns before `seq`, oldest first.
     pub history: Vec<HistoryEntry>,
     /// The PTKB as this turn position sees it.
@@ -235,8 +237,8 @@ impl Store {
                 (seq, max + 1, Some(utterance))
             }
         };
-        let collection: Option<String> =
-            sqlx::query_scalar("SELECT collection FROM conversations WHERE id = $1")
+        let (collection, instructions): (Option<String>, Option<String>) =
+            sqlx::query_as("SELECT collection, instructions FROM conversations WHERE id = $1")
                 .bind(conversation_id)
                 .fetch_one(&mut *tx)
                 .await?;
@@ -257,6 +259,7 @@ impl Store {
             seq,
             version,
             collection,
+            instructions,
             history,
             ptkb,
             replaced_utterance,

@@ -1,7 +1,8 @@
 // Browser tests of the convrag chat page: a person signs in, creates a conversation with PTKB
 // statements, chats (streamed answers), opens a citation, edits a statement and sees the next
 // turn change, regenerates a turn and compares, meets errors without losing what they typed,
-// regenerates with the settings a turn ran with, keeps profile statements for new conversations,
+// regenerates with the settings a turn ran with, shows the conversation's instructions, keeps
+// profile statements for new conversations,
 // uploads a PDF and a Markdown file into a private collection and chats over it (a second user
 // does not see it),
 // and the page is screenshotted at desktop and phone sizes. (stream.test.mjs checks the turn stream's contract without a browser.)
@@ -487,6 +488,26 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(v3.settings.limit.max_words, 120, JSON.stringify(v3.settings));
     assert.equal(v3.settings.passages, v2.settings.passages);
     assert.equal(v3.settings.generator, "extractive");
+  });
+
+  step("shows the conversation's instructions under its title", async () => {
+    assert.equal(await page.locator("#chat-instructions").isVisible(), false, "no instructions yet");
+    const instructions = "Answer for a family of four.\nName the cooking time.";
+    const patch = (value) =>
+      fetch(`${BASE}/v1/conversations/${conversationId}`, {
+        method: "PATCH",
+        headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ instructions: value }),
+      });
+    assert.equal((await patch(instructions)).status, 200);
+    await page.reload();
+    await page.getByRole("heading", { name: "Food for a busy week" }).waitFor();
+    await page.locator("#chat-instructions summary").click();
+    assert.equal(await page.locator("#chat-instructions-text").innerText(), instructions);
+    assert.equal((await patch(null)).status, 200);
+    await page.reload();
+    await page.getByRole("heading", { name: "Food for a busy week" }).waitFor();
+    assert.equal(await page.locator("#chat-instructions").isVisible(), false);
   });
 
   step("deletes the conversation after asking", async () => {

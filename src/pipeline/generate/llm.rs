@@ -14,7 +14,7 @@ use super::{
     Diagnostics, Fallback, FallbackKind, Generation, GenerationEvent, GenerationRequest, Generator,
     GeneratorId, LlmCall, Result,
 };
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError};
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, StreamItem};
 use crate::text::sentences::split_sentences;
 
 const SYSTEM_PROMPT: &str = include_str!(concat!(
@@ -157,6 +157,10 @@ impl LlmGenerator {
         values.insert("context", context);
         values.insert("query", request.query.trim().to_string());
         values.insert("max_words", request.limit.max_words.to_string());
+        values.insert(
+            "instructions",
+            instructions_block(request.instructions.as_deref()),
+        );
         let mut chat = ChatRequest::new(vec![
             ChatMessage::system(self.system.render(&values)?.trim().to_string()),
             ChatMessage::user(self.user.render(&values)?.trim().to_string()),
@@ -221,7 +225,14 @@ impl LlmGenerator {
         })
     }
 
-    fn call_record(&self, streamed: bool, started: Instant, raw: &str, shown: usize) -> LlmCall {
+    fn call_record(
+        &self,
+        chat: &ChatRequest,
+        streamed: bool,
+        started: Instant,
+        raw: &str,
+        shown: usize,
+    ) -> LlmCall {
         LlmCall {
             model: self.model.model().to_string(),
             endpoint: self.model.name(),
@@ -229,6 +240,7 @@ impl LlmGenerator {
             latency_ms: started.elapsed().as_millis() as u64,
             raw_output: raw.chars().take(MAX_RAW_OUTPUT_CHARS).collect(),
             passages_shown: shown,
+            request: Some(chat.clone()),
             ..LlmCall::default()
         }
     }
@@ -246,7 +258,7 @@ impl LlmGenerator {
         let shown = self.shown(request);
         let started = Instant::now();
         let response = self.model.chat(&chat).await.map_err(failure_of)?;
-        let mut call = self.call_record(false, started, &response.content, shown);
+        let mut call = self.call_record(&chat, false, started, &response.content, shown);
         call.prompt_tokens = response.usage.map(|u| u.prompt_tokens);
         call.completion_tokens = response.usage.map(|u| u.completion_tokens);
         call.finish_reason = response.finish_reason.clone();
@@ -288,12 +300,17 @@ impl LlmGenerator {
             }
         };
         let mut finish_reason = Some("stop".to_string());
+        let mut usage = None;
         while let Some(item) = stream.next().await {
             let delta = match item {
-                Ok(delta) => delta,
+                Ok(StreamItem::Content(delta)) => delta,
+                Ok(StreamItem::Usage(u)) => {
+                    usage = Some(u);
+                    continue;
+                }
                 Err(e) => {
                     let mut failure = failure_of(e);
-                    let mut call = self.call_record(true, started, &buffer, shown);
+                    let mut call = self.call_record(&chat, true, started, &buffer, shown);
                     call.first_token_ms = first_token_ms;
                     call.stream_chunks = Some(chunks);
                     failure.call = Some(Box::new(call));
@@ -310,7 +327,8 @@ impl LlmGenerator {
                 consumed += 1;
             }
             if assembler.is_full() {
-                // The word limit is reached: the rest of the answer would be cut anyway.
+                // The word limit is reached: the rest of the answer would be cut anyway. The
+                // server's token counts, which come last, are not waited for.
                 finish_reason = Some("word_limit".to_string());
                 break;
             }
@@ -322,10 +340,12 @@ impl LlmGenerator {
         }
         let (last, assembled) = assembler.finish();
         emit(last, on_event);
-        let mut call = self.call_record(true, started, &buffer, shown);
+        let mut call = self.call_record(&chat, true, started, &buffer, shown);
         call.first_token_ms = first_token_ms;
         call.stream_chunks = Some(chunks);
         call.finish_reason = finish_reason;
+        call.prompt_tokens = usage.map(|u| u.prompt_tokens);
+        call.completion_tokens = usage.map(|u| u.completion_tokens);
         self.finish_llm(assembled, call, request)
     }
 
@@ -340,6 +360,17 @@ impl LlmGenerator {
         generation.diagnostics.llm = failure.call.map(|c| *c);
         generation.diagnostics.dropped_citations = failure.dropped;
         Ok(generation)
+    }
+}
+
+/// The `{{instructions}}` of the system prompt: the conversation's instructions under a line
+/// that keeps the citation rules first, or nothing.
+fn instructions_block(instructions: Option<&str>) -> String {
+    match instructions.map(str::trim).filter(|i| !i.is_empty()) {
+        Some(text) => format!(
+            "\nThe user's instructions for this conversation (follow them, and still cite every sentence):\n{text}\n"
+        ),
+        None => String::new(),
     }
 }
 
@@ -463,6 +494,11 @@ mod tests {
         assert!(!user.contains("old question"), "{user}");
         assert!(user.contains("Question: the query"), "{user}");
         assert!(!user.contains("{{"), "{user}");
+        let system = &chat.messages[0].content;
+        assert!(
+            !system.contains("{{") && !system.contains("instructions"),
+            "{system}"
+        );
         assert_eq!(chat.temperature, Some(0.0));
         assert_eq!(chat.top_p, None);
         assert!(chat.stop.is_empty());
@@ -481,5 +517,15 @@ mod tests {
         assert_eq!(chat.stop, ["\n\n"]);
         request.sampling.max_tokens = Some(7);
         assert_eq!(g.chat_request(&request).unwrap().max_tokens, Some(7));
+
+        // The conversation's instructions close the system message.
+        request.instructions = Some("  Answer like a pirate.\n".into());
+        let chat = g.chat_request(&request).unwrap();
+        let system = &chat.messages[0].content;
+        assert!(
+            system.ends_with("still cite every sentence):\nAnswer like a pirate."),
+            "{system}"
+        );
+        assert!(!chat.messages[1].content.contains("pirate"));
     }
 }

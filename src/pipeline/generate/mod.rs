@@ -148,6 +148,10 @@ pub struct GenerationRequest {
     pub keep_context: Option<bool>,
     #[serde(default, skip_serializing_if = "Sampling::is_empty")]
     pub sampling: Sampling,
+    /// The conversation's instructions: the LLM's prompt carries them; the extractive generator
+    /// selects sentences and cannot follow them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 impl GenerationRequest {
@@ -159,6 +163,7 @@ impl GenerationRequest {
             limit,
             keep_context: None,
             sampling: Sampling::default(),
+            instructions: None,
         }
     }
 
@@ -260,6 +265,9 @@ pub struct LlmCall {
     pub raw_output: String,
     /// How many passages the prompt numbered (citations beyond are dropped).
     pub passages_shown: usize,
+    /// The request as sent (prompt and sampling parameters), so the call can be replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<crate::llm::ChatRequest>,
 }
 
 /// Everything worth keeping about how the answer came about (stored with the turn).

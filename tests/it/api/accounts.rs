@@ -444,7 +444,7 @@ async fn user_with_everything(
         .await
         .unwrap();
     let chat = store
-        .create_chat_conversation(user_id, "somewhere", "chat")
+        .create_chat_conversation(user_id, "somewhere", "chat", None)
         .await
         .unwrap();
     sqlx::query(
@@ -541,6 +541,7 @@ async fn writes_for_an_account_deleted_meanwhile_are_unauthorized_not_server_err
                 title: "t".into(),
                 external_id: None,
                 collection: None,
+                instructions: None,
                 ptkb: Vec::new(),
             },
         )

@@ -458,3 +458,59 @@ async fn profile_statements_join_new_conversations() {
         .await;
     assert_eq!(r.body["ptkb"][0]["text"], statement);
 }
+
+#[tokio::test]
+async fn extractive_usage_is_counted_by_the_rule_and_system_messages_are_instructions() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let r = chat(
+        &alice,
+        vec![
+            json!({"role": "system", "content": "  Answer briefly.  "}),
+            user("What is a quick vegetarian dinner?"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let usage = &r.body["usage"];
+    // "Answer briefly ." and "What is a quick vegetarian dinner ?": 3 + 7 tokens by the rule.
+    assert_eq!(usage["prompt_tokens"], 10);
+    let content = r.body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(
+        usage["completion_tokens"],
+        convrag::service::chat::count_tokens(content)
+    );
+    assert_eq!(r.body["convrag"]["usage_counted_by"], "rule");
+    let id = r.body["convrag"]["conversation_id"].as_str().unwrap();
+    let c = alice.get(&format!("/v1/conversations/{id}")).await;
+    assert_eq!(c.body["conversation"]["instructions"], "Answer briefly.");
+    // The extractive turn records no LLM call.
+    let turns = alice.get(&format!("/v1/conversations/{id}/turns")).await;
+    assert_eq!(turns.body["turns"][0]["generator"], "extractive");
+    assert!(turns.body["turns"][0]["diagnostics"]["llm"].is_null());
+
+    // Blank system messages are none; a resent unchanged one changes nothing.
+    let r = chat(
+        &alice,
+        vec![
+            json!({"role": "system", "content": " "}),
+            user("What is a quick vegetarian dinner?"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let c = alice.get(&format!("/v1/conversations/{id}")).await;
+    assert_eq!(c.body["conversation"]["instructions"], "Answer briefly.");
+    let r = chat(
+        &alice,
+        vec![
+            json!({"role": "system", "content": "x".repeat(3000)}),
+            json!({"role": "developer", "content": "y".repeat(1001)}),
+            user("hello"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert_eq!(r.body["error"]["param"], "messages[1].content");
+}

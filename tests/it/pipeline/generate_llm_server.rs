@@ -16,7 +16,7 @@ use crate::generate_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient};
+use convrag::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, OpenAiClient, StreamItem};
 use convrag::pipeline::generate::assemble::supporting_passage;
 use convrag::pipeline::generate::{
     FallbackKind, GenerationEvent, Generator, LlmGenerator, LlmGeneratorConfig, WordLimit,
@@ -94,10 +94,16 @@ async fn streaming_protocol_matches_the_whole_answer() {
     let mut stream = c.chat_stream(&short_request()).await.expect("stream");
     let mut first = None;
     let mut deltas = Vec::new();
+    let mut usage = None;
     while let Some(item) = stream.next().await {
-        let d = item.expect("delta");
-        first.get_or_insert(started.elapsed());
-        deltas.push(d);
+        match item.expect("delta") {
+            StreamItem::Content(d) => {
+                first.get_or_insert(started.elapsed());
+                assert!(usage.is_none(), "the usage comes after every delta");
+                deltas.push(d);
+            }
+            StreamItem::Usage(u) => usage = Some(u),
+        }
     }
     let secs = started.elapsed().as_secs_f64();
     assert!(deltas.len() > 1, "streamed in several chunks: {deltas:?}");
@@ -109,8 +115,13 @@ async fn streaming_protocol_matches_the_whole_answer() {
         secs,
         deltas.len() as f64 / secs
     );
-    // Greedy decoding (temperature 0) of the same prompt gives the same text both ways.
+    // Greedy decoding (temperature 0) of the same prompt gives the same text both ways, and
+    // the server counts the same tokens (asked for with stream_options.include_usage).
     assert_eq!(streamed.trim(), whole.content.trim());
+    assert_eq!(
+        usage, whole.usage,
+        "the streamed usage is the whole answer's"
+    );
 }
 
 #[tokio::test]

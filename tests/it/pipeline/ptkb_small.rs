@@ -44,6 +44,7 @@ fn context(t: &Turn) -> ConversationContext {
             })
             .collect(),
         manual_rewrite: None,
+        instructions: None,
     }
 }
 
