@@ -6,7 +6,8 @@ import { $, scrollToEnd, setError } from "./dom.js";
 import { reportError } from "./session.js";
 import { draftKey, setBusy, state } from "./state.js";
 import { settingsFrom } from "./turn-settings.js";
-import { streamHandlers, TurnView } from "./turn-view.js";
+import { streamHandlers } from "./stream.js";
+import { TurnView } from "./turn-view.js";
 
 /** Puts the unsent message of a conversation (if any) back into the box. */
 export function restoreDraft(conversationId) {

@@ -1,6 +1,10 @@
 // Building the DOM of turns: the answer with citation buttons, the "why this answer" panel
 // (rewrite, ranked statements, ranked passages, timings), the comparison of two versions, and
-// the cited passage with its cited part highlighted. Text always goes in as text, never as HTML.
+// the cited passage with its cited part highlighted. Text goes in as text; answer sentences are
+// Markdown, rendered by the vendored marked and sanitized by DOMPurify into DOM nodes.
+
+import { Marked } from "./marked.esm.js";
+import DOMPurify from "./purify.es.mjs";
 
 /** Creates an element: el("p", {class: "x", onclick: f}, "text", child, ...). */
 export function el(tag, attrs = {}, ...children) {
@@ -47,16 +51,61 @@ export function citedRanks(sentences) {
 }
 
 /**
- * One answer sentence with its citation markers as buttons. `onCite(rank, button)` opens the
- * passage; a marker naming a passage the turn does not have is shown but disabled.
+ * Answer sentences are Markdown. marked renders them (GitHub-flavoured), with raw HTML turned
+ * into text first, so `<script>` from a document's code reads as text; DOMPurify then sanitizes
+ * what marked produced (links to `javascript:` and the like) and hands back DOM nodes, so nothing
+ * here assigns HTML strings. Style attributes are refused too: the CSP would block them anyway.
+ */
+const markdown = new Marked({
+  gfm: true,
+  breaks: false,
+  async: false,
+  renderer: {
+    html: ({ text }) => escapeHtml(text),
+  },
+});
+
+const SANITIZE = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed"],
+  FORBID_ATTR: ["style"],
+};
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+/** Whether a sentence's Markdown is a block of its own (code, heading, list, table, quote). */
+function isBlock(text) {
+  const tokens = markdown.lexer(String(text)).filter((t) => t.type !== "space");
+  return !(tokens.length === 1 && tokens[0].type === "paragraph");
+}
+
+/** A sentence's Markdown as sanitized DOM nodes: inline for prose, blocks otherwise. */
+export function markdownFragment(text, block = isBlock(text)) {
+  const html = block ? markdown.parse(String(text)) : markdown.parseInline(String(text));
+  const fragment = DOMPurify.sanitize(html, SANITIZE);
+  for (const link of fragment.querySelectorAll("a[href]")) link.setAttribute("rel", "noopener noreferrer nofollow");
+  for (const pre of fragment.querySelectorAll("pre")) wrapCodeBlock(pre);
+  return fragment;
+}
+
+/**
+ * One answer sentence (Markdown, rendered) with its citation markers as buttons. `onCite(rank,
+ * button)` opens the passage; a marker naming a passage the turn does not have is shown but
+ * disabled. The sentence's Markdown stays on the node (`data-markdown`).
  */
 export function sentenceNode(sentence, passages, onCite) {
-  const code = fencedCode(sentence.text);
-  const node = code === null ? el("span", { class: "sentence" }, sentence.text) : codeBlockNode(sentence.text, code);
+  const block = isBlock(sentence.text);
+  const node = el(block ? "div" : "span", { class: block ? "sentence block" : "sentence", dataset: { markdown: sentence.text } });
+  node.append(markdownFragment(sentence.text, block));
+  // A block's markers follow its last line of text (a list's last item, a heading), or the block.
+  const last = node.lastElementChild;
+  const host = block && last && !last.classList.contains("code") && last.tagName !== "TABLE" ? lastTextBlock(last) : node;
   for (const rank of sentence.citations || []) {
     const passage = (passages || []).find((p) => p.rank === rank);
     const label = passage ? `Source ${rank}: ${passageTitle(passage)}` : `Source ${rank} (not available)`;
-    node.append(
+    host.append(
       " ",
       el(
         "button",
@@ -76,21 +125,17 @@ export function sentenceNode(sentence, passages, onCite) {
   return node;
 }
 
-/**
- * The code of a sentence that is a Markdown fenced code block (```` ``` ```` or `~~~` lines
- * around it), or null. Only the fences are read: the code goes into the page as text.
- */
-export function fencedCode(text) {
-  const lines = String(text).split("\n");
-  const open = /^(`{3,}|~{3,})[^`]*$/.exec(lines[0].trim());
-  if (!open || lines.length < 2) return null;
-  const last = lines[lines.length - 1].trim();
-  const closed = last.startsWith(open[1]) && last.replace(/[`~]/g, "") === "";
-  return lines.slice(1, closed ? -1 : undefined).join("\n");
+function lastTextBlock(node) {
+  let at = node;
+  while (at.lastElementChild && ["UL", "OL", "LI", "BLOCKQUOTE"].includes(at.tagName)) at = at.lastElementChild;
+  return at;
 }
 
-/** A code block of an answer: monospaced, its code as text, and a button copying it. */
-function codeBlockNode(source, code) {
+/** Puts a rendered code block (monospaced) in a box with a button copying its code. */
+function wrapCodeBlock(pre) {
+  const code = pre.querySelector("code") || pre;
+  const text = code.textContent.replace(/\n$/, "");
+  pre.classList.add("code-block");
   const copy = el(
     "button",
     {
@@ -101,7 +146,7 @@ function codeBlockNode(source, code) {
       onclick: async (event) => {
         const button = event.currentTarget;
         try {
-          await navigator.clipboard.writeText(code);
+          await navigator.clipboard.writeText(text);
           button.textContent = "Copied";
         } catch {
           button.textContent = "Copy failed";
@@ -111,8 +156,9 @@ function codeBlockNode(source, code) {
     },
     "Copy",
   );
-  const pre = el("pre", { class: "code-block" }, el("code", {}, code));
-  return el("span", { class: "sentence code", dataset: { markdown: source } }, pre, copy);
+  const box = el("div", { class: "code" });
+  pre.replaceWith(box);
+  box.append(pre, copy);
 }
 
 /** The answer of a turn (a block: code blocks are blocks of their own). */

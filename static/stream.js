@@ -117,3 +117,18 @@ export async function readTurnStream(body, on = {}) {
   }
   throw new ApiError(0, "stream_cut", "the answer stream ended before the turn was complete");
 }
+
+/**
+ * Callbacks of the turn stream that render into a turn view (`turn-view.js`): one per progress
+ * event. Here, beside the contract, so node checks them without loading the page's renderer.
+ */
+export function streamHandlers(view) {
+  return {
+    ptkb: (data) => view.update({ ptkb_ranking: data.ptkb_ranking }, "Rewriting your question…"),
+    rewrite: (data) =>
+      view.update({ rewritten_utterance: data.rewritten_utterance, rewrite_method: data.method }, "Searching the passages…"),
+    passages: (data) => view.update({ passages: data.passages }, "Writing the answer…"),
+    sentence: (data) => view.addSentence(data),
+    restart: (data) => view.restart(data.reason),
+  };
+}

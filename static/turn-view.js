@@ -15,6 +15,7 @@ import {
 } from "./render.js";
 import { reportError } from "./session.js";
 import { setBusy, state } from "./state.js";
+import { streamHandlers } from "./stream.js";
 
 /** The dialogs a turn opens: the cited passage and "Regenerate…" (given by init). */
 const dialogs = {
@@ -24,18 +25,6 @@ const dialogs = {
 
 export function init({ openPassage, openRegenerate }) {
   Object.assign(dialogs, { openPassage, openRegenerate });
-}
-
-/** Callbacks of the turn stream (see stream.js) that render into a turn view. */
-export function streamHandlers(view) {
-  return {
-    ptkb: (data) => view.update({ ptkb_ranking: data.ptkb_ranking }, "Rewriting your question…"),
-    rewrite: (data) =>
-      view.update({ rewritten_utterance: data.rewritten_utterance, rewrite_method: data.method }, "Searching the passages…"),
-    passages: (data) => view.update({ passages: data.passages }, "Writing the answer…"),
-    sentence: (data) => view.addSentence(data),
-    restart: (data) => view.restart(data.reason),
-  };
 }
 
 export class TurnView {

@@ -25,6 +25,17 @@ pub const INDEX: Asset = Asset {
 
 /// The files under `/static/`.
 pub const ASSETS: &[Asset] = &[
+    // Vendored, pinned (static/vendor/README.md): the Markdown renderer and the sanitizer.
+    Asset {
+        name: "marked.esm.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/vendor/marked.esm.js"),
+    },
+    Asset {
+        name: "purify.es.mjs",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../static/vendor/purify.es.mjs"),
+    },
     Asset {
         name: "app.css",
         content_type: "text/css; charset=utf-8",
@@ -146,6 +157,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("../../static/render.js"),
     },
 ];
+
+/// The files of [`ASSETS`] copied unchanged from upstream packages (`static/vendor/`, pinned and
+/// checked by `scripts/vendor-js.sh`): their text names other origins in comments and XML
+/// namespaces, and DOMPurify parses with `innerHTML`, which the page's own modules never use.
+pub const VENDORED: &[&str] = &["marked.esm.js", "purify.es.mjs"];
 
 /// The page may load and call only its own origin and runs no inline code: nothing it shows
 /// (passage texts, titles, URLs) can make the browser fetch from elsewhere.

@@ -195,7 +195,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
         for (const r of records)
           for (const n of r.addedNodes)
             if (n.nodeType === 1 && n.classList.contains("sentence"))
-              window.sentenceLog.push({ text: n.firstChild.textContent, streaming: Boolean(n.closest(".turn.streaming")) });
+              window.sentenceLog.push({ text: n.dataset.markdown, streaming: Boolean(n.closest(".turn.streaming")) });
       }).observe(document.getElementById("turns"), { childList: true, subtree: true });
     });
     // The server answers with its LLM by default; the story is told with the extractive
@@ -214,7 +214,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(await turn.getAttribute("data-streamed-sentences"), String(stored.sentences.length));
 
     // The final rendering is the stored turn.
-    assert.deepEqual(await turn.locator(".answer .sentence").evaluateAll((ns) => ns.map((n) => n.firstChild.textContent)), stored.sentences.map((s) => s.text));
+    assert.deepEqual(await turn.locator(".answer .sentence").evaluateAll((ns) => ns.map((n) => n.dataset.markdown)), stored.sentences.map((s) => s.text));
     const markers = await turn.locator(".answer .cite").allTextContents();
     assert.deepEqual(markers, stored.sentences.flatMap((s) => s.citations.map(String)));
 
@@ -383,7 +383,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
       assert.equal(await notice.locator("details .reason").textContent(), fallback.reason);
       assert.equal(await notice.locator("details .reason").isVisible(), false);
     }
-    assert.deepEqual(await second.locator(".turn-main .answer .sentence").evaluateAll((ns) => ns.map((n) => n.firstChild.textContent)), v2.sentences.map((s) => s.text));
+    assert.deepEqual(await second.locator(".turn-main .answer .sentence").evaluateAll((ns) => ns.map((n) => n.dataset.markdown)), v2.sentences.map((s) => s.text));
     await screenshot("llm-desktop.png");
   });
 

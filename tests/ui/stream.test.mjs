@@ -8,8 +8,7 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { missingFields, readTurnStream, serverSentEvents, TURN_EVENTS } from "../../static/stream.js";
-import { streamHandlers } from "../../static/turn-view.js";
+import { missingFields, readTurnStream, serverSentEvents, streamHandlers, TURN_EVENTS } from "../../static/stream.js";
 
 function required(name) {
   const value = process.env[name];

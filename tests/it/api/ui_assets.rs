@@ -7,7 +7,7 @@ use crate::common;
 use std::collections::BTreeSet;
 
 use common::TestDb;
-use convrag::api::assets::{ASSETS, CONTENT_SECURITY_POLICY, INDEX};
+use convrag::api::assets::{ASSETS, CONTENT_SECURITY_POLICY, INDEX, VENDORED};
 
 /// Values of `attr="..."` in an HTML text.
 fn attribute_values(html: &str, attr: &str) -> Vec<String> {
@@ -42,10 +42,27 @@ fn imports(script: &str) -> Vec<String> {
 #[test]
 fn every_file_in_static_is_compiled_in() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("static");
-    let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let files = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    // static/vendor/ also holds the licences and the README of what is vendored.
+    let vendored: BTreeSet<String> = files(&dir.join("vendor"))
+        .into_iter()
+        .filter(|f| f.ends_with(".js") || f.ends_with(".mjs"))
         .collect();
+    assert_eq!(
+        vendored,
+        VENDORED
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<BTreeSet<_>>()
+    );
+    let on_disk: BTreeSet<String> = files(&dir).into_iter().chain(vendored).collect();
     let compiled: BTreeSet<String> = std::iter::once(INDEX.name)
         .chain(ASSETS.iter().map(|a| a.name))
         .map(str::to_string)
@@ -113,7 +130,8 @@ fn the_page_runs_no_inline_code_and_names_no_other_origin() {
     ] {
         assert!(!html.contains(handler), "inline handler {handler}");
     }
-    for asset in std::iter::once(&INDEX).chain(ASSETS.iter()) {
+    let own = ASSETS.iter().filter(|a| !VENDORED.contains(&a.name));
+    for asset in std::iter::once(&INDEX).chain(own) {
         for scheme in ["http://", "https://", "//fonts.", "cdn"] {
             assert!(
                 !asset.body.contains(scheme),
@@ -159,7 +177,7 @@ async fn the_page_and_everything_it_loads_is_served() {
     while let Some(path) = queue.pop() {
         let r = http.get(server.url(&path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
-        let expected = if path.ends_with(".js") {
+        let expected = if path.ends_with(".js") || path.ends_with(".mjs") {
             "text/javascript; charset=utf-8"
         } else if path.ends_with(".css") {
             "text/css; charset=utf-8"
@@ -169,7 +187,7 @@ async fn the_page_and_everything_it_loads_is_served() {
         assert_eq!(r.headers()["content-type"], expected, "{path}");
         assert_eq!(r.headers()["x-content-type-options"], "nosniff");
         let body = r.text().await.unwrap();
-        if path.ends_with(".js") {
+        if path.ends_with(".js") || path.ends_with(".mjs") {
             for specifier in imports(&body) {
                 let target = format!(
                     "/static/{}",
