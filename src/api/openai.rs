@@ -90,11 +90,11 @@ pub struct ChatRequest {
     /// server's generator is the LLM).
     #[serde(default)]
     #[schema(minimum = 0, maximum = 2)]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     /// Passed to the LLM when it generates.
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1)]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Passed to the LLM when it generates: a string or strings.
     #[serde(default)]
     #[schema(value_type = Option<StopSequences>)]

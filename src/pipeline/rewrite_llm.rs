@@ -43,7 +43,7 @@ pub struct LlmRewriterConfig {
     /// A reply with more words than this is taken for an answer, not a query.
     pub max_rewrite_words: usize,
     pub max_tokens: u32,
-    pub temperature: f32,
+    pub temperature: f64,
     pub seed: Option<u64>,
 }
 

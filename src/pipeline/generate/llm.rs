@@ -40,7 +40,7 @@ pub struct LlmGeneratorConfig {
     /// rewrite, and small models (SmolLM2-135M) echo a shown history instead of answering.
     pub max_context_turns: usize,
     pub max_tokens: u32,
-    pub temperature: f32,
+    pub temperature: f64,
     pub seed: Option<u64>,
 }
 

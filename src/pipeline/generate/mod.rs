@@ -117,9 +117,9 @@ pub struct ContextTurn {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Sampling {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// An upper bound on the LLM's tokens (never above the configured `max_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
