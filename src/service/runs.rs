@@ -287,9 +287,37 @@ pub fn one_measure(spec: &str) -> Result<Measure> {
     }
 }
 
-/// Parses TREC qrels text, naming the line of a problem.
+/// Parses TREC qrels text, naming the line of a problem. A pair judged on several lines is
+/// judged by the last, as pytrec_eval and ir_measures read qrels (the pattern the document
+/// states cannot say "no pair twice", and a later line correcting an earlier one is how
+/// judgments get amended).
 pub fn parse_qrels_text(name: &str, text: &str) -> Result<Qrels> {
-    let qrels = parse_qrels(Path::new(name), text).map_err(|e| match e {
+    let mut last: HashMap<(&str, &str), usize> = HashMap::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() == 4 && !fields[0].starts_with('#') {
+            last.insert((fields[0], fields[2]), i);
+        }
+    }
+    // Earlier judgments of a pair become blank lines, so line numbers stay as written.
+    let kept: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let superseded = fields.len() == 4
+                && !fields[0].starts_with('#')
+                && last.get(&(fields[0], fields[2])) != Some(&i);
+            if superseded {
+                ""
+            } else {
+                *line
+            }
+        })
+        .collect();
+    let text = kept.join("\n");
+    let qrels = parse_qrels(Path::new(name), &text).map_err(|e| match e {
         EvalError::Parse { line, reason, .. } => {
             invalid(RunField::Body, format!("line {line}: {reason}"))
         }
@@ -558,6 +586,10 @@ mod tests {
         );
         assert!(parse_qrels_text("q", "# nothing\n").is_err());
         assert_eq!(parse_qrels_text("q", "1_1 0 a 2\n").unwrap().len(), 1);
+        // A pair judged again: the last line counts.
+        let amended = parse_qrels_text("q", "1_1 0 a 2\n1_1 0 b 1\n1_1 Q0 a 0\n").unwrap();
+        assert_eq!(amended.get("1_1").unwrap().get("a"), Some(&0));
+        assert_eq!(amended.get("1_1").unwrap().len(), 2);
     }
 
     /// What the pattern matches is what the server reads: every matching text parses, and a
