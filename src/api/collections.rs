@@ -259,17 +259,13 @@ async fn read_files(
                 ),
             ));
         }
+        // A part sent without a file name (`curl -F 'files=<notes.txt'`, a form's text field)
+        // is a document too, named by its place; having no extension, it is read by its contents.
         let file_name = disposition
             .as_ref()
             .and_then(|d| d.get_filename())
-            .unwrap_or("")
-            .to_string();
-        if file_name.is_empty() {
-            return Err(ApiError::invalid(
-                format!("files[{index}]"),
-                "has no file name",
-            ));
-        }
+            .filter(|name| !name.is_empty())
+            .map_or_else(|| format!("document-{}", index + 1), str::to_string);
         let mut spool = tempfile::NamedTempFile::new().map_err(spool_error)?;
         let mut len = 0u64;
         while let Some(chunk) = next_within(&mut part, idle).await? {
@@ -318,10 +314,48 @@ fn spool_error(e: std::io::Error) -> ApiError {
 #[derive(ToSchema)]
 #[allow(dead_code)] // documents the multipart body `read_files` reads
 pub struct UploadForm {
-    /// Text, Markdown or PDF files: at least one, at most `uploads.max_files` (configuration)
-    /// in one request, each at most `uploads.max_file_bytes`.
-    #[schema(value_type = Vec<String>, format = Binary, min_items = 1)]
-    files: Vec<Vec<u8>>,
+    /// The documents: at least one, at most `uploads.max_files` (configuration) in one request,
+    /// each at most `uploads.max_file_bytes`. A file is typed by its name's extension (.txt,
+    /// .text, .md, .markdown, .html, .htm, .pdf) and its contents must agree; a name without an
+    /// extension, or a part without a file name, is read by its contents: a PDF, else UTF-8 text.
+    files: Vec<String>,
+}
+
+/// What [`UploadForm`]'s schema states beyond utoipa's attributes: no other parts than `files`
+/// (`read_files` refuses them by name), and each part's text as the server reads a part whose
+/// name does not type it: some character that is neither white space nor a byte order mark (a
+/// blank text has nothing to index), no NUL. A file typed by its extension (a PDF, say) is
+/// judged by that type's reader, which is beyond a schema and described in words.
+pub(super) struct UploadParts;
+
+impl utoipa::Modify for UploadParts {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::AdditionalProperties;
+        let Some(form) = crate::web::schema::component_mut(doc, "UploadForm") else {
+            return;
+        };
+        form.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+        let Some(files) = form.properties.get_mut("files") else {
+            return;
+        };
+        let description = match files {
+            utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Array(array)) => {
+                array.description.clone()
+            }
+            _ => None,
+        };
+        // No `type` for a part: a multipart part is text whatever it holds (a number is its
+        // digits), so only a string's text can break the rule, and the pattern states it. One
+        // part is what a one-element list is on the wire, so `files` may be either.
+        let part = json!({"minLength": 1, "pattern": crate::web::schema::DOCUMENT_TEXT});
+        let mut single = part.clone();
+        single["not"] = json!({"type": "array"});
+        let mut schema = crate::web::schema::keywords_only(json!({
+            "anyOf": [{"type": "array", "minItems": 1, "items": part}, single],
+        }));
+        schema.description = description;
+        *files = utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(schema));
+    }
 }
 
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`

@@ -49,7 +49,8 @@ pub struct ChatRequest {
     /// A collection of this server (`GET /v1/models`).
     #[schema(min_length = 1, max_length = 100, pattern = "IDENTIFIER")]
     pub model: String,
-    /// The whole history; the last message must be the user's.
+    /// The whole history, with at least one user message: the answer is to the last one (an
+    /// answer to it already in the history is answered anew).
     #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
     /// Answer as server-sent `chat.completion.chunk` events.
@@ -336,12 +337,23 @@ pub struct ChatMessage {
     pub content: Option<MessageContent>,
 }
 
-/// What [`user_messages`] requires of a user message: text (a string, or text parts) that is
-/// not blank.
+/// What [`exchanges`] requires of the messages: at least one user message, and of each user
+/// message text (a string, or text parts) that is not blank.
 pub(super) struct UserMessages;
 
 impl utoipa::Modify for UserMessages {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{RefOr, Schema};
+        let request = crate::web::schema::component_mut(doc, "ChatRequest");
+        if let Some(RefOr::T(Schema::Array(messages))) =
+            request.and_then(|r| r.properties.get_mut("messages"))
+        {
+            crate::web::schema::add_keywords(
+                &mut messages.extensions,
+                json!({"contains": {"type": "object", "required": ["role"],
+                    "properties": {"role": {"const": "user"}}}}),
+            );
+        }
         let Some(message) = crate::web::schema::component_mut(doc, "ChatMessage") else {
             return;
         };
@@ -356,7 +368,11 @@ impl utoipa::Modify for UserMessages {
                     {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
                         "properties": {"type": {"const": "text"},
                             "text": {"type": "string", "maxLength": MAX_MESSAGE_CHARS,
-                                "pattern": not_blank}}}},
+                                "pattern": not_blank}}},
+                        // Every text part is read, so none may hold a NUL.
+                        "items": {"if": {"required": ["type"],
+                            "properties": {"type": {"const": "text"}}},
+                            "then": {"properties": {"text": {"pattern": "^[^\\u0000]*$"}}}}},
                 ]}}},
             }),
         );
@@ -677,15 +693,13 @@ fn sse_data(data: &str) -> web::Bytes {
 }
 
 /// The user messages in order, each with the assistant's reply after it (consecutive assistant
-/// messages joined by a blank line); the last message must be the user's.
+/// messages joined by a blank line); at least one. The last one is answered: a history that
+/// ends with a reply to it asks for that answer anew, as a chat app's "regenerate" does.
 pub fn exchanges(messages: &[ChatMessage]) -> Result<Vec<ChatExchange>, ApiError> {
-    let Some(last) = messages.last() else {
-        return Err(ApiError::invalid("messages", "must not be empty"));
-    };
-    if last.role != "user" {
+    if !messages.iter().any(|m| m.role == "user") {
         return Err(ApiError::invalid(
-            format!("messages[{}].role", messages.len() - 1),
-            "the last message must be the user's",
+            "messages",
+            "needs a user message: the last one is answered",
         ));
     }
     let mut exchanges: Vec<ChatExchange> = Vec::new();
@@ -898,8 +912,15 @@ mod tests {
         assert_eq!(users, ["a", "c"]);
         assert_eq!(read[0].assistant.as_deref(), Some("b"));
         assert_eq!(read[1].assistant, None);
-        let e = exchanges(&messages[..3]).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("messages[2].role"));
+        // A history that ends with the answer to its last user message asks for it anew.
+        let again = exchanges(&messages[..3]).unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(
+            (again[0].user.as_str(), again[0].assistant.as_deref()),
+            ("a", Some("b"))
+        );
+        let e = exchanges(&[message("system", "be brief"), message("assistant", "b")]).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("messages"));
         let e = exchanges(&[message("user", "  ")]).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("messages[0].content"));
         assert_eq!(

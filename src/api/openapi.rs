@@ -22,9 +22,10 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi, PartialSchema};
 
 use super::assets::StaticFileNames;
+use super::collections::UploadParts;
 use super::openai::UserMessages;
+use super::runs::QrelsBody;
 use super::turns::UtteranceOrRegenerate;
-use super::users::OneExpiry;
 use crate::mcp::http::JsonRpcBody;
 use crate::web::error::ErrorCode;
 use crate::web::schema::{add_keywords, NONBLANK};
@@ -112,7 +113,8 @@ impl Capabilities {
         &ErrorSchemas,
         &UtteranceOrRegenerate,
         &UserMessages,
-        &OneExpiry,
+        &QrelsBody,
+        &UploadParts,
         &JsonRpcBody,
         &StaticFileNames,
         &SseEvents,
@@ -336,6 +338,7 @@ const PATTERNS: &[(&str, &str)] = &[
     ("IDENTIFIER", "^[A-Za-z0-9][A-Za-z0-9._-]*$"),
     // `index::validate_name`: a collection's directory name.
     ("INDEX_NAME", "^[A-Za-z0-9_-][A-Za-z0-9._-]*$"),
+    ("MEASURE", crate::service::runs::MEASURE_PATTERN),
 ];
 
 /// Replaces the pattern names of the annotations by the patterns.

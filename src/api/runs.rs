@@ -64,12 +64,12 @@ pub struct ReportQuery {
 pub struct CompareQuery {
     /// Run A.
     pub a: String,
-    /// Run B (differences are B − A).
+    /// Run B (differences are B − A; A itself gives every turn a tie).
     pub b: String,
     /// Name of the user's judgments.
     pub qrels: String,
     /// One measure as `convrag eval` names it: `ndcg_cut.10`, `P.10`, `recall.100`, `map`.
-    #[param(default = "ndcg_cut.10")]
+    #[param(default = "ndcg_cut.10", pattern = "MEASURE")]
     pub measure: Option<String>,
 }
 
@@ -131,7 +131,7 @@ pub async fn list_qrels(
 #[utoipa::path(put, path = "/v1/qrels/{name}", operation_id = "put_qrels", tag = "runs",
     params(QrelsPath),
     request_body(content = String, content_type = "text/plain",
-        description = "TREC qrels: `query iteration document grade` per line"),
+        description = "TREC qrels: a `query iteration document grade` line per judgment (fields of printable ASCII; `#` comments and blank lines allowed)"),
     responses((status = 200, description = "Stored (replacing judgments of that name)", body = QrelsEnvelope)))]
 pub async fn put_qrels(
     AuthUser(user): AuthUser,
@@ -143,6 +143,31 @@ pub async fn put_qrels(
     let text = text_body(&req, payload).await?;
     let qrels = state.runs.put_qrels(user.id, &path, &text).await?;
     Ok(HttpResponse::Ok().json(QrelsEnvelope { qrels }))
+}
+
+/// The body of `PUT /v1/qrels/{name}`: TREC qrels text as the server reads it
+/// ([`crate::service::runs::QRELS_PATTERN`]).
+pub(super) struct QrelsBody;
+
+impl utoipa::Modify for QrelsBody {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let put = doc
+            .paths
+            .paths
+            .get_mut("/v1/qrels/{name}")
+            .and_then(|item| item.put.as_mut());
+        let body = put.and_then(|op| op.request_body.as_mut());
+        let Some(content) = body.and_then(|b| b.content.get_mut("text/plain")) else {
+            return;
+        };
+        content.schema = Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(crate::service::runs::QRELS_PATTERN.as_str()))
+                .into(),
+        );
+    }
 }
 
 /// A `text/plain` UTF-8 body of at most [`QRELS_MAX_BYTES`].

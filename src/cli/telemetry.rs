@@ -44,8 +44,20 @@ fn otlp_configured() -> bool {
 }
 
 fn otlp_provider() -> anyhow::Result<SdkTracerProvider> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
+    use opentelemetry_otlp::WithExportConfig;
+    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http();
+    // The specification's default is protobuf; the crate defaults to JSON once its `http-json`
+    // feature is on, so the default is set here unless a protocol is asked for.
+    let asked = [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    if !asked {
+        builder = builder.with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+    }
+    let exporter = builder
         .build()
         .context("the OTLP trace exporter (OTEL_EXPORTER_OTLP_*) is unusable")?;
     let mut resource = Resource::builder();

@@ -5,6 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use serde::Serialize;
 
@@ -210,9 +213,66 @@ fn outcome(turn: &Turn, judged: Option<&HashMap<String, i64>>) -> TurnOutcome {
     }
 }
 
-/// One measure named by the `measure` parameter (`ndcg_cut.10`, `ndcg_cut_10`, `map`).
+/// The `measure` parameter: one measure that scores each turn, a cutoff measure with its one
+/// cutoff (`ndcg_cut.10`, `ndcg_cut_10`, `P.10`, `recall.100`) or one without (`map`). The
+/// OpenAPI document states it; [`one_measure`] refuses what it does not match.
+pub const MEASURE_PATTERN: &str = "^(?:(?:ndcg_cut|P|recall|map_cut|success)[._][1-9][0-9]{0,5}\
+    |map|recip_rank|Rprec|set_P|set_recall|set_F)$";
+
+static MEASURE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(MEASURE_PATTERN).expect("a valid pattern (unit-tested)"));
+
+/// Fragments of [`QRELS_PATTERN`]: a judgment line (`query iteration document grade`: fields of
+/// printable ASCII without spaces, the query not starting with `#`, separated by spaces or tabs;
+/// an integer grade), and a blank or `#` comment line (no NUL).
+const QRELS_JUDGMENT: &str =
+    "[ \\t]*[!-\"$-~][!-~]*[ \\t]+[!-~]+[ \\t]+[!-~]+[ \\t]+[+-]?[0-9]{1,18}[ \\t]*\\r?";
+const QRELS_OTHER: &str = "[ \\t]*(?:#[^\\n\\u0000]*|\\r)?";
+
+/// Uploaded judgments (`PUT /v1/qrels/{name}`): lines separated by `\n` (a `\r` before it is
+/// allowed), each a judgment, a comment or blank, at least one a judgment. The OpenAPI document
+/// states it as the body's pattern; [`RunService::put_qrels`] refuses what it does not match.
+pub static QRELS_PATTERN: LazyLock<String> = LazyLock::new(|| {
+    format!("^(?:{QRELS_OTHER}\\n)*{QRELS_JUDGMENT}(?:\\n(?:{QRELS_JUDGMENT}|{QRELS_OTHER}))*$")
+});
+
+static QRELS_TEXT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&QRELS_PATTERN).expect("a valid pattern (unit-tested)"));
+static QRELS_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!("^(?:{QRELS_JUDGMENT}|{QRELS_OTHER})$"))
+        .expect("a valid pattern (unit-tested)")
+});
+
+/// Refuses uploaded judgments that [`QRELS_PATTERN`] does not match, naming the first line
+/// that is neither a judgment, a comment nor blank.
+fn check_qrels_text(text: &str) -> Result<()> {
+    if QRELS_TEXT.is_match(text) {
+        return Ok(());
+    }
+    let bad_line = text.split('\n').position(|line| !QRELS_LINE.is_match(line));
+    Err(invalid(
+        RunField::Body,
+        match bad_line {
+            Some(i) => format!(
+                "line {}: expected a TREC qrels line `query iteration document grade` (fields of \
+                 printable ASCII without spaces, an integer grade), a `#` comment or a blank line",
+                i + 1
+            ),
+            None => "no judgments: expected TREC qrels lines `query 0 document grade`".to_string(),
+        },
+    ))
+}
+
+/// One measure named by the `measure` parameter ([`MEASURE_PATTERN`]).
 pub fn one_measure(spec: &str) -> Result<Measure> {
     let bad = |reason: String| invalid(RunField::Measure, reason);
+    if !MEASURE.is_match(spec) {
+        return Err(bad(format!(
+            "`{spec}` is not one per-turn measure: name one with its cutoff (ndcg_cut.10, P.10, \
+             recall.100, map_cut.100, success.1) or one without (map, recip_rank, Rprec, set_P, \
+             set_recall, set_F)"
+        )));
+    }
     let list = Measure::parse_list(spec).map_err(|e| bad(e.to_string()))?;
     match list.as_slice() {
         [m] if !m.is_count() => Ok(*m),
@@ -227,9 +287,37 @@ pub fn one_measure(spec: &str) -> Result<Measure> {
     }
 }
 
-/// Parses TREC qrels text, naming the line of a problem.
+/// Parses TREC qrels text, naming the line of a problem. A pair judged on several lines is
+/// judged by the last, as pytrec_eval and ir_measures read qrels (the pattern the document
+/// states cannot say "no pair twice", and a later line correcting an earlier one is how
+/// judgments get amended).
 pub fn parse_qrels_text(name: &str, text: &str) -> Result<Qrels> {
-    let qrels = parse_qrels(Path::new(name), text).map_err(|e| match e {
+    let mut last: HashMap<(&str, &str), usize> = HashMap::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() == 4 && !fields[0].starts_with('#') {
+            last.insert((fields[0], fields[2]), i);
+        }
+    }
+    // Earlier judgments of a pair become blank lines, so line numbers stay as written.
+    let kept: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let superseded = fields.len() == 4
+                && !fields[0].starts_with('#')
+                && last.get(&(fields[0], fields[2])) != Some(&i);
+            if superseded {
+                ""
+            } else {
+                *line
+            }
+        })
+        .collect();
+    let text = kept.join("\n");
+    let qrels = parse_qrels(Path::new(name), &text).map_err(|e| match e {
         EvalError::Parse { line, reason, .. } => {
             invalid(RunField::Body, format!("line {line}: {reason}"))
         }
@@ -273,6 +361,7 @@ impl RunService {
                 "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
             ));
         }
+        check_qrels_text(text)?;
         let qrels = parse_qrels_text(name, text)?;
         let judgments: usize = qrels.queries.values().map(HashMap::len).sum();
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
@@ -373,10 +462,9 @@ impl RunService {
         qrels: &str,
         measure: &str,
     ) -> Result<RunComparison> {
+        // A run compared with itself is a fair question (every turn a tie, randomization p = 1,
+        // the t-test undefined), answered like any other pair.
         let measure = one_measure(measure)?;
-        if a == b {
-            return Err(invalid(RunField::B, "compare two different runs"));
-        }
         let run_a = self.run(user_id, a, RunField::A).await?;
         let run_b = self.run(user_id, b, RunField::B).await?;
         let judgments = self.qrels(user_id, qrels).await?;
@@ -410,9 +498,10 @@ impl RunService {
                 format!("the judgments {qrels:?} judge no turn of either run"),
             ));
         }
+        // Labelled by side, so that a run compared with itself is still two columns.
         let runs = [
-            (a.to_string(), run_a.ranking()),
-            (b.to_string(), run_b.ranking()),
+            ("a".to_string(), run_a.ranking()),
+            ("b".to_string(), run_b.ranking()),
         ];
         let table = ScoreTable::ranking(&judged, &runs, &[measure], 1)
             .map_err(|e| invalid(RunField::Measure, e.to_string()))?;
@@ -470,7 +559,17 @@ mod tests {
     fn one_measure_is_required() {
         assert_eq!(one_measure("ndcg_cut.10").unwrap().name(), "ndcg_cut_10");
         assert_eq!(one_measure("map").unwrap().name(), "map");
-        for bad in ["ndcg_cut", "num_rel", "bogus", "P.5,10"] {
+        assert_eq!(one_measure("P_5").unwrap().name(), "P_5");
+        assert_eq!(one_measure("set_F").unwrap().name(), "set_F");
+        for bad in [
+            "ndcg_cut",
+            "num_rel",
+            "bogus",
+            "P.5,10",
+            "ndcg_cut.010",
+            " map",
+            "P.0",
+        ] {
             match one_measure(bad) {
                 Err(RunsError::Invalid { field, .. }) => assert_eq!(field, RunField::Measure),
                 other => panic!("{bad}: {other:?}"),
@@ -487,5 +586,43 @@ mod tests {
         );
         assert!(parse_qrels_text("q", "# nothing\n").is_err());
         assert_eq!(parse_qrels_text("q", "1_1 0 a 2\n").unwrap().len(), 1);
+        // A pair judged again: the last line counts.
+        let amended = parse_qrels_text("q", "1_1 0 a 2\n1_1 0 b 1\n1_1 Q0 a 0\n").unwrap();
+        assert_eq!(amended.get("1_1").unwrap().get("a"), Some(&0));
+        assert_eq!(amended.get("1_1").unwrap().len(), 2);
+    }
+
+    /// What the pattern matches is what the server reads: every matching text parses, and a
+    /// text it does not match is refused naming the line.
+    #[test]
+    fn qrels_pattern_is_the_rule() {
+        for good in [
+            "1_1 0 a 1",
+            "1_1 0 a 1\n",
+            "# judged by hand\r\n\n 1-1_2\tQ0\tdoc:7 -1 \r\n1-1_2 0 doc:8 +2\n",
+            "q 0 d 0\n\n\n",
+        ] {
+            assert!(check_qrels_text(good).is_ok(), "{good:?}");
+            assert!(parse_qrels_text("q", good).is_ok(), "{good:?}");
+        }
+        for (bad, line) in [
+            ("1_1 0 a x\n", Some(1)),
+            ("1_1 0 a 1\n1_1 0 b\n", Some(2)),
+            ("#q 0 d 1\n", None),
+            ("", None),
+            ("q 0 d 1 # note", Some(1)),
+            ("q\u{a0}0 d 1", Some(1)),
+            ("q 0 d 1\r\r\n", Some(1)),
+            ("q 0 d 12345678901234567890", Some(1)),
+        ] {
+            let message = check_qrels_text(bad).unwrap_err().to_string();
+            match line {
+                Some(n) => assert!(
+                    message.starts_with(&format!("body: line {n}: ")),
+                    "{message}"
+                ),
+                None => assert!(message.contains("no judgments"), "{message}"),
+            }
+        }
     }
 }

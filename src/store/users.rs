@@ -47,7 +47,10 @@ pub struct TokenInfo {
 
 const TOKEN_COLUMNS: &str = "id, name, created_at, expires_at, last_used_at";
 
-/// What a new token is given: a label and at most one way of saying when it expires.
+/// What a new token is given: a label and a lifetime. The lifetime is a duration, as
+/// Kubernetes' `TokenRequest.expirationSeconds` is: its bounds are stated by the schema, where
+/// an absolute time's (in the future, at most ten years ahead) could not be; the token's
+/// `expires_at` is reported back.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
@@ -55,13 +58,9 @@ pub struct NewToken {
     #[schema(min_length = 1, max_length = 100, pattern = "NONBLANK")]
     pub name: Option<String>,
     /// Lifetime in seconds, at most ten years, and not past the expiry of the token making the
-    /// request (default: it expires with that token, or never if that token does not expire;
-    /// not with `expires_at`).
+    /// request (default: it expires with that token, or never if that token does not expire).
     #[schema(minimum = 1, maximum = 316224000)]
     pub expires_in_seconds: Option<i64>,
-    /// When the token expires: in the future, at most ten years from now, and not after the
-    /// token making the request expires.
-    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// Longest lifetime a token may be given (ten years).
@@ -69,53 +68,33 @@ const MAX_TOKEN_SECONDS: i64 = 10 * 366 * 24 * 3600;
 
 impl NewToken {
     /// The expiry, checked against `now` and `not_after` (when the token making the request
-    /// expires): a token never outlives the one that made it. Without an expiry asked for, it
+    /// expires): a token never outlives the one that made it. Without a lifetime asked for, it
     /// expires with that token; an expiry later than that token's is refused.
     fn expiry(
         &self,
         now: DateTime<Utc>,
         not_after: Option<DateTime<Utc>>,
     ) -> Result<Option<DateTime<Utc>>> {
-        let asked = self.asked_expiry(now)?;
-        let field = if self.expires_at.is_some() {
-            "expires_at"
-        } else {
-            "expires_in_seconds"
+        let invalid = |message: String| StoreError::Invalid {
+            field: "expires_in_seconds",
+            message,
+        };
+        let asked = match self.expires_in_seconds {
+            None => None,
+            Some(secs) if !(1..=MAX_TOKEN_SECONDS).contains(&secs) => {
+                return Err(invalid(
+                    "must be between 1 and 316224000 (ten years)".to_string(),
+                ))
+            }
+            Some(secs) => Some(now + Duration::seconds(secs)),
         };
         match (asked, not_after) {
             (None, limit) => Ok(limit),
-            (Some(at), Some(limit)) if at > limit => Err(StoreError::Invalid {
-                field,
-                message: format!(
-                    "must not be later than {} (when the token making this request expires)",
-                    limit.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ),
-            }),
+            (Some(at), Some(limit)) if at > limit => Err(invalid(format!(
+                "must not be later than {} (when the token making this request expires)",
+                limit.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ))),
             (Some(at), _) => Ok(Some(at)),
-        }
-    }
-
-    /// The expiry asked for, checked against `now`.
-    fn asked_expiry(&self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
-        let invalid = |field, message: &str| StoreError::Invalid {
-            field,
-            message: message.to_string(),
-        };
-        match (self.expires_in_seconds, self.expires_at) {
-            (Some(_), Some(_)) => Err(invalid(
-                "expires_at",
-                "give expires_in_seconds or expires_at, not both",
-            )),
-            (Some(secs), None) if !(1..=MAX_TOKEN_SECONDS).contains(&secs) => Err(invalid(
-                "expires_in_seconds",
-                "must be between 1 and 316224000 (ten years)",
-            )),
-            (Some(secs), None) => Ok(Some(now + Duration::seconds(secs))),
-            (None, Some(at)) if at <= now => Err(invalid("expires_at", "must be in the future")),
-            (None, Some(at)) if at > now + Duration::seconds(MAX_TOKEN_SECONDS) => {
-                Err(invalid("expires_at", "must be at most ten years from now"))
-            }
-            (None, at) => Ok(at),
         }
     }
 
@@ -422,17 +401,6 @@ mod tests {
             };
             assert_eq!(field_of(new), "expires_in_seconds");
         }
-        let past = NewToken {
-            expires_at: Some(now - Duration::seconds(1)),
-            ..Default::default()
-        };
-        assert_eq!(field_of(past), "expires_at");
-        let both = NewToken {
-            expires_in_seconds: Some(60),
-            expires_at: Some(now + Duration::seconds(60)),
-            ..Default::default()
-        };
-        assert_eq!(field_of(both), "expires_at");
     }
 
     #[test]
@@ -452,29 +420,16 @@ mod tests {
             shorter.expiry(now, Some(limit)).unwrap(),
             Some(now + Duration::seconds(60))
         );
-        for (new, field) in [
-            (
-                NewToken {
-                    expires_in_seconds: Some(3601),
-                    ..Default::default()
-                },
-                "expires_in_seconds",
-            ),
-            (
-                NewToken {
-                    expires_at: Some(limit + Duration::seconds(1)),
-                    ..Default::default()
-                },
-                "expires_at",
-            ),
-        ] {
-            match new.expiry(now, Some(limit)).unwrap_err() {
-                StoreError::Invalid { field: f, message } => {
-                    assert_eq!(f, field);
-                    assert!(message.contains("when the token making this request expires"));
-                }
-                other => panic!("{other}"),
+        let longer = NewToken {
+            expires_in_seconds: Some(3601),
+            ..Default::default()
+        };
+        match longer.expiry(now, Some(limit)).unwrap_err() {
+            StoreError::Invalid { field, message } => {
+                assert_eq!(field, "expires_in_seconds");
+                assert!(message.contains("when the token making this request expires"));
             }
+            other => panic!("{other}"),
         }
     }
 }

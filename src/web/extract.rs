@@ -32,60 +32,68 @@ impl<T: DeserializeOwned + 'static, const NUL_ALLOWED: bool> FromRequest
     type Future = LocalFuture<Self>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let limit = req
-            .app_data::<web::Data<AppState>>()
-            .map(|s| s.config.max_body_bytes)
-            .unwrap_or(1024 * 1024);
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|s| s.to_ascii_lowercase());
-        let declared_length = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<usize>().ok());
-        let mut payload = payload.take();
-        Box::pin(async move {
-            if let Some(ct) = &content_type {
-                let essence = ct.split(';').next().unwrap_or_default().trim();
-                if essence != "application/json" && !essence.ends_with("+json") {
-                    return Err(ApiError::new(
-                        ErrorCode::UnsupportedMediaType,
-                        format!("expected Content-Type: application/json, got {essence:?}"),
-                    ));
-                }
-            }
-            let too_large = || {
-                ApiError::new(
-                    ErrorCode::PayloadTooLarge,
-                    format!("request body larger than the limit of {limit} bytes"),
-                )
-            };
-            if declared_length.is_some_and(|n| n > limit) {
-                return Err(too_large());
-            }
-            let mut body = web::BytesMut::new();
-            while let Some(chunk) = payload.next().await {
-                let chunk = chunk.map_err(|e| match e {
-                    actix_web::error::PayloadError::Overflow => too_large(),
-                    other => ApiError::new(
-                        ErrorCode::MalformedJson,
-                        format!("cannot read body: {other}"),
-                    ),
-                })?;
-                if body.len() + chunk.len() > limit {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            parse_object(&body, NUL_ALLOWED).map(ApiJson)
-        })
+        let body = json_body(req, payload);
+        Box::pin(async move { parse_object(&body.await?, NUL_ALLOWED).map(ApiJson) })
     }
 }
 
-/// A JSON body that may be left out (no body at all): then `T::default()`.
+/// The bytes of a JSON body, refused when its `Content-Type` is not JSON or it is larger than
+/// `max_body_bytes`.
+fn json_body(req: &HttpRequest, payload: &mut Payload) -> LocalFuture<web::BytesMut> {
+    let limit = req
+        .app_data::<web::Data<AppState>>()
+        .map(|s| s.config.max_body_bytes)
+        .unwrap_or(1024 * 1024);
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.to_ascii_lowercase());
+    let declared_length = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let mut payload = payload.take();
+    Box::pin(async move {
+        if let Some(ct) = &content_type {
+            let essence = ct.split(';').next().unwrap_or_default().trim();
+            if essence != "application/json" && !essence.ends_with("+json") {
+                return Err(ApiError::new(
+                    ErrorCode::UnsupportedMediaType,
+                    format!("expected Content-Type: application/json, got {essence:?}"),
+                ));
+            }
+        }
+        let too_large = || {
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("request body larger than the limit of {limit} bytes"),
+            )
+        };
+        if declared_length.is_some_and(|n| n > limit) {
+            return Err(too_large());
+        }
+        let mut body = web::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| match e {
+                actix_web::error::PayloadError::Overflow => too_large(),
+                other => ApiError::new(
+                    ErrorCode::MalformedJson,
+                    format!("cannot read body: {other}"),
+                ),
+            })?;
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    })
+}
+
+/// A JSON body that may be left out (no body at all, or the JSON `null` the document allows
+/// for it): then `T::default()`.
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default + 'static> FromRequest for OptionalJson<T> {
@@ -102,8 +110,14 @@ impl<T: DeserializeOwned + Default + 'static> FromRequest for OptionalJson<T> {
         if length == Some(0) || (length.is_none() && !chunked) {
             return Box::pin(async { Ok(OptionalJson(T::default())) });
         }
-        let body = ApiJson::<T>::from_request(req, payload);
-        Box::pin(async move { body.await.map(|ApiJson(value)| OptionalJson(value)) })
+        let body = json_body(req, payload);
+        Box::pin(async move {
+            let body = body.await?;
+            if body.trim_ascii() == b"null" {
+                return Ok(OptionalJson(T::default()));
+            }
+            parse_object(&body, false).map(OptionalJson)
+        })
     }
 }
 

@@ -12,6 +12,11 @@ use utoipa::openapi::{OpenApi, RefOr, Schema};
 /// hold): `store::require_text`.
 pub const NONBLANK: &str = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000]*$";
 
+/// An uploaded text that `collection::documents::extract` finds something to index in: some
+/// character that neither `str::trim` (its blank check) nor the byte order mark it drops is,
+/// and no NUL.
+pub const DOCUMENT_TEXT: &str = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff][^\\u0000]*$";
+
 /// The component schema `name` when it is an object schema.
 pub fn component_mut<'a>(doc: &'a mut OpenApi, name: &str) -> Option<&'a mut Object> {
     match doc.components.as_mut()?.schemas.get_mut(name)? {

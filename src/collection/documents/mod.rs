@@ -95,19 +95,26 @@ pub struct Document {
     pub text: String,
 }
 
-/// Decides the kind of `bytes` named `file_name` (messages leave the file to the caller to name): the extension must be accepted and the contents
-/// must agree with it (a PDF starts with `%PDF-`; text and Markdown are UTF-8 without NULs).
+/// Decides the kind of `bytes` named `file_name` (messages leave the file to the caller to name):
+/// an extension must be accepted and the contents must agree with it (a PDF starts with `%PDF-`;
+/// text and Markdown are UTF-8 without NULs). A name without an extension (`README`, or a part
+/// sent without a file name) says nothing, so the contents decide: a PDF, else text.
 pub fn sniff(file_name: &str, bytes: &[u8]) -> Result<DocumentKind> {
     if bytes.is_empty() {
         return Err(DocumentError::Empty);
     }
-    let Some(kind) = DocumentKind::from_file_name(file_name) else {
-        return Err(DocumentError::WrongType(format!(
-            "is not an accepted type (accepted: {})",
-            DocumentKind::accepted()
-        )));
-    };
     let looks_pdf = pdf::is_pdf(bytes);
+    let kind = match DocumentKind::from_file_name(file_name) {
+        Some(kind) => kind,
+        None if !file_name.contains('.') && looks_pdf => DocumentKind::Pdf,
+        None if !file_name.contains('.') => DocumentKind::Text,
+        None => {
+            return Err(DocumentError::WrongType(format!(
+                "is not an accepted type (accepted: {}, or text without an extension)",
+                DocumentKind::accepted()
+            )))
+        }
+    };
     match kind {
         DocumentKind::Pdf if looks_pdf => Ok(kind),
         DocumentKind::Pdf => Err(DocumentError::CorruptPdf(
@@ -225,6 +232,13 @@ mod tests {
         assert!(matches!(
             sniff("a.pdf", b"hello"),
             Err(DocumentError::CorruptPdf(_))
+        ));
+        // Without an extension the contents decide.
+        assert_eq!(sniff("README", b"hello").unwrap(), DocumentKind::Text);
+        assert_eq!(sniff("paper", b"%PDF-1.4\n").unwrap(), DocumentKind::Pdf);
+        assert!(matches!(
+            sniff("LICENSE", b"\x00\x01\x02binary"),
+            Err(DocumentError::WrongType(_))
         ));
     }
 

@@ -166,9 +166,16 @@ async fn models_are_the_collections_and_errors_have_openai_shape() {
     assert_eq!(r.body["error"]["code"], "model_not_found");
     assert_eq!(r.body["error"]["param"], "model");
 
-    let r = chat(&alice, vec![user("hi"), assistant("hello")]).await;
+    let r = chat(
+        &alice,
+        vec![
+            json!({"role": "system", "content": "be brief"}),
+            assistant("hello"),
+        ],
+    )
+    .await;
     assert_eq!(r.status, 400);
-    assert_eq!(r.body["error"]["param"], "messages[1].role");
+    assert_eq!(r.body["error"]["param"], "messages");
     assert_eq!(r.body["error"]["code"], "invalid_field");
 
     let r = alice
@@ -241,6 +248,29 @@ async fn resent_histories_continue_the_stored_conversation() {
         ))
         .await;
     assert_eq!(r.body["turns"].as_array().unwrap().len(), 2, "{:?}", r.body);
+    // The history that ends with the answer to its last message asks for it anew, too: a
+    // third version of turn 1.
+    let answered = again.body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap();
+    let anew = chat(&alice, vec![user(q1), assistant(answered)]).await;
+    assert_eq!(anew.status, 200, "{:?}", anew.body);
+    assert_eq!(
+        anew.body["convrag"]["conversation_id"],
+        conversation.as_str()
+    );
+    assert_eq!(anew.body["convrag"]["turn"], 1);
+    assert_ne!(
+        anew.body["convrag"]["turn_id"],
+        again.body["convrag"]["turn_id"]
+    );
+    assert_eq!(turn_count(&alice, &conversation).await, 1);
+    let r = alice
+        .get(&format!(
+            "/v1/conversations/{conversation}/turns?all_versions=true"
+        ))
+        .await;
+    assert_eq!(r.body["turns"].as_array().unwrap().len(), 3, "{:?}", r.body);
 
     // The history with the answer and a follow-up: turn 2 of the same conversation.
     let answer = first.body["choices"][0]["message"]["content"]

@@ -267,13 +267,43 @@ async fn runs_are_measured_and_compared_per_turn_and_stay_private() {
     // Manual runs use the given rewrites, so some turns are rewritten differently.
     assert!(differing > 0, "{c}");
 
+    // A run compared with itself: every judged turn a tie, nothing to test.
+    let same = alice
+        .get("/v1/runs/compare?a=auto&b=auto&qrels=fixture&measure=ndcg_cut.10")
+        .await;
+    assert_eq!(same.status, 200, "{:?}", same.body);
+    let judged = same.body["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["judged"] == true)
+        .count();
+    assert!(judged > 0, "{}", same.body);
+    assert_eq!(
+        (&same.body["wins"], &same.body["losses"], &same.body["ties"]),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(0),
+            &serde_json::json!(judged)
+        ),
+        "{}",
+        same.body
+    );
+    assert_eq!(same.body["mean_difference"], 0.0);
+    assert_eq!(same.body["mean_a"], same.body["mean_b"]);
+    assert_eq!(same.body["randomization_p"], 1.0);
+    assert!(same.body["t_test_p"].is_null(), "{}", same.body);
+
     // Bad parameters name the field.
     for (path, field) in [
         (
             "/v1/runs/compare?a=auto&b=manual&qrels=fixture&measure=ndcg_cut",
             "measure",
         ),
-        ("/v1/runs/compare?a=auto&b=auto&qrels=fixture", "b"),
+        (
+            "/v1/runs/compare?a=auto&b=manual&qrels=fixture&measure=ndcg_cut.010",
+            "measure",
+        ),
         ("/v1/runs/compare?a=auto&qrels=fixture", "b"),
         ("/v1/runs/auto", "qrels"),
     ] {

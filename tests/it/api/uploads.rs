@@ -836,3 +836,88 @@ async fn a_stalled_upload_body_times_out_and_uploads_in_progress_are_capped() {
     let r = upload(&alice, "notes", &[("a.txt", b"a small note about otters")]).await;
     assert_eq!(r.status, 202, "{:?}", r.body);
 }
+
+/// A name without an extension, or a part without a file name, does not type the document: its
+/// contents do (a PDF, else UTF-8 text). An unknown extension or binary contents are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_without_a_typed_name_are_read_by_their_contents() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let r = alice
+        .post("/v1/collections", json!({"name": "notes"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    // A README, a PDF named without an extension, and a text part without a file name.
+    let (content_type, mut body) = multipart(&[
+        (
+            "README",
+            b"Harbour seals haul out on the sandbars at low tide.".as_slice(),
+        ),
+        ("tide-pools", PDF),
+    ]);
+    let end = b"--convrag-test-boundary-7d1f--\r\n";
+    body.truncate(body.len() - end.len());
+    body.extend_from_slice(
+        b"--convrag-test-boundary-7d1f\r\nContent-Disposition: form-data; name=\"files\"\r\n\r\n\
+          Puffins nest in burrows on the cliffs of Skerry Head.\r\n",
+    );
+    body.extend_from_slice(end);
+    let r = alice
+        .raw(
+            "POST",
+            "/v1/collections/notes/documents",
+            &content_type,
+            body,
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let c = wait_indexed(&alice, "notes").await;
+    assert_eq!(
+        (&c["status"], &c["documents"]),
+        (&json!("ready"), &json!(3)),
+        "{c}"
+    );
+    for (query, url, title) in [
+        (
+            "harbour%20seals%20sandbars",
+            "README",
+            "Harbour seals haul out on the sandbars at low tide.",
+        ),
+        ("violet%20sea%20slug%20Glaucilla", "tide-pools", ""),
+        (
+            "puffins%20burrows%20Skerry",
+            "document-3",
+            "Puffins nest in burrows on the cliffs of Skerry Head.",
+        ),
+    ] {
+        let r = alice
+            .get(&format!("/v1/collections/notes/search?q={query}"))
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["results"][0]["url"], url, "{query}: {:?}", r.body);
+        if !title.is_empty() {
+            assert_eq!(r.body["results"][0]["title"], title, "{:?}", r.body);
+        }
+    }
+
+    for (files, reason) in [
+        (
+            vec![("photo.png", b"\x89PNG\r\n\x1a\n".as_slice())],
+            "not an accepted type",
+        ),
+        (vec![("LICENSE", b"\x00\x01\x02\x03".as_slice())], "binary"),
+    ] {
+        let r = upload(&alice, "notes", &files).await;
+        assert_eq!(
+            (r.status, r.code(), r.field()),
+            (415, "unsupported_media_type", "files[0]"),
+            "{:?}",
+            r.body
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(reason), "{message}");
+    }
+    s.server.stop().await;
+}

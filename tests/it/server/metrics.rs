@@ -48,6 +48,11 @@ fn serve(db: &TestDb, home: &Path, log: &Path, env: &[(&str, String)]) -> Served
         .env_remove("CONVRAG_LLM_BASE_URL")
         .env_remove("CONVRAG_MODEL_DIR")
         .env_remove("CONVRAG_DEFAULT_COLLECTION_SOURCE")
+        // The exporter's settings are the test's alone (its defaults included).
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .env("CONVRAG_HOME", home)
         .env("DATABASE_URL", config.database_url.as_deref().unwrap())
         .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
@@ -278,26 +283,38 @@ async fn metrics_count_exactly_what_clients_did() {
     }
 }
 
-/// Every OTLP/HTTP JSON export request the receiver got.
-type Exports = std::sync::Arc<std::sync::Mutex<Vec<Value>>>;
+/// Every OTLP/HTTP export request the receiver got: its `Content-Type` and body.
+type Exports = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
 
-/// A minimal OTLP/HTTP receiver (JSON encoding) on a free loopback port.
+/// A minimal OTLP/HTTP receiver on a free loopback port: it keeps each export's body, in
+/// whichever encoding the exporter chose, and answers success in the same encoding.
 fn otlp_receiver() -> (String, Exports) {
-    use actix_web::{web, App, HttpResponse, HttpServer};
+    use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
     let exports: Exports = Default::default();
     let kept = exports.clone();
     let server = HttpServer::new(move || {
         let kept = kept.clone();
         App::new().route(
             "/v1/traces",
-            web::post().to(move |body: web::Bytes| {
+            web::post().to(move |req: HttpRequest, body: web::Bytes| {
                 let kept = kept.clone();
                 async move {
-                    let value: Value = serde_json::from_slice(&body).expect("OTLP JSON body");
-                    kept.lock().unwrap().push(value);
-                    HttpResponse::Ok()
-                        .content_type("application/json")
-                        .body("{}")
+                    let content_type = req
+                        .headers()
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string();
+                    kept.lock()
+                        .unwrap()
+                        .push((content_type.clone(), body.to_vec()));
+                    // An empty ExportTraceServiceResponse: `{}` in JSON, no bytes in protobuf.
+                    let reply = if content_type == "application/json" {
+                        "{}"
+                    } else {
+                        ""
+                    };
+                    HttpResponse::Ok().content_type(content_type).body(reply)
                 }
             }),
         )
@@ -311,10 +328,14 @@ fn otlp_receiver() -> (String, Exports) {
     (format!("http://{addr}"), exports)
 }
 
-/// (trace id, span id, parent span id, name) of every exported span.
-fn spans(exports: &[Value]) -> Vec<(String, String, String, String)> {
+/// One exported span: trace id, span id, parent span id (hex, empty for a root) and name.
+type SpanIds = (String, String, String, String);
+
+/// Every span of OTLP/HTTP JSON exports.
+fn json_spans(exports: &[Vec<u8>]) -> Vec<SpanIds> {
     let mut out = Vec::new();
     for export in exports {
+        let export: Value = serde_json::from_slice(export).expect("an OTLP JSON body");
         for resource in export["resourceSpans"].as_array().unwrap() {
             let service = resource["resource"]["attributes"]
                 .as_array()
@@ -339,17 +360,59 @@ fn spans(exports: &[Value]) -> Vec<(String, String, String, String)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_turn_is_one_trace_whose_id_is_the_request_id() {
+/// Every span of OTLP/HTTP protobuf exports, decoded as `ExportTraceServiceRequest` messages.
+fn protobuf_spans(exports: &[Vec<u8>]) -> Vec<SpanIds> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use prost::Message;
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut out = Vec::new();
+    for export in exports {
+        let export =
+            ExportTraceServiceRequest::decode(export.as_slice()).expect("an OTLP protobuf body");
+        for resource in export.resource_spans {
+            let service = resource
+                .resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|a| a.key == "service.name")
+                .and_then(|a| a.value.as_ref()?.value.clone());
+            assert_eq!(service, Some(Any::StringValue("convrag".into())));
+            for scope in resource.scope_spans {
+                for span in scope.spans {
+                    out.push((
+                        hex(&span.trace_id),
+                        hex(&span.span_id),
+                        hex(&span.parent_span_id),
+                        span.name,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set (and `protocol` as `OTEL_EXPORTER_OTLP_PROTOCOL`, or
+/// the exporter's default when `None`), one turn is exported as one trace whose id is the
+/// request id, the request span its root, the turn inside it and each stage inside the turn;
+/// exports arrive with `content_type` and are read by `decode`.
+async fn turn_is_traced(
+    protocol: Option<&str>,
+    content_type: &str,
+    decode: fn(&[Vec<u8>]) -> Vec<SpanIds>,
+) {
     let db = TestDb::new().await;
     let home = tempfile::tempdir().unwrap();
     let log = home.path().join("serve.log");
     let (endpoint, exports) = otlp_receiver();
-    let env = [
+    let mut env = vec![
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json".to_string()),
         ("OTEL_BSP_SCHEDULE_DELAY", "100".to_string()),
     ];
+    if let Some(protocol) = protocol {
+        env.push(("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.to_string()));
+    }
     let mut s = serve(&db, home.path(), &log, &env);
     let http = reqwest::Client::new();
     let url = |path: &str| format!("{}{path}", s.api);
@@ -394,7 +457,13 @@ async fn a_turn_is_one_trace_whose_id_is_the_request_id() {
     .0;
     assert!(status.success(), "{status:?}");
 
-    let all = spans(&exports.lock().unwrap());
+    let exports = exports.lock().unwrap().clone();
+    assert!(!exports.is_empty(), "nothing was exported");
+    for (received, _) in &exports {
+        assert_eq!(received, content_type, "every export is {content_type}");
+    }
+    let bodies: Vec<Vec<u8>> = exports.into_iter().map(|(_, body)| body).collect();
+    let all = decode(&bodies);
     let turn_trace: Vec<_> = all.iter().filter(|s| s.0 == request_id).collect();
     let root = turn_trace
         .iter()
@@ -406,6 +475,12 @@ async fn a_turn_is_one_trace_whose_id_is_the_request_id() {
         .find(|s| s.3 == "turn")
         .unwrap_or_else(|| panic!("no turn span in {turn_trace:?}"));
     assert_eq!(turn.2, root.1, "the turn runs inside the request");
+    // One trace per turn: the turn's spans are all in the request's trace.
+    assert_eq!(
+        all.iter().filter(|s| s.3 == "turn").count(),
+        1,
+        "one turn, one turn span: {all:?}"
+    );
     for stage in ["ptkb", "rewrite", "retrieve", "generate"] {
         let span = turn_trace
             .iter()
@@ -417,4 +492,15 @@ async fn a_turn_is_one_trace_whose_id_is_the_request_id() {
     assert!(all
         .iter()
         .any(|s| s.3 == "POST /v1/conversations" && s.0 != request_id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_is_one_trace_whose_id_is_the_request_id() {
+    turn_is_traced(Some("http/json"), "application/json", json_spans).await;
+}
+
+/// The exporter's default encoding, protobuf, decoded with `opentelemetry-proto`'s messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_are_exported_in_the_default_protobuf_encoding() {
+    turn_is_traced(None, "application/x-protobuf", protobuf_spans).await;
 }
