@@ -80,12 +80,14 @@ pub struct PtkbOptions {
     /// Earlier utterances put before the current one in the neural model's query.
     #[arg(long, default_value_t = 1)]
     pub neural_history: usize,
-    /// The server's learned ranker (weights of `convrag tune ptkb`), with the bi-encoder when
-    /// `--neural` > 0; the other ranker options are then ignored.
+    /// The learned ranker (weights of `convrag tune ptkb`; the server's when no bi-encoder is
+    /// installed), with the bi-encoder when `--neural` > 0; the other ranker options are then
+    /// ignored.
     #[arg(long)]
     pub learned: bool,
-    /// The server's calibrated ranker that abstains (weights of `convrag tune ptkb-selection`),
-    /// with the bi-encoder when `--neural` > 0; the other ranker options are then ignored.
+    /// The calibrated ranker that abstains (weights of `convrag tune ptkb-selection`; the
+    /// server's with the bi-encoder), with the bi-encoder when `--neural` > 0; the other ranker
+    /// options are then ignored.
     #[arg(long, conflicts_with = "learned")]
     pub calibrated: bool,
 }

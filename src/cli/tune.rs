@@ -36,8 +36,8 @@ use convrag::tune::answers::{
     answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
 };
 use convrag::tune::ptkb_selection::{
-    model_probabilities, selection_figures, selection_turns, tune_selection, SelectionFigures,
-    SelectionGrid, SelectionTurn, TrainOn,
+    model_probabilities, selection_figures, selection_turns, small_ptkb_turns, tune_prior_shift,
+    tune_selection, SelectionFigures, SelectionGrid, SelectionTurn, SmallPtkbFile, TrainOn,
 };
 use convrag::tune::rewrite_ptkb::{
     evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
@@ -130,6 +130,10 @@ pub struct TunePtkbSelectionArgs {
     /// Fit only on turns whose provenance lists a statement (all turns are still measured).
     #[arg(long)]
     pub judged_only: bool,
+    /// Made-up small-PTKB development turns (the format of `tests/fixtures/ptkb_small_dev.json`):
+    /// the prior shift from iKAT's large PTKBs to small ones is chosen on them. Without it, none.
+    #[arg(long)]
+    pub dev: Option<PathBuf>,
     /// Where to write the fitted model (JSON).
     #[arg(long)]
     pub output: Option<PathBuf>,
@@ -376,11 +380,36 @@ fn run_ptkb_selection(config: &Config, args: TunePtkbSelectionArgs) -> anyhow::R
         },
         ..SelectionGrid::default()
     };
-    let tuning = tune_selection(&turns, &names, args.folds, &grid)?;
+    let mut tuning = tune_selection(&turns, &names, args.folds, &grid)?;
     println!(
         "training: {} turns, {} statements ({} relevant), {}-fold by topic; l2 {}, CV log loss {:.4}, threshold {}",
         tuning.turns, tuning.statements, tuning.positives, tuning.folds, tuning.l2, tuning.log_loss, tuning.model.threshold
     );
+    if let Some(path) = &args.dev {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading development turns {}", path.display()))?;
+        let file: SmallPtkbFile = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}: invalid development turns: {e}",
+                path.display(),
+                e.line()
+            )
+        })?;
+        let dev = small_ptkb_turns(&file, sim).with_context(|| path.display().to_string())?;
+        let (shift, by_shift) = tune_prior_shift(&tuning.model, &dev, &grid.prior_shifts);
+        for f in &by_shift {
+            println!(
+                "  prior shift {:.2}: development micro P/R/F1 {:.4} / {:.4} / {:.4}, selected in {} nothing-relevant turns",
+                f.prior_shift, f.micro_p, f.micro_recall, f.micro_f, f.selected_where_none
+            );
+        }
+        println!(
+            "prior shift {shift} (development turns: {}, {} statements)",
+            dev.len(),
+            dev.iter().map(|t| t.ids.len()).sum::<usize>()
+        );
+        tuning.model.prior_shift = shift;
+    }
     let figures = |set: Option<usize>, probs: &[Vec<f64>], threshold: f64| {
         let (ts, ps): (Vec<&SelectionTurn>, Vec<&[f64]>) = turns
             .iter()
@@ -403,6 +432,19 @@ fn run_ptkb_selection(config: &Config, args: TunePtkbSelectionArgs) -> anyhow::R
             &figures(None, &tuning.cv_probabilities, t)
         )
     );
+    if tuning.model.prior_shift != 0.0 {
+        println!(
+            "{}",
+            selection_row(
+                "cross-validated, prior shift",
+                &figures(
+                    None,
+                    &tuning.cv_probabilities_shifted(tuning.model.prior_shift),
+                    t
+                )
+            )
+        );
+    }
     for (set, path) in args.train.iter().enumerate() {
         let name = format!(
             "cross-validated, {}",

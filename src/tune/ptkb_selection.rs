@@ -10,23 +10,30 @@
 //! log-odds, so no figure is measured on a turn that fitted any part of its model. The L2 weight
 //! is chosen by cross-validated log loss, the absolute threshold by cross-validated micro F1 over
 //! every turn (a statement selected where nothing is relevant counts against it).
+//!
+//! The turn model (does the turn need any statement, from `TURN_FEATURES`) is fitted on every
+//! turn of the other folds likewise; a turn's probability is the product of the two. The prior
+//! shift (the label shift from iKAT's large PTKBs to small ones) is the one choice iKAT cannot
+//! inform: it is chosen on made-up small-PTKB development turns ([`tune_prior_shift`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::folds::topic_folds;
 use crate::eval::measures::Measure;
 use crate::eval::ptkb::evaluate_ptkb;
 use crate::eval::trec::{Qrels, Run};
 use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
-use crate::pipeline::context::ConversationContext;
+use crate::pipeline::context::{ConversationContext, HistoryTurn, PtkbStatement};
 use crate::pipeline::learned::LogisticModel;
 use crate::pipeline::ptkb::TextSimilarity;
-use crate::pipeline::ptkb_calibrated::{calibrated_features, log_odds, CalibratedModel};
+use crate::pipeline::ptkb_calibrated::{
+    calibrated_features, log_odds, sigmoid, turn_features, CalibratedModel, TURN_FEATURES,
+};
 use crate::pipeline::{PipelineError, Result};
 use crate::progress::Progress;
 
 /// One turn: its statements' features and labels (automatic run).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SelectionTurn {
     /// Topic number (folds group by topic).
     pub conversation: String,
@@ -34,6 +41,8 @@ pub struct SelectionTurn {
     /// Statement ids in PTKB order; rows of `features` and `relevant` likewise.
     pub ids: Vec<String>,
     pub features: Vec<Vec<f64>>,
+    /// `TURN_FEATURES` of the turn.
+    pub turn_features: Vec<f64>,
     pub relevant: Vec<bool>,
     /// Which topics file (`--train` position) the turn comes from.
     pub set: usize,
@@ -62,12 +71,88 @@ pub fn selection_turns(
                 .collect(),
             ids,
             features: calibrated_features(&ctx, similarity)?,
+            turn_features: turn_features(&ctx),
             set,
         });
         progress.inc(1);
     }
     progress.finish();
     Ok(out)
+}
+
+/// Made-up turns with small PTKBs (`tests/fixtures/ptkb_small*.json`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SmallPtkbFile {
+    pub turns: Vec<SmallPtkbTurn>,
+}
+
+/// One made-up turn: earlier utterances, the utterance, the statements and the 0-based indices
+/// of the relevant ones.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SmallPtkbTurn {
+    pub history: Vec<String>,
+    pub utterance: String,
+    pub ptkb: Vec<String>,
+    pub relevant: Vec<usize>,
+}
+
+impl SmallPtkbTurn {
+    /// The turn as the pipeline sees it (statement ids are the 0-based indices).
+    pub fn context(&self) -> ConversationContext {
+        ConversationContext {
+            utterance: self.utterance.clone(),
+            history: self
+                .history
+                .iter()
+                .map(|u| HistoryTurn {
+                    utterance: u.clone(),
+                    response: None,
+                })
+                .collect(),
+            ptkb: self
+                .ptkb
+                .iter()
+                .enumerate()
+                .map(|(i, s)| PtkbStatement {
+                    id: i.to_string(),
+                    text: s.clone(),
+                })
+                .collect(),
+            manual_rewrite: None,
+        }
+    }
+}
+
+/// Features and labels of made-up small-PTKB turns; a relevant index outside the PTKB is refused,
+/// naming the turn.
+pub fn small_ptkb_turns(
+    file: &SmallPtkbFile,
+    similarity: Option<&dyn TextSimilarity>,
+) -> Result<Vec<SelectionTurn>> {
+    file.turns
+        .iter()
+        .enumerate()
+        .map(|(n, t)| {
+            if let Some(i) = t.relevant.iter().find(|i| **i >= t.ptkb.len()) {
+                return Err(PipelineError::Input(format!(
+                    "turn {} ({:?}): relevant statement {i} of {}",
+                    n + 1,
+                    t.utterance,
+                    t.ptkb.len()
+                )));
+            }
+            let ctx = t.context();
+            Ok(SelectionTurn {
+                conversation: format!("dev{}", n + 1),
+                key: format!("dev{}", n + 1),
+                ids: (0..t.ptkb.len()).map(|i| i.to_string()).collect(),
+                features: calibrated_features(&ctx, similarity)?,
+                turn_features: turn_features(&ctx),
+                relevant: (0..t.ptkb.len()).map(|i| t.relevant.contains(&i)).collect(),
+                set: 0,
+            })
+        })
+        .collect()
 }
 
 /// Which turns the models are fitted on (every turn is predicted and measured).
@@ -92,6 +177,8 @@ pub struct SelectionGrid {
     pub l2: Vec<f64>,
     pub thresholds: Vec<f64>,
     pub train_on: TrainOn,
+    /// Prior shifts tried on development turns ([`tune_prior_shift`]).
+    pub prior_shifts: Vec<f64>,
 }
 
 impl Default for SelectionGrid {
@@ -100,6 +187,7 @@ impl Default for SelectionGrid {
             l2: vec![0.1, 1.0, 10.0, 100.0],
             thresholds: (1..=16).map(|i| i as f64 * 0.05).collect(),
             train_on: TrainOn::AllTurns,
+            prior_shifts: (0..=12).map(|i| i as f64 * 0.25).collect(),
         }
     }
 }
@@ -119,9 +207,44 @@ pub struct SelectionTuning {
     pub model: CalibratedModel,
     /// Cross-validated micro precision, recall and F1 over every turn at each threshold tried.
     pub by_threshold: Vec<(f64, f64, f64, f64)>,
-    /// Cross-validated calibrated probabilities, per turn (in input order) and statement.
+    /// Cross-validated probabilities (turn model times calibrated statement model, no prior
+    /// shift), per turn (in input order) and statement.
     #[serde(skip)]
     pub cv_probabilities: Vec<Vec<f64>>,
+    /// Their two factors: the calibrated statement probabilities and the turn probabilities.
+    #[serde(skip)]
+    pub cv_statement: Vec<Vec<f64>>,
+    #[serde(skip)]
+    pub cv_turn: Vec<f64>,
+}
+
+impl SelectionTuning {
+    /// The cross-validated probabilities with `prior_shift` added to the statements' log-odds.
+    pub fn cv_probabilities_shifted(&self, prior_shift: f64) -> Vec<Vec<f64>> {
+        combine(&self.cv_statement, &self.cv_turn, prior_shift)
+    }
+}
+
+/// Turn probability times statement probability (its log-odds shifted by `prior_shift`).
+fn combine(statement: &[Vec<f64>], turn: &[f64], prior_shift: f64) -> Vec<Vec<f64>> {
+    statement
+        .iter()
+        .zip(turn)
+        .map(|(ps, t)| {
+            ps.iter()
+                .map(|p| t * sigmoid(log_odds(*p) + prior_shift))
+                .collect()
+        })
+        .collect()
+}
+
+/// The turn model: whether any statement of the turn is relevant, from its `TURN_FEATURES`
+/// (two features, hundreds of turns: a negligible L2).
+fn fit_turn_model<'a>(turns: impl Iterator<Item = &'a SelectionTurn>) -> Result<LogisticModel> {
+    let (xs, ys): (Vec<Vec<f64>>, Vec<bool>) = turns
+        .map(|t| (t.turn_features.clone(), t.relevant.iter().any(|r| *r)))
+        .unzip();
+    LogisticModel::fit(TURN_FEATURES, &xs, &ys, 1e-3)
 }
 
 fn examples<'a>(turns: impl Iterator<Item = &'a SelectionTurn>) -> (Vec<Vec<f64>>, Vec<bool>) {
@@ -143,7 +266,8 @@ fn fit_platt(log_odds: &[f64], labels: &[bool]) -> Result<LogisticModel> {
 /// One value per statement of each turn.
 type PerStatement = Vec<Vec<f64>>;
 
-/// Held-out calibrated probabilities at one L2, and the fold models' held-out log-odds.
+/// Held-out calibrated statement probabilities at one L2, and the fold models' held-out
+/// log-odds.
 fn cross_validate(
     turns: &[SelectionTurn],
     fold_of: &[usize],
@@ -191,6 +315,30 @@ fn cross_validate(
     Ok((probabilities, odds))
 }
 
+/// Held-out turn probabilities: each fold's from the turn model fitted on the other folds.
+fn cross_validate_turns(
+    turns: &[SelectionTurn],
+    fold_of: &[usize],
+    folds: usize,
+) -> Result<Vec<f64>> {
+    let mut out = vec![0.0; turns.len()];
+    for fold in 0..folds {
+        let model = fit_turn_model(
+            turns
+                .iter()
+                .zip(fold_of)
+                .filter(|(_, f)| **f != fold)
+                .map(|(t, _)| t),
+        )?;
+        for (i, t) in turns.iter().enumerate() {
+            if fold_of[i] == fold {
+                out[i] = model.probability(&t.turn_features);
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn mean_log_loss(turns: &[SelectionTurn], probabilities: &[Vec<f64>], train_on: TrainOn) -> f64 {
     let (mut sum, mut n) = (0.0, 0usize);
     for (t, ps) in turns.iter().zip(probabilities) {
@@ -230,7 +378,9 @@ pub fn tune_selection(
             best = Some((l2, loss, probabilities, odds));
         }
     }
-    let (l2, log_loss, probabilities, odds) = best.expect("a non-empty grid");
+    let (l2, log_loss, statement, odds) = best.expect("a non-empty grid");
+    let turn_probabilities = cross_validate_turns(turns, &fold_of, folds)?;
+    let probabilities = combine(&statement, &turn_probabilities, 0.0);
     let labels = all_turn_qrels(turns.iter());
     let mut threshold = grid.thresholds[0];
     let mut best_f = -1.0;
@@ -253,6 +403,8 @@ pub fn tune_selection(
     let model = CalibratedModel {
         model: LogisticModel::fit(names, &xs, &ys, l2)?,
         platt: fit_platt(&zs, &ys)?,
+        turn: fit_turn_model(turns.iter())?,
+        prior_shift: 0.0,
         threshold,
     };
     Ok(SelectionTuning {
@@ -266,7 +418,61 @@ pub fn tune_selection(
         model,
         by_threshold,
         cv_probabilities: probabilities,
+        cv_statement: statement,
+        cv_turn: turn_probabilities,
     })
+}
+
+/// Selection on development turns at one prior shift.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ShiftFigures {
+    pub prior_shift: f64,
+    pub micro_p: f64,
+    pub micro_recall: f64,
+    pub micro_f: f64,
+    /// Turns where nothing is relevant and something was selected.
+    pub selected_where_none: usize,
+}
+
+/// The prior shift for small PTKBs: the one of `shifts` whose selection on the made-up `dev`
+/// turns (at `model`'s threshold) has the best micro F1 among those selecting nothing where
+/// nothing is relevant (the smallest on ties; 0 when none does). Returns it with every shift's
+/// figures.
+pub fn tune_prior_shift(
+    model: &CalibratedModel,
+    dev: &[SelectionTurn],
+    shifts: &[f64],
+) -> (f64, Vec<ShiftFigures>) {
+    let labels = all_turn_qrels(dev.iter());
+    let mut figures = Vec::new();
+    let (mut chosen, mut best_f) = (0.0, -1.0);
+    for &shift in shifts {
+        let shifted = CalibratedModel {
+            prior_shift: shift,
+            ..model.clone()
+        };
+        let refs: Vec<&SelectionTurn> = dev.iter().collect();
+        let probabilities = model_probabilities(&refs, &shifted);
+        let selected = selected_run(dev.iter(), &probabilities, model.threshold);
+        let micro = evaluate_ptkb(&labels, &selected, &[]).micro;
+        let selected_where_none = dev
+            .iter()
+            .filter(|t| !t.relevant.iter().any(|r| *r))
+            .filter(|t| selected.get(&t.key).is_some_and(|d| !d.is_empty()))
+            .count();
+        let f = ShiftFigures {
+            prior_shift: shift,
+            micro_p: micro.precision(),
+            micro_recall: micro.recall(),
+            micro_f: micro.f1(),
+            selected_where_none,
+        };
+        if selected_where_none == 0 && f.micro_f > best_f + 1e-12 {
+            (chosen, best_f) = (shift, f.micro_f);
+        }
+        figures.push(f);
+    }
+    (chosen, figures)
 }
 
 /// Qrels of every turn: each statement judged, relevant when listed (a turn with nothing
@@ -395,7 +601,12 @@ pub fn selection_figures(
 pub fn model_probabilities(turns: &[&SelectionTurn], model: &CalibratedModel) -> Vec<Vec<f64>> {
     turns
         .iter()
-        .map(|t| t.features.iter().map(|x| model.probability(x)).collect())
+        .map(|t| {
+            t.features
+                .iter()
+                .map(|x| model.probability(x, &t.turn_features))
+                .collect()
+        })
         .collect()
 }
 
@@ -409,6 +620,7 @@ mod tests {
             key: format!("{topic}_{n}"),
             ids: (1..=x.len()).map(|i| i.to_string()).collect(),
             features: x.iter().map(|v| vec![*v]).collect(),
+            turn_features: vec![1.0, f64::from(u8::from(relevant.iter().any(|r| *r)))],
             relevant: relevant.to_vec(),
             set: 0,
         }
@@ -438,8 +650,67 @@ mod tests {
         assert!((f.abstained - 1.0).abs() < 1e-9, "{f:?}");
         assert!(f.micro_p > 0.99 && f.micro_recall > 0.99, "{f:?}");
         assert!((f.ndcg_cut_3[0].1 - 1.0).abs() < 1e-9);
-        assert!(tuning.model.probability(&[0.9]) > 0.5);
-        assert!(tuning.model.probability(&[0.1]) < 0.5);
+        assert!(tuning.model.probability(&[0.9], &[1.0, 1.0]) > 0.5);
+        assert!(tuning.model.probability(&[0.1], &[1.0, 1.0]) < 0.5);
+    }
+
+    #[test]
+    fn the_prior_shift_is_the_best_on_dev_turns_that_selects_nothing_where_nothing_is_relevant() {
+        let identity = |name: &str, bias: f64| LogisticModel {
+            features: vec![name.into()],
+            mean: vec![0.0],
+            scale: vec![1.0],
+            weights: vec![1.0],
+            bias,
+        };
+        let model = CalibratedModel {
+            model: identity("x", 0.0),
+            platt: identity("log_odds", 0.0),
+            turn: LogisticModel {
+                features: TURN_FEATURES.iter().map(|s| s.to_string()).collect(),
+                mean: vec![0.0, 0.0],
+                scale: vec![1.0, 1.0],
+                weights: vec![0.0, 0.0],
+                bias: 30.0,
+            },
+            prior_shift: 0.0,
+            threshold: 0.5,
+        };
+        // The relevant statement needs a shift above 0.6; the nothing-relevant turn's statement
+        // is selected from a shift of 1.6 on.
+        let dev = [
+            turn("1", 1, &[-0.6, -3.0], &[true, false]),
+            turn("2", 1, &[-1.6], &[false]),
+        ];
+        let shifts: Vec<f64> = (0..=12).map(|i| i as f64 * 0.25).collect();
+        let (chosen, figures) = tune_prior_shift(&model, &dev, &shifts);
+        assert_eq!(chosen, 0.75);
+        assert_eq!(figures[0].micro_recall, 0.0);
+        assert_eq!(figures[3].micro_f, 1.0);
+        assert_eq!(figures[7].selected_where_none, 1);
+        // Nothing qualifies: no shift.
+        let never = [turn("3", 1, &[5.0], &[false])];
+        assert_eq!(tune_prior_shift(&model, &never, &shifts).0, 0.0);
+    }
+
+    #[test]
+    fn a_small_ptkb_file_with_a_relevant_index_outside_its_ptkb_is_refused() {
+        let file: SmallPtkbFile = serde_json::from_str(
+            r#"{"turns": [{"history": [], "utterance": "Which tent should I buy?", "ptkb": ["I camp in winter."], "relevant": [0]},
+                          {"history": ["I sail."], "utterance": "Which boat?", "ptkb": ["I sail alone."], "relevant": [1]}]}"#,
+        )
+        .unwrap();
+        let err = small_ptkb_turns(&file, None).unwrap_err().to_string();
+        assert!(
+            err.contains("turn 2") && err.contains("Which boat?"),
+            "{err}"
+        );
+        let ok = SmallPtkbFile {
+            turns: file.turns[..1].to_vec(),
+        };
+        let turns = small_ptkb_turns(&ok, None).unwrap();
+        assert_eq!(turns[0].relevant, vec![true]);
+        assert_eq!(turns[0].turn_features, vec![1.0, 1.0]);
     }
 
     #[test]

@@ -65,7 +65,6 @@ async def exercise(session):
         assert f"[{p['n']}]" in first["answer"]
 
     # The PTKB changes the answer: the same question follows the statement the user holds.
-    # (Statements are selected relative to each other: a PTKB of one selects nothing.)
     await call(session, "add_ptkb", {"conversation_id": conversation, "text": CYCLING})
     await call(session, "add_ptkb", {"conversation_id": conversation, "text": PEANUTS})
     statements = (await call(session, "list_ptkb", {"conversation_id": conversation}))["statements"]

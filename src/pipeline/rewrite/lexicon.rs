@@ -76,6 +76,42 @@ pub const POSSESSIVE_PRONOUNS: &[&str] = &["its", "their"];
 /// Words by which the user speaks of themself.
 pub const FIRST_PERSON: &[&str] = &["i", "me", "my", "mine", "myself"];
 
+/// Words by which an utterance asks for advice or a choice, where what suits the user matters
+/// ("Which laptop *should* I buy?", "*Recommend* a film"), unlike a question of general knowledge.
+pub const REQUEST_WORDS: &[&str] = &[
+    "recommend",
+    "recommends",
+    "recommended",
+    "recommendation",
+    "recommendations",
+    "suggest",
+    "suggests",
+    "suggested",
+    "suggestion",
+    "suggestions",
+    "should",
+    "advice",
+    "advise",
+    "help",
+    "idea",
+    "ideas",
+    "best",
+    "good",
+    "better",
+    "suitable",
+    "suit",
+    "suits",
+    "fit",
+    "fits",
+    "prefer",
+    "preferred",
+    "preference",
+    "preferences",
+    "option",
+    "options",
+    "which",
+];
+
 /// Words by which a PTKB statement relates the user to what it is about ("I *run* PostgreSQL",
 /// "I *live* in Lisbon"): content words, but they say nothing about the thing, so they never
 /// enter a query from the PTKB. Surface forms: "running" or "runner" may be the topic.
@@ -332,6 +368,7 @@ mod tests {
             RELIABLE_REFERENCES,
             REPLACEABLE_PRONOUNS,
             FIRST_PERSON,
+            REQUEST_WORDS,
             SECOND_PERSON,
             DIALOGUE,
             TALKING_BACK,

@@ -1,11 +1,11 @@
 //! PTKB selection on small made-up PTKBs (`tests/fixtures/ptkb_small.json`: 35 turns, PTKBs of
-//! 1–5 statements, 12 turns where nothing is relevant; labels written before any model was run),
-//! through the ranker a turn uses: the calibrated ranker with the real all-MiniLM-L6-v2 bi-encoder.
-//! Asserted: precision >= 0.8 and nothing selected where nothing is relevant.
+//! 1–5 statements, 12 turns where nothing is relevant; labels written before any model was run;
+//! never tuned on: the prior shift is chosen on `tests/fixtures/ptkb_small_dev.json`), through the
+//! ranker a turn uses (`recommended_ranker`: the calibrated ranker with the real all-MiniLM-L6-v2
+//! bi-encoder). Asserted, issue 32's bar: precision >= 0.8, recall >= 0.6 and nothing selected
+//! where nothing is relevant.
 
 use std::sync::Arc;
-
-use convrag::pipeline::ptkb::PtkbRanker;
 
 use convrag::pipeline::context::{ConversationContext, HistoryTurn, PtkbStatement};
 use serde::Deserialize;
@@ -55,7 +55,7 @@ fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
     let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert!(fixture.turns.len() >= 30);
     let model: Arc<dyn convrag::rerank::Reranker> = Arc::new(crate::common::default_model());
-    let ranker = convrag::pipeline::ptkb_calibrated::calibrated_ranker(Some(model)).unwrap();
+    let ranker = convrag::pipeline::ptkb_calibrated::recommended_ranker(Some(model));
     let (mut selected, mut relevant, mut hits) = (0, 0, 0);
     let mut wrong_where_none = Vec::new();
     for t in &fixture.turns {
@@ -87,7 +87,5 @@ fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
         "selected where nothing is relevant: {wrong_where_none:?}"
     );
     assert!(precision >= 0.8, "precision {precision:.3}");
-    // Issue 32 asks for recall >= 0.6 too; the calibrated ranker reaches 0.371 (13 of 35) on this
-    // fixture, so that bar is open (BENCHMARKS.md), not asserted here.
-    assert!(hits > 0, "nothing relevant selected");
+    assert!(recall >= 0.6, "recall {recall:.3}");
 }

@@ -141,13 +141,58 @@ fn the_committed_extractive_stopping_rule_is_the_tuning_output() {
     assert!(!out2.exists());
 }
 
+/// Every number of two weight files within `tolerance` (bi-encoder cosines may differ in their
+/// last bits between ONNX Runtime's thread schedules), every other value equal.
+fn assert_same_weights(fitted: &str, committed: &str, tolerance: f64, name: &str) {
+    fn walk(a: &serde_json::Value, b: &serde_json::Value, tolerance: f64, path: &str) {
+        use serde_json::Value;
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => {
+                let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                assert!(
+                    (x - y).abs() <= tolerance,
+                    "{path}: fitted {x}, committed {y}"
+                );
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                assert_eq!(x.len(), y.len(), "{path}");
+                for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                    walk(x, y, tolerance, &format!("{path}[{i}]"));
+                }
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                assert_eq!(
+                    x.keys().collect::<Vec<_>>(),
+                    y.keys().collect::<Vec<_>>(),
+                    "{path}"
+                );
+                for (k, v) in x {
+                    walk(v, &y[k], tolerance, &format!("{path}.{k}"));
+                }
+            }
+            _ => assert_eq!(a, b, "{path}"),
+        }
+    }
+    let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+    walk(&parse(fitted), &parse(committed), tolerance, name);
+}
+
+fn small_ptkb_dev() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ptkb_small_dev.json")
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// The committed calibrated PTKB model without the bi-encoder is exactly what the documented
-/// command fits on iKAT 2023 train + test (BENCHMARKS.md, "PTKB selection that abstains").
+/// command fits on iKAT 2023 train + test and the made-up development turns (BENCHMARKS.md, "PTKB
+/// selection that abstains").
 #[test]
 fn the_committed_calibrated_lexical_ptkb_model_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
     let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
     let test = crate::common::shared_data("ikat/official/2023_test_topics.json");
+    let dev = small_ptkb_dev();
     let (r, fitted, committed) = tune_committed(
         dir.path(),
         &[
@@ -158,10 +203,123 @@ fn the_committed_calibrated_lexical_ptkb_model_is_the_tuning_output() {
             train.to_str().unwrap(),
             "--train",
             test.to_str().unwrap(),
+            "--dev",
+            &dev,
         ],
         "ptkb_calibrated_lexical.json",
     );
     assert_eq!(fitted, committed);
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(stdout.contains("cross-validated, all sets"), "{stdout}");
+    assert!(stdout.contains("prior shift"), "{stdout}");
+
+    // Development turns naming a statement the PTKB lacks are refused, naming file and turn.
+    let bad = dir.path().join("dev.json");
+    std::fs::write(
+        &bad,
+        r#"{"turns": [{"history": [], "utterance": "Which tent?", "ptkb": ["I camp."], "relevant": [3]}]}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("refused.json");
+    let r = tune(&[
+        "tune",
+        "ptkb-selection",
+        "--judged-only",
+        "--train",
+        train.to_str().unwrap(),
+        "--dev",
+        bad.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("dev.json") && stderr.contains("turn 1"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
+/// The served PTKB model (calibrated, with the bi-encoder) is what the documented command fits
+/// (BENCHMARKS.md): the real all-MiniLM-L6-v2 over iKAT 2023 train + test and the development
+/// turns.
+#[test]
+fn the_committed_calibrated_neural_ptkb_model_is_the_tuning_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let test = crate::common::shared_data("ikat/official/2023_test_topics.json");
+    crate::common::model_dir("all-MiniLM-L6-v2");
+    let output = dir.path().join("ptkb_calibrated_model.json");
+    let r = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .env("CONVRAG_HOME", crate::common::data_home())
+        .args([
+            "tune",
+            "ptkb-selection",
+            "--neural",
+            "--judged-only",
+            "--train",
+            train.to_str().unwrap(),
+            "--train",
+            test.to_str().unwrap(),
+            "--dev",
+            &small_ptkb_dev(),
+            "--output",
+            output.to_str().unwrap(),
+        ])
+        .output()
+        .expect("run convrag");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let committed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/pipeline/weights/ptkb_calibrated_model.json"),
+    )
+    .unwrap();
+    assert_same_weights(
+        &std::fs::read_to_string(&output).unwrap(),
+        &committed,
+        1e-6,
+        "ptkb_calibrated_model",
+    );
+}
+
+/// The learned PTKB ranker's committed weights (the server's ranker without a bi-encoder) are
+/// what `convrag tune ptkb` fits on iKAT 2023 train (BENCHMARKS.md, "PTKB statement ranking").
+#[test]
+fn the_committed_learned_ptkb_models_are_the_tuning_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let (_, fitted, committed) = tune_committed(
+        dir.path(),
+        &["tune", "ptkb", "--train", train.to_str().unwrap()],
+        "ptkb_lexical.json",
+    );
+    assert_same_weights(&fitted, &committed, 0.0, "ptkb_lexical");
+    crate::common::model_dir("all-MiniLM-L6-v2");
+    let output = dir.path().join("ptkb_model.json");
+    let r = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .env("CONVRAG_HOME", crate::common::data_home())
+        .args([
+            "tune",
+            "ptkb",
+            "--neural",
+            "--train",
+            train.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+        ])
+        .output()
+        .expect("run convrag");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let committed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/pipeline/weights/ptkb_model.json"),
+    )
+    .unwrap();
+    assert_same_weights(
+        &std::fs::read_to_string(&output).unwrap(),
+        &committed,
+        1e-6,
+        "ptkb_model",
+    );
 }
