@@ -29,9 +29,10 @@ use convrag::eval::trec::{Qrels, Run};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::{IkatTopic, RunType};
 use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
-use convrag::pipeline::ptkb::ModelSimilarity;
 use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
+use convrag::pipeline::ptkb::{embedded_similarity, EmbeddedSimilarity, ModelSimilarity};
 use convrag::pipeline::ptkb_calibrated::calibrated_feature_names;
+use convrag::rerank::QueryVectors;
 use convrag::tune::answers::{
     answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
 };
@@ -228,17 +229,36 @@ fn lexical_baseline(topics: &[IkatTopic], qrels: &Qrels) -> anyhow::Result<PtkbF
     })
 }
 
+/// The bi-encoder for `--neural` PTKB tuning, its embeddings kept by text for the whole run: a
+/// statement recurs in every turn of its conversation, and the cosines are those a served turn
+/// computes (`pipeline::ptkb::embedded_similarity`), each text encoded once.
+struct TuningSimilarity {
+    model: Option<(ModelSimilarity, QueryVectors)>,
+}
+
+impl TuningSimilarity {
+    fn load(config: &Config, neural: bool) -> anyhow::Result<Self> {
+        if !neural {
+            return Ok(Self { model: None });
+        }
+        let model = convrag::rerank::load_default(config)
+            .context("--neural: no reranking model could be loaded (scripts/fetch-models.sh)")?;
+        Ok(Self {
+            model: Some((ModelSimilarity(model.clone()), QueryVectors::new(model))),
+        })
+    }
+
+    /// `None` without `--neural`.
+    fn as_similarity(&self) -> Option<EmbeddedSimilarity<'_>> {
+        let (model, vectors) = self.model.as_ref()?;
+        embedded_similarity(Some(model as &dyn TextSimilarity), vectors)
+    }
+}
+
 fn run_ptkb(config: &Config, args: TunePtkbArgs) -> anyhow::Result<()> {
-    let similarity: Option<ModelSimilarity> = if args.neural {
-        Some(ModelSimilarity(
-            convrag::rerank::load_default(config).context(
-                "--neural: no reranking model could be loaded (scripts/fetch-models.sh)",
-            )?,
-        ))
-    } else {
-        None
-    };
-    let sim = similarity.as_ref().map(|s| s as &dyn TextSimilarity);
+    let similarity = TuningSimilarity::load(config, args.neural)?;
+    let embedded = similarity.as_similarity();
+    let sim = embedded.as_ref().map(|s| s as &dyn TextSimilarity);
     let names = statement_feature_names(args.neural);
     let mut turns = Vec::new();
     let mut qrels = Qrels::default();
@@ -347,16 +367,9 @@ fn selection_features(
 }
 
 fn run_ptkb_selection(config: &Config, args: TunePtkbSelectionArgs) -> anyhow::Result<()> {
-    let similarity: Option<ModelSimilarity> = if args.neural {
-        Some(ModelSimilarity(
-            convrag::rerank::load_default(config).context(
-                "--neural: no reranking model could be loaded (scripts/fetch-models.sh)",
-            )?,
-        ))
-    } else {
-        None
-    };
-    let sim = similarity.as_ref().map(|s| s as &dyn TextSimilarity);
+    let similarity = TuningSimilarity::load(config, args.neural)?;
+    let embedded = similarity.as_similarity();
+    let sim = embedded.as_ref().map(|s| s as &dyn TextSimilarity);
     let names = calibrated_feature_names(args.neural);
     let turns = selection_features(&args, sim)?;
     let extra: Vec<(String, Qrels)> = args

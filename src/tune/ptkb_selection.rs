@@ -119,6 +119,7 @@ impl SmallPtkbTurn {
                 })
                 .collect(),
             manual_rewrite: None,
+            instructions: None,
         }
     }
 }
