@@ -7,59 +7,21 @@
 
 use std::sync::Arc;
 
-use convrag::pipeline::context::{ConversationContext, HistoryTurn, PtkbStatement};
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct Fixture {
-    turns: Vec<Turn>,
-}
-
-#[derive(Deserialize)]
-struct Turn {
-    history: Vec<String>,
-    utterance: String,
-    ptkb: Vec<String>,
-    relevant: Vec<usize>,
-}
-
-fn context(t: &Turn) -> ConversationContext {
-    ConversationContext {
-        utterance: t.utterance.clone(),
-        history: t
-            .history
-            .iter()
-            .map(|u| HistoryTurn {
-                utterance: u.clone(),
-                response: None,
-            })
-            .collect(),
-        ptkb: t
-            .ptkb
-            .iter()
-            .enumerate()
-            .map(|(i, s)| PtkbStatement {
-                id: i.to_string(),
-                text: s.clone(),
-            })
-            .collect(),
-        manual_rewrite: None,
-        instructions: None,
-    }
-}
+use convrag::tune::ptkb_selection::SmallPtkbFile;
 
 #[test]
 fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ptkb_small.json");
-    let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let fixture: SmallPtkbFile =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert!(fixture.turns.len() >= 30);
     let model: Arc<dyn convrag::rerank::Reranker> = Arc::new(crate::common::default_model());
     let ranker = convrag::pipeline::ptkb_calibrated::recommended_ranker(Some(model));
     let (mut selected, mut relevant, mut hits) = (0, 0, 0);
     let mut wrong_where_none = Vec::new();
     for t in &fixture.turns {
-        let ranking = ranker.rank(&context(t)).unwrap();
+        let ranking = ranker.rank(&t.context()).unwrap();
         let chosen: Vec<usize> = ranking.selected().map(|s| s.id.parse().unwrap()).collect();
         selected += chosen.len();
         relevant += t.relevant.len();
