@@ -262,20 +262,21 @@ pub fn calibrated_ranker(
     })
 }
 
-/// The ranker the server and batch runs use: with the bi-encoder the calibrated ranker (it
-/// abstains where nothing is relevant and holds on small PTKBs); without one the learned
-/// lexical ranker, which ranks iKAT far better than the calibrated ranker's lexical features.
+/// The ranker the server and batch runs use: the learned ranker. The calibrated ranker
+/// ([`calibrated_ranker`], `--calibrated`) meets the small-PTKB bar, but in a longer conversation
+/// it selects more statements at once (the chat page's allergy no longer steers the answer when
+/// the diet statement is selected beside it), so it stays opt-in until that holds.
 pub fn recommended_ranker(
     model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
 ) -> std::sync::Arc<dyn PtkbRanker> {
     let Some(model) = model else {
         return super::ptkb::recommended_lexical_ranker();
     };
-    match calibrated_ranker(Some(model)) {
+    match super::ptkb::learned_ranker(Some(model)) {
         Ok(ranker) => std::sync::Arc::new(ranker),
         Err(e) => {
             // Unreachable with the committed weights (unit-tested); never stop a turn for it.
-            tracing::error!(error = %e, "calibrated PTKB weights unusable; ranking lexically");
+            tracing::error!(error = %e, "learned PTKB weights unusable; ranking lexically");
             std::sync::Arc::new(super::ptkb::default_ranker())
         }
     }
