@@ -1,7 +1,8 @@
 //! Stage 1: PTKB statement ranking.
 //!
-//! The served ranker is `ptkb_calibrated::recommended_ranker` (calibrated probabilities, an
-//! absolute threshold); this module holds the shared types and the earlier rankers.
+//! The served ranker is chosen by `ptkb_calibrated::recommended_ranker` (the learned ranker; the
+//! calibrated one, which may select nothing, is opt-in); this module holds the shared types and
+//! the rankers other than the calibrated one.
 //!
 //! A [`PtkbRanker`] scores every statement of the user's PTKB against the current turn in its
 //! context and returns them all, ranked, with the selected subset marked (a [`Selection`] rule:
