@@ -574,22 +574,7 @@ pub fn statement_features(
         })
         .collect();
     if let Some(model) = similarity {
-        let texts: Vec<&str> = ctx.ptkb.iter().map(|s| s.text.as_str()).collect();
-        let cosine = |query: Option<&str>| -> Result<Vec<f32>> {
-            match query {
-                Some(q) if !q.trim().is_empty() => {
-                    let v = model.similarities(q, &texts)?;
-                    if v.len() != n {
-                        return Err(PipelineError::Model(format!(
-                            "similarity returned {} scores for {n} statements",
-                            v.len()
-                        )));
-                    }
-                    Ok(v)
-                }
-                _ => Ok(vec![0.0; n]),
-            }
-        };
+        let cosine = |query: Option<&str>| statement_cosines(model, query, ctx);
         let now = cosine(Some(ctx.effective_utterance()))?;
         let previous = cosine(ctx.history.last().map(|t| t.utterance.as_str()))?;
         let first = cosine(ctx.history.first().map(|t| t.utterance.as_str()))?;
@@ -718,6 +703,30 @@ pub fn default_ranker() -> ScoringRanker<LexicalScorer> {
     ScoringRanker {
         scorer: LexicalScorer::default(),
         selection: Selection::default(),
+    }
+}
+
+/// The bi-encoder's cosine of every statement of `ctx.ptkb` with `query` (0 for each without a
+/// query or with a blank one), checked to score each statement once.
+pub fn statement_cosines(
+    model: &dyn TextSimilarity,
+    query: Option<&str>,
+    ctx: &ConversationContext,
+) -> Result<Vec<f32>> {
+    let n = ctx.ptkb.len();
+    match query {
+        Some(q) if !q.trim().is_empty() => {
+            let texts: Vec<&str> = ctx.ptkb.iter().map(|s| s.text.as_str()).collect();
+            let v = model.similarities(q, &texts)?;
+            if v.len() != n {
+                return Err(PipelineError::Model(format!(
+                    "similarity returned {} scores for {n} statements",
+                    v.len()
+                )));
+            }
+            Ok(v)
+        }
+        _ => Ok(vec![0.0; n]),
     }
 }
 

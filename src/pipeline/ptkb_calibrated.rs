@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use super::context::ConversationContext;
 use super::learned::LogisticModel;
 use super::ptkb::{
-    ModelSimilarity, PtkbRanker, ScoringRanker, Selection, StatementScorer, TextSimilarity,
+    statement_cosines, ModelSimilarity, PtkbRanker, ScoringRanker, Selection, StatementScorer,
+    TextSimilarity,
 };
 use super::rewrite::lexicon;
 use super::terms;
@@ -122,22 +123,7 @@ pub fn calibrated_features(
             })
             .collect());
     };
-    let texts: Vec<&str> = ctx.ptkb.iter().map(|s| s.text.as_str()).collect();
-    let cosine = |query: Option<&str>| -> Result<Vec<f32>> {
-        match query {
-            Some(q) if !q.trim().is_empty() => {
-                let v = model.similarities(q, &texts)?;
-                if v.len() != n {
-                    return Err(PipelineError::Model(format!(
-                        "similarity returned {} scores for {n} statements",
-                        v.len()
-                    )));
-                }
-                Ok(v)
-            }
-            _ => Ok(vec![0.0; n]),
-        }
-    };
+    let cosine = |query: Option<&str>| statement_cosines(model, query, ctx);
     let now = cosine(Some(ctx.effective_utterance()))?;
     let conversation = cosine(Some(&conversation_text(ctx)))?;
     let response = cosine(ctx.history.last().and_then(|t| t.response.as_deref()))?;
