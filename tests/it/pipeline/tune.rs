@@ -3,8 +3,10 @@
 
 use std::process::Command;
 
+/// `convrag <args>` with the test models' home (`--neural` loads the bi-encoder from it).
 fn tune(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .env("CONVRAG_HOME", crate::common::data_home())
         .args(args)
         .output()
         .expect("run convrag")
@@ -250,10 +252,9 @@ fn the_committed_calibrated_neural_ptkb_model_is_the_tuning_output() {
     let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
     let test = crate::common::shared_data("ikat/official/2023_test_topics.json");
     crate::common::model_dir("all-MiniLM-L6-v2");
-    let output = dir.path().join("ptkb_calibrated_model.json");
-    let r = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .env("CONVRAG_HOME", crate::common::data_home())
-        .args([
+    let (_, fitted, committed) = tune_committed(
+        dir.path(),
+        &[
             "tune",
             "ptkb-selection",
             "--neural",
@@ -264,23 +265,10 @@ fn the_committed_calibrated_neural_ptkb_model_is_the_tuning_output() {
             test.to_str().unwrap(),
             "--dev",
             &small_ptkb_dev(),
-            "--output",
-            output.to_str().unwrap(),
-        ])
-        .output()
-        .expect("run convrag");
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let committed = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/pipeline/weights/ptkb_calibrated_model.json"),
-    )
-    .unwrap();
-    assert_same_weights(
-        &std::fs::read_to_string(&output).unwrap(),
-        &committed,
-        1e-6,
-        "ptkb_calibrated_model",
+        ],
+        "ptkb_calibrated_model.json",
     );
+    assert_same_weights(&fitted, &committed, 1e-6, "ptkb_calibrated_model");
 }
 
 /// The learned PTKB ranker's committed weights (the server's ranker without a bi-encoder) are
@@ -296,30 +284,16 @@ fn the_committed_learned_ptkb_models_are_the_tuning_output() {
     );
     assert_same_weights(&fitted, &committed, 0.0, "ptkb_lexical");
     crate::common::model_dir("all-MiniLM-L6-v2");
-    let output = dir.path().join("ptkb_model.json");
-    let r = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .env("CONVRAG_HOME", crate::common::data_home())
-        .args([
+    let (_, fitted, committed) = tune_committed(
+        dir.path(),
+        &[
             "tune",
             "ptkb",
             "--neural",
             "--train",
             train.to_str().unwrap(),
-            "--output",
-            output.to_str().unwrap(),
-        ])
-        .output()
-        .expect("run convrag");
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let committed = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/pipeline/weights/ptkb_model.json"),
-    )
-    .unwrap();
-    assert_same_weights(
-        &std::fs::read_to_string(&output).unwrap(),
-        &committed,
-        1e-6,
-        "ptkb_model",
+        ],
+        "ptkb_model.json",
     );
+    assert_same_weights(&fitted, &committed, 1e-6, "ptkb_model");
 }
