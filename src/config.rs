@@ -94,6 +94,9 @@ pub struct UploadLimits {
 }
 
 impl UploadLimits {
+    /// `max_files` unless configured.
+    pub const DEFAULT_MAX_FILES: usize = 20;
+
     fn load_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
         fn number<T: std::str::FromStr>(
             env: &dyn Fn(&str) -> Option<String>,
@@ -144,7 +147,7 @@ impl Default for UploadLimits {
     fn default() -> Self {
         Self {
             max_file_bytes: 10 << 20,
-            max_files: 20,
+            max_files: Self::DEFAULT_MAX_FILES,
             max_documents: 200,
             max_collection_bytes: 50 << 20,
             max_collections: 10,

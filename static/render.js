@@ -266,6 +266,11 @@ function retrievalUsed(turn) {
   return diagnostics.retrieval || (turn.settings && turn.settings.retrieval) || "bm25";
 }
 
+/** What a passage's first-stage score of `turn` is ("BM25", "cosine" or "fused"). */
+export function firstStageScoreName(turn) {
+  return FIRST_STAGE_SCORE[retrievalUsed(turn)] || "first stage";
+}
+
 /** Which first stage found the passages, and why it is not the one asked for if so. */
 function retrievalNote(turn) {
   if (turn.pending && !turn.diagnostics) return null;
@@ -358,7 +363,7 @@ export function whyContent(turn, onPassage) {
                 el(
                   "span",
                   { class: "scores" },
-                  `${FIRST_STAGE_SCORE[retrievalUsed(turn)] || "first stage"} ${formatScore(p.retrieval_score)} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`,
+                  `${firstStageScoreName(turn)} ${formatScore(p.retrieval_score)} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`,
                 ),
                 foundBy(p),
               );

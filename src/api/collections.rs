@@ -358,6 +358,33 @@ impl utoipa::Modify for UploadParts {
     }
 }
 
+impl UploadParts {
+    /// States `uploads.max_files` as the list's `maxItems`: a longer list is refused with 413.
+    pub(super) fn limit_files(
+        schemas: &mut std::collections::BTreeMap<
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::Schema>,
+        >,
+        max_files: usize,
+    ) {
+        use utoipa::openapi::{RefOr, Schema};
+        let Some(RefOr::T(Schema::Object(form))) = schemas.get_mut("UploadForm") else {
+            return;
+        };
+        let Some(RefOr::T(Schema::Object(files))) = form.properties.get_mut("files") else {
+            return;
+        };
+        let list = files
+            .extensions
+            .as_mut()
+            .and_then(|keywords| keywords.get_mut("anyOf"))
+            .and_then(|any_of| any_of.get_mut(0));
+        if let Some(list) = list {
+            list["maxItems"] = json!(max_files);
+        }
+    }
+}
+
 /// `GET /v1/collections/{name}/search?q=&k=&rerank=&depth=`
 #[utoipa::path(get, path = "/v1/collections/{name}/search", operation_id = "search_collection",
     tag = "collections", params(CollectionPath, SearchQuery),

@@ -26,12 +26,14 @@ use super::collections::UploadParts;
 use super::openai::UserMessages;
 use super::runs::QrelsBody;
 use super::turns::UtteranceOrRegenerate;
+use crate::config::UploadLimits;
 use crate::mcp::http::JsonRpcBody;
 use crate::web::error::ErrorCode;
 use crate::web::schema::{add_keywords, NONBLANK};
 use crate::web::AppState;
 
-/// What the document describes beyond the code: this server's optional parts.
+/// What the document describes beyond the code: this server's optional parts and configured
+/// limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// An LLM endpoint is configured (`generator`/`rewriter` = `llm`).
@@ -40,13 +42,18 @@ pub struct Capabilities {
     pub reranker: bool,
     /// The bi-encoder serves dense and hybrid retrieval (`retrieval` = `dense`, `hybrid`).
     pub dense: bool,
+    /// Most files one upload takes (`uploads.max_files`): a longer `files` list is refused with
+    /// 413, so the document states it as `maxItems`.
+    pub upload_max_files: usize,
 }
 
 impl Capabilities {
+    /// Every optional part, with the default limits.
     pub const ALL: Capabilities = Capabilities {
         llm: true,
         reranker: true,
         dense: true,
+        upload_max_files: UploadLimits::DEFAULT_MAX_FILES,
     };
 }
 
@@ -496,6 +503,7 @@ pub async fn document(state: web::Data<AppState>) -> HttpResponse {
         llm: state.turns.has_llm(),
         reranker: state.turns.reranker().is_some(),
         dense: state.turns.has_vectors(),
+        upload_max_files: state.collections.limits().max_files,
     };
     HttpResponse::Ok().json(document_for(capabilities))
 }
@@ -655,6 +663,7 @@ pub fn narrow_to(doc: &mut utoipa::openapi::OpenApi, capabilities: Capabilities)
     let Some(schemas) = schemas else {
         return;
     };
+    UploadParts::limit_files(schemas, capabilities.upload_max_files);
     if !capabilities.llm {
         for (name, value) in [
             ("GeneratorChoice", "extractive"),
@@ -759,6 +768,7 @@ mod tests {
                     llm: false,
                     reranker: false,
                     dense: false,
+                    upload_max_files: 3,
                 },
             ),
         ];
@@ -823,10 +833,16 @@ mod tests {
             llm: false,
             reranker: false,
             dense: false,
+            upload_max_files: 3,
         });
         assert_eq!(
             doc.pointer("/components/schemas/GeneratorChoice/enum"),
             Some(&json!(["extractive"]))
+        );
+        assert_eq!(
+            doc.pointer("/components/schemas/UploadForm/properties/files/anyOf/0/maxItems"),
+            Some(&json!(3)),
+            "a longer upload is refused, so the document says so"
         );
         assert_eq!(
             doc.pointer("/components/schemas/CreateTurn/properties/rerank/enum"),
