@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use convrag::config::Config;
 use convrag::pipeline::turn::TurnSettings;
+use convrag::rerank::dense::Retrieval;
 use convrag::service::bench::{summarize, BenchOptions, TurnBench};
 
 #[derive(Debug, Args, Clone)]
@@ -29,6 +30,9 @@ pub struct BenchTurnsArgs {
     /// directory's cache), instead of starting from an empty cache.
     #[arg(long)]
     pub precomputed: bool,
+    /// The first stage: bm25, dense or hybrid (dense and hybrid need --precomputed).
+    #[arg(long, value_enum, default_value_t = Retrieval::Bm25)]
+    pub retrieval: Retrieval,
     /// Write the per-turn timings of both passes as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -63,24 +67,27 @@ pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
         depth: args.depth,
         rerank: !args.no_rerank,
         precomputed: args.precomputed,
+        retrieval: args.retrieval,
     };
-    let bench = TurnBench::prepare(config, &topics, &options)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.topics.display()))?;
-    let setup = bench.setup();
-    println!(
-        "{} turns of {} on collection {} ({} passages), depth {}, model {}, {} cores",
-        setup.turns,
-        args.topics.display(),
-        setup.collection,
-        setup.passages,
-        setup.depth,
-        setup.model.as_deref().unwrap_or("none"),
-        setup.cores,
-    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let bench = runtime
+        .block_on(TurnBench::prepare(config, &topics, &options))
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.topics.display()))?;
+    let setup = bench.setup();
+    println!(
+        "{} turns of {} on collection {} ({} passages), {} retrieval, depth {}, model {}, {} cores",
+        setup.turns,
+        args.topics.display(),
+        setup.collection,
+        setup.passages,
+        args.retrieval,
+        setup.depth,
+        setup.model.as_deref().unwrap_or("none"),
+        setup.cores,
+    );
     let mut report = serde_json::Map::new();
     for pass in ["cold", "warm"] {
         let bar = BarProgress(indicatif::ProgressBar::new(0).with_style(

@@ -619,10 +619,7 @@ impl TantivyRetriever {
                 .and_then(|v| v.as_str().map(str::to_string))
         };
         let num = |f| doc.get_first(f).and_then(|v| v.as_u64());
-        let segment_base: u64 = searcher.segment_readers()[..addr.segment_ord as usize]
-            .iter()
-            .map(|s| u64::from(s.max_doc()))
-            .sum();
+        let segment_base = segment_bases(searcher)[addr.segment_ord as usize];
         Ok(Hit {
             id,
             score,
@@ -639,6 +636,19 @@ impl TantivyRetriever {
     }
 }
 
+/// The ordinal of each segment's first document: the documents of the segments before it.
+fn segment_bases(searcher: &Searcher) -> Vec<u64> {
+    searcher
+        .segment_readers()
+        .iter()
+        .scan(0u64, |base, segment| {
+            let first = *base;
+            *base += u64::from(segment.max_doc());
+            Some(first)
+        })
+        .collect()
+}
+
 impl Retriever for TantivyRetriever {
     fn search_with(&self, query: &WeightedQuery, options: &SearchOptions) -> Result<Vec<Hit>> {
         let searcher = self.searcher();
@@ -652,12 +662,14 @@ impl Retriever for TantivyRetriever {
             weights,
             options.evaluation,
         )?;
+        let bases = segment_bases(&searcher);
         top.into_iter()
             .map(|(score, addr, id)| {
                 if options.with_fields {
                     self.load_hit(&searcher, addr, id, score)
                 } else {
-                    Ok(Hit::id_only(id, score, None))
+                    let ordinal = bases[addr.segment_ord as usize] + u64::from(addr.doc_id);
+                    Ok(Hit::id_only(id, score, Some(ordinal)))
                 }
             })
             .collect()

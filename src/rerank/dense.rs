@@ -402,10 +402,13 @@ impl FirstStage {
         options: &SearchOptions,
     ) -> Result<Vec<(Hit, SourceRanks)>> {
         let dense = || self.dense.as_ref().ok_or_else(|| self.missing());
-        let semantic = |dense: &DenseRetriever, k: usize| match &vector {
-            Some(v) => dense.search_vector(v, k, options.with_fields),
-            None => dense.search(query, k, options.with_fields),
+        let semantic_with = |dense: &DenseRetriever, k: usize, with_fields: bool| match &vector {
+            Some(v) => dense.search_vector(v, k, with_fields),
+            None => dense.search(query, k, with_fields),
         };
+        let semantic =
+            |dense: &DenseRetriever, k: usize| semantic_with(dense, k, options.with_fields);
+        let semantic_ids = |dense: &DenseRetriever, k: usize| semantic_with(dense, k, false);
         match mode {
             Retrieval::Bm25 => Ok(SourceRanks::of_list(
                 mode,
@@ -414,16 +417,20 @@ impl FirstStage {
             Retrieval::Dense => Ok(SourceRanks::of_list(mode, semantic(dense()?, options.k)?)),
             Retrieval::Hybrid => {
                 let dense = dense()?;
-                let depth = self.hybrid.depth.max(options.k);
-                let mut bm25_options = options.clone();
-                bm25_options.k = depth;
-                let lexical = self.bm25.search_with(query, &bm25_options)?;
-                let semantic = semantic(dense, depth)?;
-                let fused = rrf(
+                // Both lists ids only: stored fields are read for the fused top k alone.
+                let mut ids_only = options.clone();
+                ids_only.k = self.hybrid.depth.max(options.k);
+                ids_only.with_fields = false;
+                let lexical = self.bm25.search_with(query, &ids_only)?;
+                let semantic = semantic_ids(dense, ids_only.k)?;
+                let mut fused = rrf(
                     &[lexical.as_slice(), semantic.as_slice()],
                     self.hybrid.rrf_k,
                     options.k,
                 );
+                if options.with_fields {
+                    fused = self.with_fields(fused)?;
+                }
                 let (in_bm25, in_dense) = (positions(&lexical), positions(&semantic));
                 Ok(fused
                     .into_iter()
@@ -439,6 +446,36 @@ impl FirstStage {
                     .collect())
             }
         }
+    }
+
+    /// `hits` (ids and ordinals only) with their stored fields, in order. A passage whose
+    /// ordinal names another id by now (the index was reloaded between the reads) is read by id;
+    /// one deleted meanwhile is left out.
+    fn with_fields(&self, hits: Vec<Hit>) -> Result<Vec<Hit>> {
+        let scored: Vec<(u64, f32)> = hits
+            .iter()
+            .filter_map(|h| h.ordinal.map(|o| (o, h.score)))
+            .collect();
+        let mut loaded: HashMap<u64, Hit> = self
+            .bm25
+            .hits_at(&scored, true)?
+            .into_iter()
+            .filter_map(|h| h.ordinal.map(|o| (o, h)))
+            .collect();
+        let mut out = Vec::with_capacity(hits.len());
+        for hit in hits {
+            let at_ordinal = hit.ordinal.and_then(|o| loaded.remove(&o));
+            match at_ordinal.filter(|loaded| loaded.id == hit.id) {
+                Some(loaded) => out.push(loaded),
+                None => {
+                    if let Some(mut moved) = self.bm25.passage(&hit.id)? {
+                        moved.score = hit.score;
+                        out.push(moved);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn missing(&self) -> DenseError {

@@ -9,19 +9,22 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{ServiceError, TurnService};
+use super::{ServiceError, TurnService, WithoutVectors};
 use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
 use crate::index::{CollectionRegistry, IndexError, Retriever};
 use crate::pipeline::context::ConversationContext;
-use crate::pipeline::turn::{timings_map, PassageSource, RetrievalTarget, TurnSettings};
+use crate::pipeline::turn::{timings_map, PassageSource, TurnSettings};
 use crate::progress::Progress;
-use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
+use crate::rerank::dense::{Retrieval, VectorSearch};
+use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError};
 
 /// Errors of the benchmark.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error("the topics hold no turns")]
     NoTurns,
+    #[error("{0} retrieval needs the model and the passage vectors of `convrag embed` (--precomputed, without --no-rerank)")]
+    NeedsVectors(Retrieval),
     #[error("cannot create the embedding cache: {0}")]
     Cache(#[source] std::io::Error),
     #[error(transparent)]
@@ -46,6 +49,8 @@ pub struct BenchOptions {
     /// Read passage embeddings from the data directory's cache (the vector files `convrag
     /// embed` writes), else start from an empty cache of the benchmark's own.
     pub precomputed: bool,
+    /// The first stage; dense and hybrid need `precomputed` vectors and the model.
+    pub retrieval: Retrieval,
 }
 
 /// What the benchmark runs on.
@@ -99,11 +104,14 @@ impl TurnBench {
     /// The first `options.turns` turns of `topics` with their automatic-run contexts, the
     /// collection opened and the model loaded with an empty on-disk embedding cache (or, with
     /// `precomputed`, the data directory's, holding the vectors of `convrag embed`).
-    pub fn prepare(
+    pub async fn prepare(
         config: &crate::Config,
         topics: &[IkatTopic],
         options: &BenchOptions,
     ) -> Result<Self, BenchError> {
+        if options.retrieval != Retrieval::Bm25 && !(options.precomputed && options.rerank) {
+            return Err(BenchError::NeedsVectors(options.retrieval));
+        }
         let contexts: Vec<(String, ConversationContext)> = distinct_turns(topics)
             .filter_map(|(topic, i)| {
                 ConversationContext::from_ikat(topic, i, RunType::Automatic)
@@ -122,17 +130,19 @@ impl TurnBench {
         } else {
             cache.path().to_path_buf()
         };
-        let model: Option<Arc<dyn Reranker>> = if options.rerank {
+        let cache_root = Arc::new(DiskEmbeddingCache::new(cache_root));
+        let search = if options.rerank {
             let model = OnnxReranker::open(
                 &config.default_model_dir(),
                 &config.ort_library_path(),
                 OnnxOptions::default(),
             )?
-            .with_cache(Arc::new(DiskEmbeddingCache::new(cache_root)));
-            Some(Arc::new(model))
+            .with_cache(cache_root.clone());
+            Some(VectorSearch::new(Arc::new(model), cache_root))
         } else {
             None
         };
+        let model = search.as_ref().map(VectorSearch::reranker);
         let setup = BenchSetup {
             turns: contexts.len(),
             collection: options.collection.clone(),
@@ -144,15 +154,24 @@ impl TurnBench {
         let settings = TurnSettings {
             depth: options.depth,
             rerank: model.is_some(),
+            retrieval: options.retrieval,
             ..TurnSettings::default()
         };
+        // Only precomputed vectors serve dense retrieval: the benchmark's own cache starts empty.
+        let vectors = search.filter(|_| options.precomputed);
+        let service = TurnService::from_config(config, model)?.with_vectors(vectors);
+        let target = service
+            .retrieval_target(
+                None,
+                &options.collection,
+                options.retrieval,
+                WithoutVectors::Refuse,
+            )
+            .await?;
         Ok(TurnBench {
             contexts,
-            service: TurnService::from_config(config, model)?,
-            source: PassageSource::Collection(RetrievalTarget::bm25(
-                options.collection.clone(),
-                retriever,
-            )),
+            service,
+            source: PassageSource::Collection(target),
             settings,
             setup,
             _cache: cache,
