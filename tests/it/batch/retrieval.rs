@@ -1,6 +1,6 @@
 //! `convrag run --retrieval dense|hybrid`: a batch run's first stage is the same as
 //! `convrag search --retrieval` (one `FirstStage`), and a collection without passage vectors is
-//! refused before anything runs, naming `convrag embed`.
+//! refused before anything runs, naming `convrag embed`; the turn benchmark likewise.
 
 use crate::batch_support;
 
@@ -37,6 +37,24 @@ fn same_scores(
                     .zip(hb)
                     .all(|((ia, sa), (ib, sb))| ia == ib && (sa - sb).abs() < 1e-5)
         })
+}
+
+/// `convrag pipeline bench-turns` over two turns of `topics` with dense retrieval.
+fn bench_args<'a>(topics: &'a str, collection: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "pipeline",
+        "bench-turns",
+        "--topics",
+        topics,
+        "--collection",
+        collection,
+        "--turns",
+        "2",
+        "--retrieval",
+        "dense",
+    ];
+    args.extend_from_slice(extra);
+    args
 }
 
 #[tokio::test]
@@ -97,6 +115,19 @@ async fn batch_runs_retrieve_as_search_does_and_need_the_vectors() {
             "{mode}: {batch:?}\n{search:?}"
         );
     }
+    // The turn benchmark runs turns with the same first stage over those vectors.
+    let ikat = fixture("ikat_topics.json");
+    let out = env.convrag(&bench_args(s(&ikat), "marco", &["--precomputed"]));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("dense retrieval"), "{report}");
+    assert!(report.contains("warm: retrieve"), "{report}");
+    let err = env.fails(&bench_args(s(&ikat), "marco", &[]));
+    assert!(err.contains("--precomputed"), "{err}");
     // A collection indexed without vectors: refused, naming the option and the command.
     let file = fixture("segments.jsonl");
     env.ok(&[
@@ -127,4 +158,6 @@ async fn batch_runs_retrieve_as_search_does_and_need_the_vectors() {
     ]);
     assert!(err.contains("convrag embed --collection bare"), "{err}");
     assert!(!env.path("bare.trec").exists(), "no half-written run");
+    let err = env.fails(&bench_args(s(&ikat), "bare", &["--precomputed"]));
+    assert!(err.contains("convrag embed --collection bare"), "{err}");
 }
