@@ -14,8 +14,8 @@
 
 use std::path::PathBuf;
 
-use convrag::rerank::embed::write_collection_vectors;
-use convrag::rerank::{vectors::id_hash, OnnxOptions, OnnxReranker};
+use convrag::rerank::embed::{write_collection_vectors, VectorModel};
+use convrag::rerank::{vectors::id_hash, OnnxOptions, OnnxReranker, Reranker};
 use convrag::Config;
 
 /// A unit vector drawn from the id's hash (xorshift64*), the same for the same id.
@@ -66,11 +66,16 @@ fn main() -> anyhow::Result<()> {
     )?;
     let dim = model.embedding_dim()?;
     let progress = Every1M(Default::default(), std::time::Instant::now());
+    let model_id = model.model_id();
+    let vector_model = VectorModel {
+        id: &model_id,
+        sha256: model.model_sha256(),
+        dim,
+    };
     let (passages, written) = write_collection_vectors(
         &config,
         &args[2],
-        model.model_sha256(),
-        dim,
+        vector_model,
         10_000,
         &progress,
         &mut |hits| Ok(hits.iter().map(|h| vector(&h.id, dim)).collect()),

@@ -1,10 +1,17 @@
 //! `convrag collection verify NAME [--record]`: compares a collection directory with its
 //! `manifest.sha256.json`, and with `--record` makes it the version every server must serve.
+//!
+//! Then it checks the collection's passage vectors, each model's file against the sums beside it
+//! (`rerank::vector_sums`): a file that differs from its sums, or was computed against another
+//! version of the collection, fails the verification (nothing is recorded). Vectors absent or
+//! not complete are said but do not fail it: they are optional (BM25 serves without them), and
+//! the BM25 collection itself is verified.
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use convrag::config::Config;
 use convrag::index::checksum::{self, ChecksumManifest};
+use convrag::rerank::vector_sums::{verify_collection_vectors, VectorCheck};
 use convrag::store::embedded::Database;
 
 #[derive(Debug, Args)]
@@ -15,8 +22,8 @@ pub struct CollectionArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum CollectionCommand {
-    /// Check every file of a collection against its manifest.sha256.json (exit 1 when any
-    /// differs, naming them).
+    /// Check every file of a collection against its manifest.sha256.json, and its passage
+    /// vectors against their sums (exit 1 when any differs, naming them).
     Verify(VerifyArgs),
 }
 
@@ -60,6 +67,7 @@ fn verify(config: &Config, args: VerifyArgs) -> anyhow::Result<()> {
         manifest.files.len(),
         checksum::CHECKSUM_FILE
     );
+    verify_vectors(config, &args.name, &digest)?;
     if args.record {
         let node = super::host_name();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -77,5 +85,42 @@ fn verify(config: &Config, args: VerifyArgs) -> anyhow::Result<()> {
             anyhow::Ok(())
         })?;
     }
+    Ok(())
+}
+
+/// Prints what each vector file of the collection is; an error naming the files that do not
+/// match (absent or incomplete vectors are only said).
+fn verify_vectors(config: &Config, name: &str, digest: &str) -> anyhow::Result<()> {
+    let checks = verify_collection_vectors(config, name, digest)?;
+    if checks.is_empty() {
+        println!(
+            "vectors: none (dense and hybrid retrieval need `convrag embed --collection {name}`)"
+        );
+    }
+    for check in &checks {
+        match check {
+            VectorCheck::Verified { .. } => println!("{check}"),
+            VectorCheck::NotComplete { .. } => {
+                println!("{check}: run `convrag embed --collection {name}`")
+            }
+            VectorCheck::Changed { .. } => eprintln!(
+                "{check}: delete it and run `convrag embed --collection {name}`"
+            ),
+            VectorCheck::Stale { .. } => eprintln!(
+                "{check}: run `convrag embed --collection {name}` to record it against this collection"
+            ),
+        }
+    }
+    let mismatched: Vec<String> = checks
+        .iter()
+        .filter(|c| c.is_mismatch())
+        .map(|c| c.path().display().to_string())
+        .collect();
+    anyhow::ensure!(
+        mismatched.is_empty(),
+        "collection {name}: {} vector files do not match: {}",
+        mismatched.len(),
+        mismatched.join(", ")
+    );
     Ok(())
 }

@@ -144,7 +144,8 @@ pub fn verify(dir: &Path) -> Result<Vec<Difference>> {
     Ok(recorded.differences(&ChecksumManifest::compute(dir)?))
 }
 
-fn file_sum(path: &Path) -> Result<FileSum> {
+/// Size and SHA-256 of the file at `path`, read in blocks.
+pub fn file_sum(path: &Path) -> Result<FileSum> {
     let mut file = std::fs::File::open(path).map_err(io_err(path))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

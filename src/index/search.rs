@@ -219,6 +219,11 @@ pub struct TantivyRetriever {
 }
 
 impl TantivyRetriever {
+    /// The collection's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Opens the collection stored in `dir` (`<collections_dir>/<name>`).
     pub fn open(dir: &Path) -> Result<Self> {
         let manifest = read_manifest(dir)?;

@@ -131,6 +131,25 @@ impl DiskEmbeddingCache {
             .join(format!("{}.vec", sanitize(collection)))
     }
 
+    /// Every model's vector file of `collection` that exists, in path order.
+    pub fn vector_paths(&self, collection: &str) -> Result<Vec<PathBuf>> {
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err(&self.root, e)),
+        };
+        let file = format!("{}.vec", sanitize(collection));
+        let mut paths = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| io_err(&self.root, e))?.path().join(&file);
+            if path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        Ok(paths)
+    }
+
     /// The writer of `collection`'s vector file (`convrag embed`); waits for another writer.
     pub fn vector_writer(&self, model: &str, collection: &str, dim: usize) -> Result<VectorWriter> {
         VectorWriter::open(&self.vector_path(model, collection), dim)
@@ -437,6 +456,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(text.contains(&path.display().to_string()), "{text}");
+    }
+
+    #[test]
+    fn vector_paths_are_every_models_file_of_the_collection() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskEmbeddingCache::new(dir.path());
+        assert!(cache.vector_paths("c.1").unwrap().is_empty());
+        for (model, collection) in [("bbbb", "c.1"), ("aaaa", "c.1"), ("aaaa", "c.2")] {
+            cache.vector_writer(model, collection, 2).unwrap();
+        }
+        assert_eq!(
+            cache.vector_paths("c.1").unwrap(),
+            [
+                cache.vector_path("aaaa", "c.1"),
+                cache.vector_path("bbbb", "c.1")
+            ]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::embed::{encode_passages, write_vectors, EmbedError, VectorTarget};
+use super::embed::{encode_passages, write_vectors, EmbedError, VectorModel, VectorTarget};
 use super::vectors::{id_hash, VectorFile};
 use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
 use crate::index::{
@@ -137,20 +137,20 @@ impl VectorSearch {
         bm25: &TantivyRetriever,
         progress: &dyn Progress,
     ) -> std::result::Result<(u64, u64), EmbedError> {
-        let dim = self.model.embedding_dim()?;
+        let model_id = self.model.model_id();
+        let model = VectorModel {
+            id: &model_id,
+            sha256: self.model.model_sha256(),
+            dim: self.model.embedding_dim()?,
+        };
         let target = VectorTarget {
             cache: &self.cache,
             collection,
             retriever: bm25,
         };
-        write_vectors(
-            &target,
-            self.model.model_sha256(),
-            dim,
-            EMBED_CHUNK,
-            progress,
-            &mut |hits| encode_passages(&self.model, hits),
-        )
+        write_vectors(&target, model, EMBED_CHUNK, progress, &mut |hits| {
+            encode_passages(&self.model, hits)
+        })
     }
 
     /// Passages of `collection` (BM25 index `bm25`) with a vector, and passages in all.

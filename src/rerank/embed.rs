@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::vector_sums::{collection_digest, record_complete, remove_sums, VectorOrigin};
 use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
 use crate::index::{
     embedding_key, CollectionRegistry, Hit, IndexError, Retriever, TantivyRetriever,
@@ -10,14 +11,7 @@ use crate::index::{
 use crate::progress::Progress;
 use crate::Config;
 
-/// Errors of embedding a collection: the collection or the model.
-#[derive(Debug, thiserror::Error)]
-pub enum EmbedError {
-    #[error(transparent)]
-    Collection(#[from] IndexError),
-    #[error(transparent)]
-    Model(#[from] RerankError),
-}
+pub use super::EmbedError;
 
 /// What to embed.
 #[derive(Debug, Clone)]
@@ -55,13 +49,17 @@ pub fn embed_collection(
         &config.ort_library_path(),
         OnnxOptions::default(),
     )?;
-    // The model's dimension, for the file's header.
-    let dim = model.embedding_dim()?;
+    let model_id = model.model_id();
+    let vector_model = VectorModel {
+        id: &model_id,
+        sha256: model.model_sha256(),
+        // The model's dimension, for the file's header.
+        dim: model.embedding_dim()?,
+    };
     let (passages, encoded) = write_collection_vectors(
         config,
         &options.collection,
-        model.model_sha256(),
-        dim,
+        vector_model,
         options.chunk,
         progress,
         &mut |hits| encode_passages(&model, hits),
@@ -69,8 +67,18 @@ pub fn embed_collection(
     Ok(EmbedReport {
         passages,
         encoded,
-        model_id: model.model_id(),
+        model_id,
     })
+}
+
+/// The bi-encoder a vector file is of: its checksum names the file, its id and dimension are
+/// recorded in the file's sums ([`super::vector_sums`]).
+#[derive(Debug, Clone, Copy)]
+pub struct VectorModel<'a> {
+    /// `name@checksum prefix` ([`Reranker::model_id`]).
+    pub id: &'a str,
+    pub sha256: &'a str,
+    pub dim: usize,
 }
 
 /// Vectors of a batch of passages, one per hit, in order.
@@ -91,14 +99,13 @@ pub struct VectorTarget<'a> {
 }
 
 /// Appends `encode`'s vectors for every passage of `collection` not yet in its vector file of
-/// the model `model_sha256`, in ordinal order from the first ordinal not written, `chunk`
-/// passages at a time; returns (passages in the collection, passages encoded by this run).
+/// `model`, in ordinal order from the first ordinal not written, `chunk` passages at a time;
+/// returns (passages in the collection, passages encoded by this run).
 /// [`embed_collection`] encodes with the model; a benchmark may fill the same file otherwise.
 pub fn write_collection_vectors(
     config: &Config,
     collection: &str,
-    model_sha256: &str,
-    dim: usize,
+    model: VectorModel<'_>,
     chunk: usize,
     progress: &dyn Progress,
     encode: &mut PassageEncoder<'_>,
@@ -111,22 +118,27 @@ pub fn write_collection_vectors(
         collection,
         retriever: &retriever,
     };
-    write_vectors(&target, model_sha256, dim, chunk, progress, encode)
+    write_vectors(&target, model, chunk, progress, encode)
 }
 
 /// [`write_collection_vectors`] for a collection already open (a private one, the server's).
+/// Once every live passage has its vector, the file's sums are recorded beside it with the
+/// digest of the collection's manifest ([`record_complete`]); a file about to grow loses them.
 pub fn write_vectors(
     target: &VectorTarget<'_>,
-    model_sha256: &str,
-    dim: usize,
+    model: VectorModel<'_>,
     chunk: usize,
     progress: &dyn Progress,
     encode: &mut PassageEncoder<'_>,
 ) -> Result<(u64, u64), EmbedError> {
     let retriever = target.retriever;
     let key = embedding_key(target.collection, retriever);
-    let mut writer = target.cache.vector_writer(model_sha256, &key, dim)?;
+    let mut writer = target.cache.vector_writer(model.sha256, &key, model.dim)?;
+    let path = target.cache.vector_path(model.sha256, &key);
     let start = writer.len();
+    if retriever.live_from(start) > 0 {
+        remove_sums(&path)?;
+    }
 
     let total = retriever.num_passages();
     progress.set_length(total);
@@ -159,5 +171,16 @@ pub fn write_vectors(
     }
     walked?;
     writer.sync()?;
+    if retriever.live_from(writer.len()) == 0 {
+        // Under the writer's lock: no other writer appends while the file is hashed.
+        let origin = VectorOrigin {
+            model: model.id.to_string(),
+            model_sha256: model.sha256.to_string(),
+            dim: model.dim,
+            passages: retriever.num_passages(),
+            collection_manifest_sha256: collection_digest(retriever.dir())?,
+        };
+        record_complete(&path, origin)?;
+    }
     Ok((total, encoded))
 }

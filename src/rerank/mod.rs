@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod onnx;
 pub mod query;
 pub mod runtime;
+pub mod vector_sums;
 pub mod vectors;
 
 use std::path::PathBuf;
@@ -69,6 +70,15 @@ pub enum RerankError {
 }
 
 pub type Result<T, E = RerankError> = std::result::Result<T, E>;
+
+/// Errors of embedding a collection: the collection or the model.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error(transparent)]
+    Collection(#[from] crate::index::IndexError),
+    #[error(transparent)]
+    Model(#[from] RerankError),
+}
 
 /// One text to score against a query: a passage of a collection, or a PTKB statement.
 #[derive(Debug, Clone, Copy)]

@@ -217,3 +217,85 @@ async fn servers_refuse_a_collection_whose_files_differ_from_the_recorded_manife
     a.stop();
     b.stop();
 }
+
+/// The collection's `.vec` file under the data directory's embeddings (one model installed).
+fn vector_file(env: &Env, name: &str) -> std::path::PathBuf {
+    let mut found = Vec::new();
+    for model in std::fs::read_dir(env.path("embeddings")).unwrap() {
+        for file in std::fs::read_dir(model.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            let file_name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if file_name.starts_with(&format!("{name}.")) && file_name.ends_with(".vec") {
+                found.push(path);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.pop().unwrap()
+}
+
+/// `convrag index` computes the passage vectors and records their sums beside them;
+/// `collection verify` checks them, says when they are not complete without failing, and names a
+/// vector file changed since.
+#[tokio::test]
+async fn verify_checks_the_passage_vectors_against_their_sums() {
+    let env = Env::new(true).await;
+    env.index("recipes", "jsonl", Path::new(FIXTURE), None);
+    let vectors = vector_file(&env, "recipes");
+    let sums_path = std::path::PathBuf::from(format!("{}.sha256.json", vectors.display()));
+    let sums: Value = serde_json::from_str(&env.read(sums_path.to_str().unwrap())).unwrap();
+    let digest = convrag::index::checksum::ChecksumManifest::read(&env.path("collections/recipes"))
+        .unwrap()
+        .unwrap()
+        .digest();
+    assert_eq!(sums["collection_manifest_sha256"], digest.as_str());
+    assert_eq!(
+        sums["bytes"].as_u64().unwrap(),
+        std::fs::metadata(&vectors).unwrap().len()
+    );
+    assert_eq!(sums["dim"], 384);
+    let passages = sums["passages"].as_u64().unwrap();
+    assert!(passages >= 20, "{sums}");
+
+    let verified = |env: &Env| {
+        let out = env.convrag(&["collection", "verify", "recipes"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let stdout = verified(&env);
+    assert!(
+        stdout.contains("vectors all-MiniLM-L6-v2@")
+            && stdout.contains(&format!("{passages} passages match")),
+        "{stdout}"
+    );
+
+    // Without its sums the file is not complete: said, not failed; `convrag embed` records them.
+    std::fs::remove_file(&sums_path).unwrap();
+    let stdout = verified(&env);
+    assert!(
+        stdout.contains("not complete") && stdout.contains("convrag embed --collection recipes"),
+        "{stdout}"
+    );
+    env.ok(&["embed", "--collection", "recipes", "--quiet"]);
+    assert!(verified(&env).contains(&format!("{passages} passages match")));
+
+    // One byte of the vector file changed: verify fails naming it.
+    let mut bytes = std::fs::read(&vectors).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&vectors, &bytes).unwrap();
+    let out = env.convrag(&["collection", "verify", "recipes"]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("files match"),
+        "the BM25 files still match: {stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("{}: size or SHA-256 differs", vectors.display()))
+            && stderr.contains("vector files do not match"),
+        "{stderr}"
+    );
+}

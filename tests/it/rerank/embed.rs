@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use convrag::collection::Format;
 use convrag::config::Config;
+use convrag::index::checksum::ChecksumManifest;
 use convrag::index::{
     embedding_key, index_collection, CollectionRegistry, IndexOptions, Retriever,
 };
 use convrag::progress::NoProgress;
 use convrag::rerank::embed::{embed_collection, EmbedOptions};
+use convrag::rerank::vector_sums::{check_vector_file, VectorCheck, VectorSums};
 use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef, Reranker};
 
 #[test]
@@ -69,6 +71,23 @@ fn embed_writes_each_vector_once_and_reranking_reads_them_by_ordinal() {
     let resumed = embed_collection(&config, &args(), &NoProgress).unwrap();
     assert_eq!(resumed.encoded, 15);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 32 + 40 * record);
+    // The completed file's sums are recorded again, with the collection they belong to.
+    let sums = VectorSums::read(&path)
+        .unwrap()
+        .expect("sums of the complete file");
+    assert_eq!(sums.bytes, 32 + 40 * record);
+    assert_eq!(sums.origin.passages, 40);
+    assert_eq!(sums.origin.dim, 384);
+    assert_eq!(sums.origin.model, model.model_id());
+    let digest = ChecksumManifest::read(&config.collections_dir().join("demo"))
+        .unwrap()
+        .unwrap()
+        .digest();
+    assert_eq!(sums.origin.collection_manifest_sha256, Some(digest.clone()));
+    assert!(matches!(
+        check_vector_file(&path, &digest).unwrap(),
+        VectorCheck::Verified { .. }
+    ));
 
     // A search's hits carry ordinals: reranking them reads every passage vector from the file
     // and encodes only the query, with the scores of encoding everything.

@@ -86,6 +86,26 @@ async fn the_default_collection_gets_its_vectors_after_its_build() {
     assert_eq!(listed["status"], "ready", "{listed}");
     assert_eq!(listed["vectors"], json!({"status": "ready"}), "{listed}");
 
+    // The vectors the server computed have their sums: `collection verify` checks them.
+    let verify = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .args(["collection", "verify", "manual"])
+        .env_remove("CONVRAG_CONFIG")
+        .env("CONVRAG_HOME", home.path())
+        .env("DATABASE_URL", config.database_url.as_deref().unwrap())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&verify.stdout);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert!(
+        stdout.contains("vectors all-MiniLM-L6-v2@") && stdout.contains("passages match"),
+        "{stdout}"
+    );
+
     // Nothing left to embed: the backlog gauge is back at zero.
     let page = http
         .get(format!("{api}/metrics"))
