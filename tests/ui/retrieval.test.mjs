@@ -86,11 +86,18 @@ async function send(text) {
   return { turn: page.locator("#turns > li.turn").nth(before), body };
 }
 
-/** Chooses `value` in the composer's "First stage" (the settings are folded away again). */
-async function chooseFirstStage(value) {
+/**
+ * Chooses `value` in the composer's "First stage" (the settings are folded away again; the
+ * screenshot `shot` of them open, if named).
+ */
+async function chooseFirstStage(value, shot) {
   const settings = page.locator("#composer details.answer-settings");
   await settings.locator("summary").click();
   await page.locator("#composer").getByLabel("First stage").selectOption(value);
+  if (shot) {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, shot) });
+  }
   await settings.locator("summary").click();
 }
 
@@ -177,7 +184,7 @@ describe("choosing the first stage", { timeout: 8 * 60_000 }, () => {
   });
 
   it("runs a hybrid turn and names the fused ranking in the panel, the passage and the regenerate dialog", async () => {
-    await chooseFirstStage("hybrid");
+    await chooseFirstStage("hybrid", "retrieval-settings.png");
     const { turn, body } = await send("What should I cook for dinner this week?");
     assert.equal(body.retrieval, "hybrid", `the page asked for hybrid retrieval: ${JSON.stringify(body)}`);
     const [stored] = await storedTurns();
@@ -198,7 +205,6 @@ describe("choosing the first stage", { timeout: 8 * 60_000 }, () => {
     const passageScores = await citedPassageScores(turn, stored);
     assert.match(passageScores, /^fused \S+ · model /);
     assert.ok(!passageScores.includes("BM25"), passageScores);
-    mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, "retrieval-hybrid.png") });
 
     assert.equal(await regenerateFirstStage(turn), "hybrid");
