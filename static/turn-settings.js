@@ -4,6 +4,8 @@
 
 /** The numeric request fields a settings form may have. */
 const NUMBER_FIELDS = ["rerank_depth", "passages", "max_words"];
+/** The first stages a form offers (`retrieval`; empty: the server's default). */
+const RETRIEVALS = ["bm25", "dense", "hybrid"];
 
 /** Request fields from a settings form (only the ones set). */
 export function settingsFrom(form) {
@@ -12,6 +14,8 @@ export function settingsFrom(form) {
   if (generator) body.generator = generator;
   const rewriter = form.querySelector('[name="rewriter"]');
   if (rewriter && rewriter.value) body.rewriter = rewriter.value;
+  const retrieval = form.querySelector('[name="retrieval"]');
+  if (retrieval && retrieval.value) body.retrieval = retrieval.value;
   const rerank = form.querySelector('[name="rerank"]');
   if (rerank && !rerank.checked) body.rerank = false;
   for (const name of NUMBER_FIELDS) {
@@ -23,7 +27,8 @@ export function settingsFrom(form) {
 
 /**
  * The form values (by request field) that run a turn again as the stored `turn` ran: its
- * settings name the rerank depth `depth` and the word limit `limit.max_words`.
+ * settings name the rerank depth `depth` and the word limit `limit.max_words`. Its first stage is
+ * the one asked for (`settings.retrieval`), not a BM25 fallback, so a rerun asks for it again.
  */
 export function formValuesOf(turn) {
   const settings = turn.settings || {};
@@ -31,6 +36,7 @@ export function formValuesOf(turn) {
   return {
     generator: generator.startsWith("llm") ? "llm" : generator === "extractive" ? "extractive" : "",
     rewriter: settings.rewriter === "llm" ? "llm" : "",
+    retrieval: RETRIEVALS.includes(settings.retrieval) ? settings.retrieval : "",
     rerank: settings.rerank !== false,
     rerank_depth: settings.depth ?? "",
     passages: settings.passages ?? "",
@@ -43,6 +49,7 @@ export function fillSettingsForm(form, turn) {
   const values = formValuesOf(turn);
   form.querySelector('[name="generator"]').value = values.generator;
   form.querySelector('[name="rewriter"]').value = values.rewriter;
+  form.querySelector('[name="retrieval"]').value = values.retrieval;
   form.querySelector('[name="rerank"]').checked = values.rerank;
   for (const name of NUMBER_FIELDS) form.querySelector(`[name="${name}"]`).value = values[name];
 }
