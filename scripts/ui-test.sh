@@ -2,7 +2,8 @@
 # Browser tests of the chat page (tests/ui): a real convrag server with a small real collection
 # (and two batch runs of a third user for the Runs view, runs.test.mjs; a fourth user's upload
 # for the Markdown rendering of answers, markdown.test.mjs; a fifth user's turns with each first
-# stage, retrieval.test.mjs, over the collection's passage vectors computed when it is indexed),
+# stage, retrieval.test.mjs, over the collection's passage vectors computed when it is indexed;
+# a sixth user's one-statement PTKB used only where it belongs, personalization.test.mjs),
 # driven by Playwright (playwright-core from npm) through Debian's chromium, headless; the
 # turn stream's contract, read through the page's own stream module in node (stream.test.mjs);
 # and CORS: a page on another loopback port calling the API and /mcp from chromium, allowed for
@@ -130,6 +131,7 @@ runs_token="$(new_user ui-runs)" || die "creating the user of the batch runs fai
 cors_token="$(new_user ui-cors)" || die "creating the user of the CORS test failed"
 md_token="$(new_user ui-markdown)" || die "creating the user of the Markdown test failed"
 retrieval_token="$(new_user ui-retrieval)" || die "creating the user of the first-stage test failed"
+personal_token="$(new_user ui-personal)" || die "creating the user of the personalization test failed"
 
 # Two stored batch runs of a third user for the Runs view (runs.test.mjs; their conversations
 # would fill the chat test's list): automatic and manual rewrites of the same topics over the
@@ -150,12 +152,12 @@ echo "ui-test: server $url (LLM: $llm_mode, $llm_url), screenshots in $artifacts
 status=0
 (cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_OTHER_TOKEN="$other_token" \
   CONVRAG_UI_RUNS_TOKEN="$runs_token" CONVRAG_UI_CORS_TOKEN="$cors_token" CONVRAG_UI_MD_TOKEN="$md_token" \
-  CONVRAG_UI_RETRIEVAL_TOKEN="$retrieval_token" \
+  CONVRAG_UI_RETRIEVAL_TOKEN="$retrieval_token" CONVRAG_UI_PERSONAL_TOKEN="$personal_token" \
   CONVRAG_UI_CORS_ALLOWED_PORT="$cors_allowed_port" CONVRAG_UI_CORS_BLOCKED_PORT="$cors_blocked_port" \
   CONVRAG_UI_COLLECTION=diet CONVRAG_UI_QRELS="$root/tests/fixtures/ui/runs_qrels.txt" \
   CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
-  node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs markdown.test.mjs retrieval.test.mjs runs.test.mjs cors.test.mjs) || status=$?
+  node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs markdown.test.mjs retrieval.test.mjs personalization.test.mjs runs.test.mjs cors.test.mjs) || status=$?
 cp "$work/server.log" "$artifacts/server.log"
 if [ "$status" -ne 0 ]; then
   echo "ui-test: the browser tests failed with the LLM $llm_mode; the server log is in $artifacts/server.log" >&2

@@ -85,17 +85,25 @@ pub struct PtkbOptions {
     /// ignored.
     #[arg(long)]
     pub learned: bool,
-    /// The calibrated ranker that abstains (weights of `convrag tune ptkb-selection`; the
-    /// server's with the bi-encoder), with the bi-encoder when `--neural` > 0; the other ranker
-    /// options are then ignored.
+    /// The calibrated ranker that abstains (weights of `convrag tune ptkb-selection`), with the
+    /// bi-encoder when `--neural` > 0; the other ranker options are then ignored.
     #[arg(long, conflicts_with = "learned")]
     pub calibrated: bool,
+    /// The server's ranker with the bi-encoder: the learned ranker's order, selecting what both
+    /// it and the calibrated ranker select (with the bi-encoder when `--neural` > 0).
+    #[arg(long, conflicts_with_all = ["learned", "calibrated"])]
+    pub agreed: bool,
 }
 
 impl PtkbOptions {
     /// The ranker these options describe.
     /// `model`: the neural model, needed when `neural` > 0.
     pub fn ranker(&self, model: Option<Arc<dyn Reranker>>) -> anyhow::Result<Box<dyn PtkbRanker>> {
+        if self.agreed {
+            return Ok(Box::new(convrag::pipeline::ptkb_calibrated::agreed_ranker(
+                model,
+            )?));
+        }
         if self.calibrated {
             return Ok(Box::new(
                 convrag::pipeline::ptkb_calibrated::calibrated_ranker(model)?,

@@ -414,7 +414,8 @@ async fn a_turn_encodes_each_query_text_once() {
             .await;
         assert_eq!(r.status, 201, "{:?}", r.body);
     }
-    let mut utterances = Vec::new();
+    let mut utterances: Vec<String> = Vec::new();
+    let mut previous_response: Option<String> = None;
     for utterance in [
         "Do red foxes eat chickens?",
         "And what else do they hunt at dusk?",
@@ -431,9 +432,10 @@ async fn a_turn_encodes_each_query_text_once() {
         let after = model.stats();
         let turn = &r.body["turn"];
         assert_eq!(turn["diagnostics"]["retrieval"], "hybrid", "{turn}");
-        // The texts the turn's stages embed: PTKB ranking the utterance (and the previous and
-        // first ones) against every statement; retrieval the rewrite and the selected
-        // statements; reranking the rewrite with them appended.
+        // The texts the turn's stages embed: PTKB ranking (both rankers of the agreed one) the
+        // utterance, the earlier utterances, the conversation so far (they and this one,
+        // joined) and the previous response against every statement; retrieval the rewrite and
+        // the selected statements; reranking the rewrite with them appended.
         let rewrite = turn["rewritten_utterance"].as_str().unwrap().to_string();
         let ranking = turn["ptkb_ranking"].as_array().unwrap();
         let selected: Vec<String> = ranking
@@ -447,6 +449,10 @@ async fn a_turn_encodes_each_query_text_once() {
             .collect();
         texts.insert(utterance.to_string());
         texts.extend(utterances.iter().cloned());
+        let mut conversation = utterances.clone();
+        conversation.push(utterance.to_string());
+        texts.insert(conversation.join(" "));
+        texts.extend(previous_response.take());
         texts.insert(rewrite.clone());
         texts.extend(selected.iter().cloned());
         let mut rerank_query = rewrite;
@@ -467,6 +473,7 @@ async fn a_turn_encodes_each_query_text_once() {
             "{texts:?}\n{turn}"
         );
         utterances.push(utterance.to_string());
+        previous_response = turn["response_text"].as_str().map(str::to_string);
     }
     server.stop().await;
 }
