@@ -4,38 +4,22 @@
 // default sends none and shows BM25.
 //
 // Runs against the server scripts/ui-test.sh starts (its collection's passage vectors are
-// computed when it is indexed, with the bi-encoder in ./.convrag): CONVRAG_UI_URL,
-// CONVRAG_UI_RETRIEVAL_TOKEN (a user of its own, so its conversation stays out of the chat
-// test's list), CONVRAG_UI_COLLECTION, CONVRAG_UI_ARTIFACTS, CHROMIUM.
+// computed when it is indexed, with the bi-encoder in ./.convrag): CONVRAG_UI_RETRIEVAL_TOKEN (a
+// user of its own, so its conversation stays out of the chat test's list), CONVRAG_UI_ARTIFACTS
+// and what tests/ui/support.mjs reads.
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { COLLECTION, TURN_TIMEOUT, apiAs, openConversation, required, sendFromComposer } from "./support.mjs";
 
-function required(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run the browser tests through scripts/ui-test.sh`);
-  return value;
-}
-
-const BASE = required("CONVRAG_UI_URL").replace(/\/$/, "");
 const TOKEN = required("CONVRAG_UI_RETRIEVAL_TOKEN");
-const COLLECTION = process.env.CONVRAG_UI_COLLECTION || "diet";
 const ARTIFACTS = process.env.CONVRAG_UI_ARTIFACTS || new URL("../../target/ui-artifacts", import.meta.url).pathname;
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const TIMEOUT = 60_000;
 // How long the collection's passage vectors may take to be ready.
 const VECTORS_TIMEOUT = 120_000;
 const TITLE = "First stages";
-
-async function api(path, init = {}) {
-  const r = await fetch(BASE + path, { ...init, headers: { Authorization: `Bearer ${TOKEN}`, ...(init.headers || {}) } });
-  const body = await r.json();
-  assert.ok(r.status < 300, `${init.method || "GET"} ${path}: ${r.status} ${JSON.stringify(body)}`);
-  return body;
-}
+const api = apiAs(TOKEN);
 
 /** Waits until the collection's passage vectors are ready, or fails saying what they are. */
 async function waitForVectors() {
@@ -67,23 +51,8 @@ async function storedTurns(allVersions = false) {
 }
 
 /** Sends `text` from the composer; returns the turn's element and the request body the page sent. */
-async function send(text) {
-  const before = await page.locator("#turns > li.turn").count();
-  const request = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith(`/v1/conversations/${conversationId}/turns`));
-  await page.getByLabel("Your message").fill(text);
-  await page.getByLabel("Your message").press("Enter");
-  const body = (await request).postDataJSON();
-  await page.waitForFunction(
-    (index) => {
-      const turn = document.querySelectorAll("#turns > li.turn")[index];
-      return (turn && !turn.classList.contains("streaming") && turn.dataset.version) || !document.getElementById("composer-error").hidden;
-    },
-    before,
-    { timeout: TIMEOUT },
-  );
-  const error = page.locator("#composer-error");
-  assert.equal(await error.isVisible(), false, `sending failed: ${await error.textContent()}`);
-  return { turn: page.locator("#turns > li.turn").nth(before), body };
+function send(text) {
+  return sendFromComposer(page, conversationId, text);
 }
 
 /**
@@ -154,29 +123,7 @@ describe("choosing the first stage", { timeout: 8 * 60_000 }, () => {
       body: JSON.stringify({ title: TITLE, collection: COLLECTION }),
     });
     conversationId = created.conversation.id;
-
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-    });
-    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
-    page = await context.newPage();
-    page.setDefaultTimeout(15_000);
-    page.on("pageerror", (error) => pageErrors.push(String(error)));
-    page.on("console", (message) => {
-      if (message.type() === "error" && /Content Security Policy/i.test(message.text())) pageErrors.push(message.text());
-    });
-    await page.goto(BASE + "/");
-    await page.getByLabel("Token").fill(TOKEN);
-    await page.getByLabel("Token").press("Enter");
-    await page.getByRole("navigation", { name: "Conversations" }).waitFor();
-    await page.goto(`${BASE}/#/c/${conversationId}`);
-    await page.getByRole("heading", { name: TITLE }).waitFor();
-    // Extractive answers: quick, and they cite the passages they quote.
-    const settings = page.locator("#composer details.answer-settings");
-    await settings.locator("summary").click();
-    await page.locator("#composer").getByLabel("Generator").selectOption("extractive");
-    await settings.locator("summary").click();
+    ({ browser, page } = await openConversation({ token: TOKEN, conversationId, title: TITLE, errors: pageErrors }));
   });
 
   after(async () => {
@@ -216,7 +163,7 @@ describe("choosing the first stage", { timeout: 8 * 60_000 }, () => {
     const dialog = page.getByRole("dialog", { name: "Regenerate this answer" });
     await dialog.waitFor();
     await dialog.getByRole("button", { name: "Regenerate" }).click();
-    await turn.getByText("Version 2 of 2").waitFor({ timeout: TIMEOUT });
+    await turn.getByText("Version 2 of 2").waitFor({ timeout: TURN_TIMEOUT });
     const v2 = (await storedTurns(true)).find((t) => t.seq === 1 && t.version === 2);
     assert.equal(v2.settings.retrieval, "hybrid");
     assert.equal(v2.diagnostics.retrieval, "hybrid");
