@@ -402,19 +402,19 @@ impl FirstStage {
         options: &SearchOptions,
     ) -> Result<Vec<(Hit, SourceRanks)>> {
         let dense = || self.dense.as_ref().ok_or_else(|| self.missing());
-        let semantic_with = |dense: &DenseRetriever, k: usize, with_fields: bool| match &vector {
+        let semantic = |dense: &DenseRetriever, k: usize, with_fields: bool| match &vector {
             Some(v) => dense.search_vector(v, k, with_fields),
             None => dense.search(query, k, with_fields),
         };
-        let semantic =
-            |dense: &DenseRetriever, k: usize| semantic_with(dense, k, options.with_fields);
-        let semantic_ids = |dense: &DenseRetriever, k: usize| semantic_with(dense, k, false);
         match mode {
             Retrieval::Bm25 => Ok(SourceRanks::of_list(
                 mode,
                 self.bm25.search_with(query, options)?,
             )),
-            Retrieval::Dense => Ok(SourceRanks::of_list(mode, semantic(dense()?, options.k)?)),
+            Retrieval::Dense => Ok(SourceRanks::of_list(
+                mode,
+                semantic(dense()?, options.k, options.with_fields)?,
+            )),
             Retrieval::Hybrid => {
                 let dense = dense()?;
                 // Both lists ids only: stored fields are read for the fused top k alone.
@@ -422,7 +422,7 @@ impl FirstStage {
                 ids_only.k = self.hybrid.depth.max(options.k);
                 ids_only.with_fields = false;
                 let lexical = self.bm25.search_with(query, &ids_only)?;
-                let semantic = semantic_ids(dense, ids_only.k)?;
+                let semantic = semantic(dense, ids_only.k, false)?;
                 let mut fused = rrf(
                     &[lexical.as_slice(), semantic.as_slice()],
                     self.hybrid.rrf_k,
