@@ -151,6 +151,12 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+/// Whether `c` continues a word for the needle's boundaries: a path's separators too, so the
+/// `to` of `/path/to/file.csv` is not the keyword TO.
+fn joins_word(c: char) -> bool {
+    is_word(c) || c == '/'
+}
+
 /// Starts of `needle` in `text` at or after `from`, bounded by non-word characters where the
 /// needle begins or ends with a word character.
 fn find_all(text: &[char], needle: &[char], from: usize) -> Vec<usize> {
@@ -162,10 +168,10 @@ fn find_all(text: &[char], needle: &[char], from: usize) -> Vec<usize> {
         if text[at..at + needle.len()] != *needle {
             continue;
         }
-        let left_ok = !is_word(needle[0]) || at == 0 || !is_word(text[at - 1]);
+        let left_ok = !is_word(needle[0]) || at == 0 || !joins_word(text[at - 1]);
         let end = at + needle.len();
         let right_ok =
-            !is_word(needle[needle.len() - 1]) || end == text.len() || !is_word(text[end]);
+            !is_word(needle[needle.len() - 1]) || end == text.len() || !joins_word(text[end]);
         if left_ok && right_ok {
             out.push(at);
         }
@@ -252,6 +258,10 @@ mod tests {
         // Word boundaries: RESET is not SET, but \dt matches at its backslash.
         assert!(!shown("RESET all.", &alt(&["SET"])).appears);
         assert!(shown("Type `\\dt` in psql.", &alt(&["\\dt"])).in_code);
+        // A path's components are not keywords.
+        let path = "`COPY log FROM '/full/path/to/log.csv' WITH csv;`";
+        assert!(!shown(path, &alt(&["COPY … TO"])).appears);
+        assert!(shown("`COPY log TO '/tmp/log.csv';`", &alt(&["COPY … TO"])).in_code);
         // Any alternative is enough.
         assert!(shown("Use `pg_dump`.", &alt(&["pg_dumpall", "pg_dump"])).in_code);
     }

@@ -156,6 +156,42 @@ pub fn passages(doc: &HtmlDocument, doc_id: &str, segmenter: &SegmenterConfig) -
     out
 }
 
+/// The text of a definition term, a line break as a space (`-t<br>--tuples-only` names two
+/// options).
+fn term_text(dt: ElementRef<'_>) -> String {
+    let mut out = String::new();
+    for node in dt.descendants() {
+        match node.value() {
+            Node::Text(text) => out.push_str(text),
+            Node::Element(e) if e.name() == "br" => out.push(' '),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A definition term as a heading's text: a code span when all of its text is code (a command's
+/// clause or option, `<code>GENERATED … AS IDENTITY</code>`), so an answer that names it shows it
+/// as code.
+fn term_heading(dt: ElementRef<'_>, term: &str) -> String {
+    let all_code = dt.descendants().all(|node| match node.value() {
+        Node::Text(text) => {
+            text.trim().is_empty()
+                || node.ancestors().any(|a| {
+                    a.value()
+                        .as_element()
+                        .is_some_and(|e| INLINE_CODE.contains(&e.name()))
+                })
+        }
+        _ => true,
+    });
+    if !all_code {
+        return term.to_string();
+    }
+    let fence = if term.contains('`') { "``" } else { "`" };
+    format!("{fence}{term}{fence}")
+}
+
 #[derive(Default)]
 struct Walker {
     sections: Vec<Section>,
@@ -191,9 +227,9 @@ impl Walker {
             "pre" => return self.push_code_block(element),
             "table" => return self.push_table(element),
             "dt" => {
-                let term = collapse_whitespace(&element.text().collect::<String>());
+                let term = collapse_whitespace(&term_text(element));
                 if !term.is_empty() {
-                    self.push_block(&format!("#### {term}"));
+                    self.push_block(&format!("#### {}", term_heading(element, &term)));
                 }
                 return;
             }
@@ -614,7 +650,7 @@ mod tests {
              ```\nALTER TABLE products ALTER COLUMN price TYPE numeric(10,2);\n\
              SELECT '<script>alert(1)</script>' AS x;\n```\n\n\
              This will succeed only if each existing entry in the column can be converted.\n\n\
-             #### SET DATA TYPE\n\n\
+             #### `SET DATA TYPE`\n\n\
              This form changes the type of a column of a table.\n\n\
              - Use `ALTER TABLE` for tables.\n\n\
              - Use views too.\n\n\
@@ -637,7 +673,7 @@ mod tests {
                 UnitKind::Table
             ]
         );
-        assert_eq!(units[3].text, "SET DATA TYPE");
+        assert_eq!(units[3].text, "`SET DATA TYPE`");
         // A passage never cuts the code block, even with a window of one sentence.
         let small = SegmenterConfig {
             window: 1,
@@ -649,6 +685,20 @@ mod tests {
             .iter()
             .any(|p| p.text.starts_with("```\nALTER TABLE") && p.text.ends_with("AS x;\n```")));
         assert!(cut.iter().all(|p| p.text.matches("```").count() % 2 == 0));
+    }
+
+    #[test]
+    fn a_definition_term_is_a_code_span_only_when_all_of_it_is_code() {
+        let doc = parse(
+            "<html><body><h1>psql</h1><dl>\
+             <dt><span class=\"term\"><code class=\"option\">-t</code><br>\
+             <code class=\"option\">--tuples-only</code></span></dt><dd><p>Rows only.</p></dd>\
+             <dt><span class=\"term\"><em class=\"replaceable\">name</em> of the <code>index</code></span></dt>\
+             <dd><p>Mixed.</p></dd></dl></body></html>",
+        );
+        let text = &doc.sections[0].text;
+        assert!(text.contains("#### `-t --tuples-only`\n"), "{text}");
+        assert!(text.contains("#### name of the index\n"), "{text}");
     }
 
     #[test]
@@ -667,7 +717,7 @@ mod tests {
             "{all}"
         );
         assert!(
-            all.contains("#### CONCURRENTLY\n\nWhen this option is used"),
+            all.contains("#### `CONCURRENTLY`\n\nWhen this option is used"),
             "{all}"
         );
         let units = crate::text::sentences::split_units(&all);

@@ -96,6 +96,9 @@ struct Candidate {
     /// BM25 per query term (weighted), for the stopping rule's novelty.
     contributions: Vec<(String, f64)>,
     vector: HashMap<String, f64>,
+    /// A code block short enough to come with it follows in its passage; its words count as
+    /// the sentence's.
+    code_after: bool,
 }
 
 /// Relevance added, in answers for a reader, to a sentence that shows code.
@@ -169,6 +172,28 @@ pub fn introduces_example(sentence: &str) -> bool {
     sentence.trim_end().ends_with(':')
 }
 
+/// Whether `sentence` opens an example of what the sentence before it said ("For example, …").
+fn starts_example(sentence: &str) -> bool {
+    let lower = sentence.trim_start().to_lowercase();
+    ["for example", "for instance", "e.g."]
+        .iter()
+        .any(|opener| lower.starts_with(opener))
+}
+
+/// A heading as the subject of the sentence after it ("`CONCURRENTLY`: When this option is
+/// used, …"): its text without a section number, or `None` when it is too long to read as one.
+fn heading_as_subject(heading: &str) -> Option<String> {
+    let text = heading
+        .trim()
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')
+        .trim();
+    let words = text.split_whitespace().count();
+    (words > 0 && words <= MAX_SUBJECT_HEADING_WORDS).then(|| text.to_string())
+}
+
+/// Longer headings are titles, not the term a sentence after them describes.
+const MAX_SUBJECT_HEADING_WORDS: usize = 12;
+
 impl ExtractiveGenerator {
     pub fn new(config: ExtractiveConfig) -> Self {
         Self { config }
@@ -182,13 +207,17 @@ impl ExtractiveGenerator {
         let mut candidates = self.candidates(request, limit);
         let n_candidates = candidates.iter().filter(|c| c.scored).count();
 
-        let max_bm25 = self.score(request, &mut candidates);
         let reading = request.keep_context.unwrap_or(cfg.keep_context);
         if reading {
+            read_code_with_its_sentence(&mut candidates, limit);
+        }
+        let max_bm25 = self.score(request, &mut candidates);
+        if reading {
             // A reader asking how to do something wants the command: sentences that show code
-            // (a code span, or the code block they introduce) rank higher.
+            // (a code span, or the code block they introduce or that follows them) rank higher.
             for i in 0..candidates.len() {
                 let shows_code = candidates[i].text.contains('`')
+                    || candidates[i].code_after
                     || (introduces_example(&candidates[i].text)
                         && candidates.get(i + 1).is_some_and(|n| {
                             n.kind == UnitKind::Code && n.passage == candidates[i].passage
@@ -251,20 +280,27 @@ impl ExtractiveGenerator {
                 }
                 continue;
             }
-            let Some(group) = self.group_of(&candidates, ci, reading) else {
+            let Some((group, optional)) = self.group_of(&candidates, ci, reading) else {
                 continue; // leans on a sentence it cannot bring, or introduces nothing
             };
-            let added: Vec<usize> = group
+            let example = group[group.len() - optional..].to_vec();
+            let mut added: Vec<usize> = group
                 .into_iter()
                 .filter(|g| !chosen.iter().any(|(k, _)| k == g))
                 .collect();
-            let words = limit.count(
-                chosen
-                    .iter()
-                    .map(|(k, _)| candidates[*k].text.as_str())
-                    .chain(added.iter().map(|k| candidates[*k].text.as_str())),
-            );
-            if words > limit.max_words {
+            let words_with = |added: &[usize]| {
+                limit.count(
+                    chosen
+                        .iter()
+                        .map(|(k, _)| candidates[*k].text.as_str())
+                        .chain(added.iter().map(|k| candidates[*k].text.as_str())),
+                )
+            };
+            if !example.is_empty() && words_with(&added) > limit.max_words {
+                // The sentence still reads without the example after it.
+                added.retain(|k| !example.contains(k));
+            }
+            if words_with(&added) > limit.max_words {
                 continue; // too long for what is left; a shorter one may still fit
             }
             for k in added {
@@ -289,13 +325,7 @@ impl ExtractiveGenerator {
         }
         // Reading order: by passage rank, then by position within the passage.
         chosen.sort_by_key(|(ci, _)| (candidates[*ci].passage, candidates[*ci].position));
-        let sentences: Vec<GeneratedSentence> = chosen
-            .into_iter()
-            .map(|(ci, citations)| GeneratedSentence {
-                text: candidates[ci].text.clone(),
-                citations,
-            })
-            .collect();
+        let sentences = render(&candidates, chosen);
         let words = limit.count(sentences.iter().map(|s| s.text.as_str()));
         Ok(Generation {
             sentences,
@@ -310,18 +340,19 @@ impl ExtractiveGenerator {
         })
     }
 
-    /// The units that go into the answer with sentence `ci`, in order: the sentence it leans on,
-    /// itself, the code block it introduces; `None` when it cannot stand (see
-    /// [`ExtractiveConfig::keep_context`]).
+    /// The units that go into the answer with sentence `ci`, in order: the sentence it leans on
+    /// (or the heading it describes), itself, the code block it introduces or that follows it;
+    /// `None` when it cannot stand (see [`ExtractiveConfig::keep_context`]). With it, how many
+    /// units at the end are an example the sentence can also stand without.
     fn group_of(
         &self,
         candidates: &[Candidate],
         ci: usize,
         keep_context: bool,
-    ) -> Option<Vec<usize>> {
+    ) -> Option<(Vec<usize>, usize)> {
         let c = &candidates[ci];
         if !keep_context {
-            return Some(vec![ci]);
+            return Some((vec![ci], 0));
         }
         let neighbour = |k: Option<usize>| {
             k.and_then(|k| candidates.get(k))
@@ -332,20 +363,36 @@ impl ExtractiveGenerator {
         if is_dependent(&c.text) {
             let before = neighbour(ci.checked_sub(1))?;
             let b = &candidates[before];
-            if b.kind != UnitKind::Prose || is_dependent(&b.text) || introduces_example(&b.text) {
+            let stands_before = match b.kind {
+                UnitKind::Heading => heading_as_subject(&b.text).is_some(),
+                UnitKind::Prose => !is_dependent(&b.text) && !introduces_example(&b.text),
+                UnitKind::Code | UnitKind::Table => false,
+            };
+            if !stands_before {
                 return None;
             }
             group.push(before);
         }
         group.push(ci);
+        let code_at =
+            |k: usize| neighbour(Some(k)).filter(|&k| candidates[k].kind == UnitKind::Code);
         if introduces_example(&c.text) {
-            let after = neighbour(Some(ci + 1))?;
-            if candidates[after].kind != UnitKind::Code {
-                return None;
-            }
-            group.push(after);
+            group.push(code_at(ci + 1)?);
+            return Some((group, 0));
         }
-        Some(group)
+        let stands = group.len();
+        // A paragraph that ends where a code block starts is what the code illustrates.
+        if let Some(code) = code_at(ci + 1) {
+            group.push(code);
+        } else if let Some(example) = neighbour(Some(ci + 1)).filter(|&k| {
+            starts_example(&candidates[k].text) && introduces_example(&candidates[k].text)
+        }) {
+            // "… you can remove it. For example, … the following command:" and its code.
+            if let Some(code) = code_at(example + 1) {
+                group.extend([example, code]);
+            }
+        }
+        Some((group.clone(), group.len() - stands))
     }
 
     /// Scores every candidate against the query (BM25 with IDF over the candidate sentences,
@@ -464,11 +511,51 @@ impl ExtractiveGenerator {
                     bm25: 0.0,
                     contributions: Vec::new(),
                     vector: HashMap::new(),
+                    code_after: false,
                 });
             }
         }
         out
     }
+}
+
+/// For a reader, a sentence followed by a code block that fits in half the answer is matched
+/// with the code's words too: "… for example" before `ALTER TABLE t OWNER TO r;` answers a
+/// question about a table's owner although its own words hardly say so.
+fn read_code_with_its_sentence(candidates: &mut [Candidate], limit: WordLimit) {
+    for i in 1..candidates.len() {
+        let (before, rest) = candidates.split_at_mut(i);
+        let (sentence, code) = (&mut before[i - 1], &rest[0]);
+        if sentence.scored
+            && code.kind == UnitKind::Code
+            && code.passage == sentence.passage
+            && 2 * limit.count([code.text.as_str()]) <= limit.max_words
+        {
+            sentence.terms.extend(terms(&code.text));
+            sentence.code_after = true;
+        }
+    }
+}
+
+/// The chosen units in reading order as answer sentences; a heading (chosen only with the
+/// sentence that describes it) becomes that sentence's subject, so it never stands alone nor
+/// runs into the sentence.
+fn render(candidates: &[Candidate], chosen: Vec<(usize, Vec<usize>)>) -> Vec<GeneratedSentence> {
+    let mut out = Vec::new();
+    let mut subject: Option<String> = None;
+    for (ci, citations) in chosen {
+        let c = &candidates[ci];
+        if c.kind == UnitKind::Heading {
+            subject = heading_as_subject(&c.text);
+            continue;
+        }
+        let text = match subject.take() {
+            Some(subject) => format!("{subject}: {}", c.text),
+            None => c.text.clone(),
+        };
+        out.push(GeneratedSentence { text, citations });
+    }
+    out
 }
 
 fn cosine(a: &HashMap<String, f64>, b: &HashMap<String, f64>) -> f64 {
