@@ -811,6 +811,72 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_gets_the_code_after_a_sentence_and_a_heading_as_its_subject() {
+        let owner = passage(
+            "ddl-priv.html#owner:1",
+            "An object can be assigned to a new owner with an `ALTER` command of the appropriate kind, for example\n\n\
+             ```\nALTER TABLE table_name OWNER TO new_owner;\n```\n\n\
+             Superusers can always do this.",
+        );
+        let clause = passage(
+            "sql-createtable.html#identity:1",
+            "#### `GENERATED ALWAYS AS IDENTITY`\n\n\
+             This clause creates the column as an identity column with an owner.",
+        );
+        let drop = passage(
+            "manage-ag-dropdb.html#drop:1",
+            "You can remove a database you no longer want to own.\n\n\
+             For example, the owner can destroy it using the following command:\n\n\
+             ```\n$ dropdb mydb\n```",
+        );
+        let reader = ExtractiveGenerator::new(ExtractiveConfig {
+            keep_context: true,
+            min_marginal: None,
+            ..ExtractiveConfig::default()
+        });
+        let req = GenerationRequest::new(
+            "How do I change the owner of a table?",
+            vec![owner, clause, drop],
+            WordLimit {
+                max_words: 100,
+                measure: WordMeasure::Ikat,
+            },
+        );
+        let md = reader.generate_sync(&req).unwrap().response_text();
+        assert!(
+            md.contains("for example\n\n```\nALTER TABLE table_name OWNER TO new_owner;\n```"),
+            "{md}"
+        );
+        assert!(
+            md.contains("`GENERATED ALWAYS AS IDENTITY`: This clause creates"),
+            "{md}"
+        );
+        assert!(
+            md.contains("the following command:\n\n```\n$ dropdb mydb\n```"),
+            "{md}"
+        );
+        // Too little room for the example: the sentence comes alone, never half an example.
+        let tight = GenerationRequest::new(
+            "How do I remove a database I no longer want?",
+            req.passages[2..].to_vec(),
+            WordLimit {
+                max_words: 14,
+                measure: WordMeasure::Ikat,
+            },
+        );
+        let md = reader.generate_sync(&tight).unwrap().response_text();
+        assert_eq!(md, "You can remove a database you no longer want to own.");
+        // Batch answers (no context kept) take sentences alone.
+        let batch = ExtractiveGenerator::new(ExtractiveConfig {
+            keep_context: false,
+            min_marginal: None,
+            ..ExtractiveConfig::default()
+        });
+        let md = batch.generate_sync(&req).unwrap().response_text();
+        assert!(!md.contains("```") && !md.contains("IDENTITY`:"), "{md}");
+    }
+
+    #[test]
     fn stops_at_the_marginal_relevance_threshold() {
         let req = GenerationRequest::new(
             "How tall is the Eiffel Tower and when was it built?",
