@@ -3,7 +3,8 @@
 # (and two batch runs of a third user for the Runs view, runs.test.mjs; a fourth user's upload
 # for the Markdown rendering of answers, markdown.test.mjs; a fifth user's turns with each first
 # stage, retrieval.test.mjs, over the collection's passage vectors computed when it is indexed;
-# a sixth user's one-statement PTKB used only where it belongs, personalization.test.mjs),
+# a sixth user's one-statement PTKB used only where it belongs, personalization.test.mjs; a
+# seventh user's search query with its words marked by origin, search-query.test.mjs),
 # driven by Playwright (playwright-core from npm) through Debian's chromium, headless; the
 # turn stream's contract, read through the page's own stream module in node (stream.test.mjs);
 # and CORS: a page on another loopback port calling the API and /mcp from chromium, allowed for
@@ -14,6 +15,7 @@
 #   scripts/ui-test.sh --llm down            # only with the LLM endpoint down
 #   scripts/ui-test.sh --update-screenshot   # also copy the desktop screenshot to docs/chat.png
 #                                            # (from the real run; from the down run with --llm down)
+#   scripts/ui-test.sh --llm down --only search-query.test.mjs   # one test file of tests/ui
 #
 # The two modes, each asserting its one outcome (CONVRAG_UI_LLM in chat.test.mjs):
 #   real  the server answers with the real LLM at CONVRAG_TEST_LLM_URL (scripts/llm-server.sh,
@@ -32,9 +34,15 @@ root="$PWD"
 
 update_screenshot=0
 llm_modes="real down"
+only=""
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --update-screenshot) update_screenshot=1 ;;
+    --only)
+      [ "$#" -ge 2 ] && [ -f "tests/ui/$2" ] || { echo "ui-test: --only needs a test file of tests/ui" >&2; exit 2; }
+      only="$2"
+      shift
+      ;;
     --llm)
       [ "$#" -ge 2 ] || { echo "ui-test: --llm needs real or down" >&2; exit 2; }
       case "$2" in
@@ -71,7 +79,7 @@ if [ "$llm_modes" = "real down" ]; then
   rm -rf "$artifacts_root"
   failed=()
   for mode in real down; do
-    CONVRAG_UI_ARTIFACTS="$artifacts_root" "$root/scripts/ui-test.sh" --llm "$mode" || failed+=("$mode")
+    CONVRAG_UI_ARTIFACTS="$artifacts_root" "$root/scripts/ui-test.sh" --llm "$mode" ${only:+--only "$only"} || failed+=("$mode")
   done
   [ "${#failed[@]}" -eq 0 ] || die "the browser tests failed with the LLM ${failed[*]}"
   if [ "$update_screenshot" -eq 1 ]; then
@@ -132,6 +140,7 @@ cors_token="$(new_user ui-cors)" || die "creating the user of the CORS test fail
 md_token="$(new_user ui-markdown)" || die "creating the user of the Markdown test failed"
 retrieval_token="$(new_user ui-retrieval)" || die "creating the user of the first-stage test failed"
 personal_token="$(new_user ui-personal)" || die "creating the user of the personalization test failed"
+origins_token="$(new_user ui-origins)" || die "creating the user of the search query test failed"
 
 # Two stored batch runs of a third user for the Runs view (runs.test.mjs; their conversations
 # would fill the chat test's list): automatic and manual rewrites of the same topics over the
@@ -145,6 +154,8 @@ for run_type in automatic manual; do
     { cat "$work/run-$run_type.log" >&2; die "the $run_type batch run for the Runs view failed"; }
 done
 
+files=(stream.test.mjs chat.test.mjs markdown.test.mjs retrieval.test.mjs personalization.test.mjs search-query.test.mjs runs.test.mjs cors.test.mjs)
+[ -z "$only" ] || files=("$only")
 artifacts="$artifacts_root/llm-$llm_mode"
 rm -rf "$artifacts"
 mkdir -p "$artifacts"
@@ -153,11 +164,12 @@ status=0
 (cd tests/ui && CONVRAG_UI_URL="$url" CONVRAG_UI_TOKEN="$token" CONVRAG_UI_OTHER_TOKEN="$other_token" \
   CONVRAG_UI_RUNS_TOKEN="$runs_token" CONVRAG_UI_CORS_TOKEN="$cors_token" CONVRAG_UI_MD_TOKEN="$md_token" \
   CONVRAG_UI_RETRIEVAL_TOKEN="$retrieval_token" CONVRAG_UI_PERSONAL_TOKEN="$personal_token" \
+  CONVRAG_UI_ORIGINS_TOKEN="$origins_token" \
   CONVRAG_UI_CORS_ALLOWED_PORT="$cors_allowed_port" CONVRAG_UI_CORS_BLOCKED_PORT="$cors_blocked_port" \
   CONVRAG_UI_COLLECTION=diet CONVRAG_UI_QRELS="$root/tests/fixtures/ui/runs_qrels.txt" \
   CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
-  node --test --test-concurrency=1 --test-reporter=spec stream.test.mjs chat.test.mjs markdown.test.mjs retrieval.test.mjs personalization.test.mjs runs.test.mjs cors.test.mjs) || status=$?
+  node --test --test-concurrency=1 --test-reporter=spec "${files[@]}") || status=$?
 cp "$work/server.log" "$artifacts/server.log"
 if [ "$status" -ne 0 ]; then
   echo "ui-test: the browser tests failed with the LLM $llm_mode; the server log is in $artifacts/server.log" >&2

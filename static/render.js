@@ -1,7 +1,8 @@
 // Building the DOM of turns: the answer with citation buttons, the "why this answer" panel
-// (rewrite, ranked statements, ranked passages, timings), the comparison of two versions, and
-// the cited passage with its cited part highlighted. Text goes in as text; answer sentences are
-// Markdown, rendered by the vendored marked and sanitized by DOMPurify into DOM nodes.
+// (the search query with its words marked by origin, ranked statements, ranked passages,
+// timings), the comparison of two versions, and the cited passage with its cited part
+// highlighted. Text goes in as text; answer sentences are Markdown, rendered by the vendored
+// marked and sanitized by DOMPurify into DOM nodes.
 
 import { Marked } from "./marked.esm.js";
 import DOMPurify from "./purify.es.mjs";
@@ -253,6 +254,74 @@ function rewriteMethodNote(turn) {
   return method ? el("p", { class: "muted small" }, `method: ${method}`) : null;
 }
 
+/** The origins of search query words the page marks, in the legend's order. */
+const WORD_ORIGINS = ["history", "answer", "ptkb", "rewriter"];
+const ORIGIN_LEGEND = {
+  history: "from your earlier messages",
+  answer: "from earlier answers",
+  ptkb: "from your statements",
+  rewriter: "added by the rewriter",
+};
+
+/** Where a word of the search query came from, in words; null for the utterance's own words. */
+function originLabel(word, turn) {
+  switch (word.origin) {
+    case "history":
+      return `from turn ${word.turn}`;
+    case "answer":
+      return `from the answer in turn ${word.turn}`;
+    case "ptkb": {
+      const statement = (turn.ptkb_ranking || []).find((s) => s.id === word.ptkb_id);
+      return statement ? `from your statement: ${statement.text}` : "from your statements";
+    }
+    case "rewriter": {
+      const method = turn.rewrite_method || (turn.diagnostics || {}).rewrite_method;
+      return method === "llm" ? "added by the language model" : "added by the rewriter";
+    }
+    default:
+      return null;
+  }
+}
+
+/**
+ * The search query with each word not of the utterance marked by its origin (a class, a title,
+ * and the same words for screen readers), and a legend of the marks used. Turns stored before
+ * the query was kept show the rewrite as it was.
+ */
+function searchQueryContent(turn) {
+  const query = turn.search_query;
+  if (!query) {
+    const rewrite = turn.rewritten_utterance;
+    return rewrite ? el("p", { class: "rewrite" }, rewrite) : el("p", { class: "muted" }, turn.pending ? "…" : "(none)");
+  }
+  const nodes = [];
+  const used = new Set();
+  let at = 0;
+  for (const word of query.words) {
+    const found = query.text.indexOf(word.text, at);
+    if (found < 0) break;
+    nodes.push(query.text.slice(at, found));
+    const label = originLabel(word, turn);
+    if (label && WORD_ORIGINS.includes(word.origin)) {
+      used.add(word.origin);
+      nodes.push(
+        el("mark", { class: `origin origin-${word.origin}`, title: label }, word.text, el("span", { class: "visually-hidden" }, ` (${label})`)),
+      );
+    } else {
+      nodes.push(word.text);
+    }
+    at = found + word.text.length;
+  }
+  nodes.push(query.text.slice(at));
+  const legend = WORD_ORIGINS.filter((origin) => used.has(origin)).map((origin) =>
+    el("li", {}, el("span", { class: `swatch origin-${origin}`, "aria-hidden": "true" }), ORIGIN_LEGEND[origin]),
+  );
+  return [
+    el("p", { class: "rewrite search-query" }, nodes),
+    legend.length ? el("ul", { class: "origin-legend", "aria-label": "Marked words" }, legend) : null,
+  ];
+}
+
 const RETRIEVAL_NAMES = { bm25: "BM25 (words)", dense: "the bi-encoder (meaning)", hybrid: "BM25 and the bi-encoder, fused" };
 const FIRST_STAGE_SCORE = { bm25: "BM25", dense: "cosine", hybrid: "fused" };
 const FALLBACK_REASONS = {
@@ -301,16 +370,7 @@ function foundBy(p) {
 export function whyContent(turn, onPassage) {
   const parts = [];
 
-  const rewrite = turn.rewritten_utterance;
-  parts.push(
-    section(
-      "Rewritten query",
-      rewrite
-        ? el("p", { class: "rewrite" }, rewrite)
-        : el("p", { class: "muted" }, turn.pending ? "…" : "(none)"),
-      rewriteMethodNote(turn),
-    ),
-  );
+  parts.push(section("Search query", searchQueryContent(turn), rewriteMethodNote(turn)));
 
   const ranking = turn.ptkb_ranking || [];
   parts.push(

@@ -12,7 +12,7 @@ import { ApiError, unreachable } from "./errors.js";
  */
 export const TURN_EVENTS = Object.freeze({
   ptkb: ["ptkb_ranking", "ptkb_ranking[].text", "ptkb_ranking[].score", "ptkb_ranking[].rank", "ptkb_ranking[].selected"],
-  rewrite: ["rewritten_utterance", "method"],
+  rewrite: ["rewritten_utterance", "method", "search_query", "search_query.text", "search_query.words", "search_query.words[].text", "search_query.words[].origin"],
   passages: [
     "passages",
     "passages[].rank",
@@ -126,7 +126,10 @@ export function streamHandlers(view) {
   return {
     ptkb: (data) => view.update({ ptkb_ranking: data.ptkb_ranking }, "Rewriting your question…"),
     rewrite: (data) =>
-      view.update({ rewritten_utterance: data.rewritten_utterance, rewrite_method: data.method }, "Searching the passages…"),
+      view.update(
+        { rewritten_utterance: data.rewritten_utterance, rewrite_method: data.method, search_query: data.search_query },
+        "Searching the passages…",
+      ),
     passages: (data) => view.update({ passages: data.passages }, "Writing the answer…"),
     sentence: (data) => view.addSentence(data),
     restart: (data) => view.restart(data.reason),

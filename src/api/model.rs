@@ -7,7 +7,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::pipeline::generate::GenerationEvent;
+use crate::pipeline::query::SearchQuery;
 use crate::pipeline::turn::{RankedPassage, TurnEvent};
+use crate::service::rows::SEARCH_QUERY;
 use crate::store::turns::{RankedStatement, Sentence, TurnPassage};
 use crate::store::Turn;
 
@@ -81,6 +83,11 @@ pub struct TurnResponse {
     pub reference_ptkb: Option<Vec<String>>,
     pub canonical_response: Option<String>,
     pub rewritten_utterance: Option<String>,
+    /// The query the first stage searched with (the rewrite, then the selected statements'
+    /// content words), each word with its origin. Absent in turns stored before it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub search_query: Option<SearchQuery>,
     pub response_text: Option<String>,
     pub generator: Option<String>,
     #[schema(value_type = Object)]
@@ -185,6 +192,12 @@ impl From<Sentence> for SentenceResponse {
 
 impl From<Turn> for TurnResponse {
     fn from(t: Turn) -> Self {
+        // Kept in the diagnostics, shown as a field of its own.
+        let mut diagnostics = t.diagnostics;
+        let search_query = diagnostics
+            .as_object_mut()
+            .and_then(|d| d.remove(SEARCH_QUERY))
+            .and_then(|v| serde_json::from_value(v).ok());
         TurnResponse {
             id: t.id,
             conversation_id: t.conversation_id,
@@ -197,11 +210,12 @@ impl From<Turn> for TurnResponse {
             reference_ptkb: t.reference_ptkb,
             canonical_response: t.canonical_response,
             rewritten_utterance: t.rewritten_utterance,
+            search_query,
             response_text: t.response_text,
             generator: t.generator,
             settings: t.settings,
             timings_ms: t.timings_ms,
-            diagnostics: t.diagnostics,
+            diagnostics,
             created_at: t.created_at,
             ptkb_ranking: t.ptkb_ranking.into_iter().map(Into::into).collect(),
             passages: t.passages.into_iter().map(Into::into).collect(),
@@ -246,6 +260,7 @@ struct PtkbEvent {
 struct RewriteEvent<'a> {
     rewritten_utterance: &'a str,
     method: &'a str,
+    search_query: &'a SearchQuery,
 }
 
 #[derive(Serialize)]
@@ -285,10 +300,11 @@ pub fn stream_event(event: TurnEvent<'_>, collection: &str) -> (StreamEvent, ser
             let data = serde_json::to_value(PtkbEvent { ptkb_ranking });
             (StreamEvent::Ptkb, value(data))
         }
-        TurnEvent::Rewrite(rewrite) => {
+        TurnEvent::Rewrite(rewrite, search_query) => {
             let data = serde_json::to_value(RewriteEvent {
                 rewritten_utterance: &rewrite.text,
                 method: rewrite.method.as_str(),
+                search_query,
             });
             (StreamEvent::Rewrite, value(data))
         }
@@ -335,6 +351,60 @@ mod tests {
             serde_json::to_string(&shown(-1.25e-7)).unwrap(),
             serde_json::to_string(&-1.25e-7f32).unwrap()
         );
+    }
+
+    fn stored_turn(diagnostics: serde_json::Value) -> Turn {
+        Turn {
+            id: Uuid::nil(),
+            conversation_id: Uuid::nil(),
+            seq: 2,
+            version: 1,
+            is_current: true,
+            external_turn_id: None,
+            utterance: "Is it cheap?".into(),
+            reference_rewrite: None,
+            reference_ptkb: None,
+            canonical_response: None,
+            rewritten_utterance: Some("Is ramen cheap?".into()),
+            response_text: None,
+            generator: None,
+            settings: serde_json::json!({}),
+            timings_ms: serde_json::json!({}),
+            diagnostics,
+            created_at: DateTime::<Utc>::UNIX_EPOCH,
+            ptkb_ranking: Vec::new(),
+            passages: Vec::new(),
+            sentences: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_search_query_is_a_field_of_its_own_and_absent_in_older_turns() {
+        let words = serde_json::json!({"text": "Is ramen cheap?", "words": [
+            {"text": "Is", "origin": "utterance"},
+            {"text": "ramen", "origin": "history", "turn": 1},
+            {"text": "cheap", "origin": "utterance"}]});
+        let turn = TurnResponse::from(stored_turn(
+            serde_json::json!({"rewrite_method": "history", "search_query": words}),
+        ));
+        let query = turn.search_query.as_ref().expect("the stored query");
+        assert_eq!(query.words[1].turn, Some(1));
+        let json = serde_json::to_value(&turn).unwrap();
+        assert_eq!(json["search_query"], words);
+        assert_eq!(
+            json["diagnostics"],
+            serde_json::json!({"rewrite_method": "history"})
+        );
+        // Stored before the query was kept (or unreadable): no field, no error.
+        for diagnostics in [
+            serde_json::json!({"rewrite_method": "history"}),
+            serde_json::json!({"search_query": {"text": 3}}),
+            serde_json::Value::Null,
+        ] {
+            let json = serde_json::to_value(TurnResponse::from(stored_turn(diagnostics))).unwrap();
+            assert!(json.get("search_query").is_none(), "{json}");
+            assert_eq!(json["rewritten_utterance"], "Is ramen cheap?");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod generate;
 pub mod learned;
 pub mod ptkb;
 pub mod ptkb_calibrated;
+pub mod query;
 pub mod rewrite;
 pub mod rewrite_llm;
 pub mod turn;

@@ -19,6 +19,7 @@ use super::generate::{
     Sampling, WordLimit,
 };
 use super::ptkb::{PtkbRanker, PtkbRanking};
+use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
 use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
@@ -85,8 +86,9 @@ pub struct TurnSettings {
     #[serde(default)]
     pub rewriter: RewriterChoice,
     pub limit: WordLimit,
-    /// Query weight of each selected PTKB statement's text in the BM25 query (the rewrite has
-    /// weight 1): personalizes the candidates without letting a statement outweigh the question.
+    /// Query weight of each selected PTKB statement's content words in the first stage's query
+    /// (the rewrite has weight 1; [`super::query`]): personalizes the candidates without letting
+    /// a statement outweigh the question.
     pub ptkb_query_weight: f64,
     /// Append the selected statements to the reranking model's query, so the neural order is
     /// personalized too (a bi-encoder's query embedding moves toward the persona).
@@ -287,6 +289,9 @@ pub struct StageTimings {
 pub struct TurnOutput {
     pub ptkb: PtkbRanking,
     pub rewrite: Rewrite,
+    /// The first stage's query (the rewrite and the selected statements' content words), its
+    /// words attributed to their origins.
+    pub query: TurnQuery,
     /// With the LLM rewriter: why its rewrite was not used, and what it replied.
     pub rewrite_fallback: Option<RewriteFallback>,
     pub rewrite_llm_output: Option<String>,
@@ -326,7 +331,8 @@ pub struct RetrievalFallback {
 #[derive(Debug)]
 pub enum TurnEvent<'a> {
     Ptkb(&'a PtkbRanking),
-    Rewrite(&'a Rewrite),
+    /// The rewrite and the search query made of it.
+    Rewrite(&'a Rewrite, &'a SearchQuery),
     Passages(&'a [RankedPassage]),
     Generation(GenerationEvent),
 }
@@ -471,12 +477,27 @@ impl TurnPipeline {
             .rewrite(&ctx, &ptkb, llm_rewriter)
             .instrument(stage_span("rewrite"))
             .await?;
+        // One query for every rewriter, so an LLM's rewrite is attributed like the others.
+        let selected: Vec<SelectedStatement<'_>> = ptkb
+            .selected()
+            .map(|s| SelectedStatement {
+                id: &s.id,
+                text: &s.text,
+            })
+            .collect();
+        let query = TurnQuery::build(
+            &ctx,
+            &step.rewrite.text,
+            &selected,
+            settings.ptkb_query_weight as f32,
+        );
         timings.rewrite = Some(ms_since(t));
-        on_event(TurnEvent::Rewrite(&step.rewrite));
+        on_event(TurnEvent::Rewrite(&step.rewrite, &query.shown));
 
         let mut output = TurnOutput {
             ptkb,
             rewrite: step.rewrite,
+            query,
             rewrite_fallback: step.fallback,
             rewrite_llm_output: step.llm_output,
             rewrite_llm_usage: step.llm_usage,
@@ -591,13 +612,9 @@ impl TurnPipeline {
     ) -> Result<()> {
         let (collection, candidates) = match source {
             PassageSource::Collection(target) => {
-                // The rewrite at weight 1, each selected statement at `ptkb_query_weight`.
-                let mut query = WeightedQuery::text(&output.rewrite.text);
-                if settings.ptkb_query_weight > 0.0 {
-                    for s in output.ptkb.selected() {
-                        query = query.with(&s.text, settings.ptkb_query_weight as f32);
-                    }
-                }
+                // The rewrite at weight 1, each selected statement's content words at
+                // `ptkb_query_weight`.
+                let query = output.query.weighted();
                 let t = Instant::now();
                 let depth = settings.depth.max(settings.passages);
                 let candidates = self

@@ -7,6 +7,9 @@ use crate::pipeline::turn::{TurnOutput, TurnSettings};
 use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage, Sentence};
 use crate::store::{HistoryEntry, Statement};
 
+/// The key of the turn's search query in its stored diagnostics.
+pub const SEARCH_QUERY: &str = "search_query";
+
 /// The context of a stored conversation's next turn: earlier utterances with their canonical
 /// response when one was supplied (batch runs of iKAT topics), else convrag's own answer; the
 /// conversation's instructions.
@@ -59,6 +62,12 @@ pub fn new_turn(
         output.rewrite.method.as_str().into(),
     );
     diagnostics.insert("history_turns".into(), output.history_turns.into());
+    // The search query with its words' origins: the API's `search_query` (absent in turns
+    // stored before it).
+    diagnostics.insert(
+        SEARCH_QUERY.into(),
+        serde_json::to_value(&output.query.shown).unwrap_or_default(),
+    );
     if let Some(f) = &output.rewrite_fallback {
         diagnostics.insert(
             "rewrite_fallback".into(),

@@ -18,6 +18,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { visibleText } from "./support.mjs";
 
 function required(name) {
   const value = process.env[name];
@@ -218,9 +219,10 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     const markers = await turn.locator(".answer .cite").allTextContents();
     assert.deepEqual(markers, stored.sentences.flatMap((s) => s.citations.map(String)));
 
-    // Why this answer: the rewrite, the ranked statements with the selected ones, the passages, the timings.
+    // Why this answer: the search query, the ranked statements with the selected ones, the passages, the timings.
     await openWhy(turn);
-    assert.equal(await turn.locator(".rewrite").textContent(), stored.rewritten_utterance);
+    assert.ok(stored.search_query.text.startsWith(stored.rewritten_utterance), JSON.stringify(stored.search_query));
+    assert.equal(await visibleText(turn.locator(".search-query")), stored.search_query.text);
     assert.deepEqual(await turn.locator(".ptkb-ranking li .statement-text").allTextContents(), stored.ptkb_ranking.map((s) => s.text));
     assert.deepEqual(await selectedStatements(turn), stored.ptkb_ranking.filter((s) => s.selected).map((s) => s.text));
     assert.ok(stored.ptkb_ranking.find((s) => s.selected && s.text === STATEMENT_VEGETARIAN), "a dinner question uses the vegetarian statement");

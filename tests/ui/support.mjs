@@ -80,3 +80,18 @@ export async function sendFromComposer(page, conversationId, text) {
   assert.equal(await error.isVisible(), false, `sending failed: ${await error.textContent()}`);
   return { turn: page.locator("#turns > li.turn").nth(before), body };
 }
+
+/** Opens the "Why this answer" panel of the turn element `turn`. */
+export async function openWhy(turn) {
+  const details = turn.locator("details.why");
+  if (!(await details.evaluate((d) => d.open))) await details.locator("summary").click();
+}
+
+/** The text of `locator` as seen on the screen: without the words only screen readers get. */
+export async function visibleText(locator) {
+  return locator.evaluate((node) => {
+    const copy = node.cloneNode(true);
+    for (const hidden of copy.querySelectorAll(".visually-hidden")) hidden.remove();
+    return copy.textContent;
+  });
+}

@@ -227,7 +227,7 @@ impl Resolver for CarriedTerms {
 }
 
 /// Content words of the selected PTKB statements (never of the others; never the words that
-/// only relate the user to a thing, `lexicon::PTKB_FRAME_WORDS`), best statement first, as retrieval terms
+/// only relate the user to a thing: [`terms::ptkb_content_terms`]), best statement first, as retrieval terms
 /// (`ptkb_query_terms`); the first `ptkb_terms` of them (`ptkb_terms_first_person` when the
 /// utterance speaks of the user) are kept for [`PtkbWords`]. Personalizing retrieval reads no
 /// English rule, so it applies in every language.
@@ -250,10 +250,7 @@ impl Resolver for PtkbTerms {
         let limit = s.ptkb_query_terms.max(text_terms);
         let mut added = 0;
         'statements: for st in draft.selected_ptkb {
-            let content = terms::content_terms(st)
-                .into_iter()
-                .filter(|t| !super::lexicon::PTKB_FRAME_WORDS.contains(&t.surface.as_str()));
-            for t in content {
+            for t in terms::ptkb_content_terms(st) {
                 if added == limit {
                     break 'statements;
                 }

@@ -57,6 +57,15 @@ pub fn content_terms(text: &str) -> Vec<Term> {
         .collect()
 }
 
+/// Content terms of a PTKB statement that may enter a query: its content terms less the words
+/// that only relate the user to a thing (`lexicon::PTKB_FRAME_WORDS`: "I *run* PostgreSQL").
+pub fn ptkb_content_terms(statement: &str) -> Vec<Term> {
+    content_terms(statement)
+        .into_iter()
+        .filter(|t| !lexicon::PTKB_FRAME_WORDS.contains(&t.surface.as_str()))
+        .collect()
+}
+
 /// How words were written in a text: names are what manual rewrites carry ("Souk Waqif", "GIS").
 #[derive(Debug, Default, Clone)]
 pub struct WordCues {

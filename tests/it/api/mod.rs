@@ -10,6 +10,7 @@ mod mcp;
 pub(crate) mod openai;
 mod retrieval;
 mod runs;
+mod search_query;
 pub(crate) mod turns;
 mod ui_assets;
 mod uploads;

@@ -435,7 +435,8 @@ async fn a_turn_encodes_each_query_text_once() {
         // The texts the turn's stages embed: PTKB ranking (both rankers of the agreed one) the
         // utterance, the earlier utterances, the conversation so far (they and this one,
         // joined) and the previous response against every statement; retrieval the rewrite and
-        // the selected statements; reranking the rewrite with them appended.
+        // each selected statement's content words (the search query's words after the
+        // rewrite's); reranking the rewrite with the statements as written appended.
         let rewrite = turn["rewritten_utterance"].as_str().unwrap().to_string();
         let ranking = turn["ptkb_ranking"].as_array().unwrap();
         let selected: Vec<String> = ranking
@@ -454,7 +455,22 @@ async fn a_turn_encodes_each_query_text_once() {
         texts.insert(conversation.join(" "));
         texts.extend(previous_response.take());
         texts.insert(rewrite.clone());
-        texts.extend(selected.iter().cloned());
+        let rewrite_words = rewrite
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .count();
+        let mut statement_words: Vec<(String, Vec<String>)> = Vec::new();
+        for w in &turn["search_query"]["words"].as_array().unwrap()[rewrite_words..] {
+            assert_eq!(w["origin"], "ptkb", "{turn}");
+            let id = w["ptkb_id"].as_str().unwrap().to_string();
+            let word = w["text"].as_str().unwrap().to_string();
+            match statement_words.last_mut() {
+                Some((last, words)) if *last == id => words.push(word),
+                _ => statement_words.push((id, vec![word])),
+            }
+        }
+        assert_eq!(statement_words.len(), selected.len(), "{turn}");
+        texts.extend(statement_words.into_iter().map(|(_, w)| w.join(" ")));
         let mut rerank_query = rewrite;
         for s in &selected {
             rerank_query.push(' ');

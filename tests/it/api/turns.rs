@@ -33,13 +33,13 @@ pub(crate) fn index_recipes(config: &Config) {
     index_collection(&config.collections_dir(), &options).unwrap();
 }
 
-struct Setup {
-    _db: TestDb,
-    server: RunningServer,
+pub(crate) struct Setup {
+    pub(crate) db: TestDb,
+    pub(crate) server: RunningServer,
     _home: tempfile::TempDir,
 }
 
-async fn setup(with_model: bool, llm_url: Option<String>) -> Setup {
+pub(crate) async fn setup(with_model: bool, llm_url: Option<String>) -> Setup {
     let db = TestDb::new().await;
     let home = tempfile::tempdir().unwrap();
     let mut config = db.config();
@@ -58,7 +58,7 @@ async fn setup(with_model: bool, llm_url: Option<String>) -> Setup {
     }
     let server = api::spawn(state).unwrap();
     Setup {
-        _db: db,
+        db,
         server,
         _home: home,
     }
@@ -366,6 +366,11 @@ async fn check_stream_matches_store(
     assert_eq!(
         events[1].1["rewritten_utterance"],
         final_turn["rewritten_utterance"]
+    );
+    assert_eq!(events[1].1["search_query"], final_turn["search_query"]);
+    assert!(
+        final_turn["search_query"]["words"].is_array(),
+        "{final_turn}"
     );
     let streamed_ids: Vec<&Value> = events[2].1["passages"]
         .as_array()
