@@ -1,9 +1,9 @@
 //! `convrag pipeline bench-turns`: the arguments, the progress bar and the printed report of the
-//! library's turn benchmark (`convrag::service::bench`).
+//! library's turn benchmark (`convrag::service::bench`); and the `convrag bench` command group.
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use convrag::config::Config;
 use convrag::pipeline::turn::TurnSettings;
 use convrag::rerank::dense::Retrieval;
@@ -107,4 +107,24 @@ pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
         convrag::formats::atomic::write_atomic(path, &serde_json::to_vec_pretty(&report)?)?;
     }
     Ok(())
+}
+
+/// `convrag bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Exact vector search, its int8 scan and HNSW libraries side by side: build time, memory,
+    /// recall@k against exact, latency p50/p95.
+    Ann(super::bench_ann::AnnArgs),
+}
+
+pub fn run_bench(config: &Config, args: BenchArgs) -> anyhow::Result<()> {
+    match args.command {
+        BenchCommand::Ann(args) => super::bench_ann::run(config, args),
+    }
 }

@@ -2,6 +2,7 @@
 //! printing. Commands call library functions and return `anyhow` errors, which `main` prints.
 
 pub mod bench;
+pub mod bench_ann;
 pub mod collection;
 pub mod embed;
 pub mod eval;

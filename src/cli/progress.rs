@@ -38,6 +38,13 @@ impl Bar {
         Self(bar)
     }
 
+    /// Redrawn regularly, so a job that reports nothing for a while still shows its elapsed time.
+    pub fn ticking(self) -> Self {
+        self.0
+            .enable_steady_tick(std::time::Duration::from_millis(250));
+        self
+    }
+
     pub fn shared(self) -> SharedProgress {
         Arc::new(self)
     }

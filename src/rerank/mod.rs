@@ -10,8 +10,11 @@
 //! - [`Fusion`] combines first-stage (BM25) and neural scores.
 //! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's;
 //!   [`embed`] precomputes a collection's embeddings; [`dense`] searches them (dense and hybrid
-//!   first-stage retrieval).
+//!   first-stage retrieval); [`ann`] holds approximate indexes over the same vectors, compared by
+//!   [`ann_bench`] (`convrag bench ann`), not served.
 
+pub mod ann;
+pub mod ann_bench;
 pub mod cache;
 pub mod candidates;
 pub mod default_model;

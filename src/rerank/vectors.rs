@@ -150,6 +150,29 @@ impl VectorFile {
     }
 }
 
+impl VectorFile {
+    /// The vectors of ordinals `range` (past the end: cut short), `None` for an empty record;
+    /// read in file order, for building another index over the same vectors.
+    pub fn records(&self, range: std::ops::Range<u64>) -> Result<Vec<Option<Vec<f32>>>> {
+        let map = self.remapped()?;
+        let n = complete_records(map.len() as u64, self.dim);
+        let size = record_bytes(self.dim) as usize;
+        Ok((range.start.min(n)..range.end.min(n))
+            .map(|ord| {
+                let start = HEADER as usize + ord as usize * size;
+                let record = &map[start..start + size];
+                let hash = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
+                (hash != 0).then(|| {
+                    record[8..]
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect()
+                })
+            })
+            .collect())
+    }
+}
+
 /// A stored record found by [`VectorFile::nearest`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Neighbour {
