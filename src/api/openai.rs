@@ -39,6 +39,29 @@ pub const CONVERSATION_HEADER: &str = "X-Convrag-Conversation-Id";
 
 const MAX_MESSAGE_CHARS: usize = 10_000;
 
+/// The largest `max_tokens` accepted (far above any answer's length; the schema states it).
+const MAX_TOKEN_BOUND: u64 = 1_000_000;
+
+/// A token bound as JSON Schema reads an integer: `100` and `100.0` alike, within
+/// [`MAX_TOKEN_BOUND`].
+fn token_bound<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= MAX_TOKEN_BOUND as f64)
+            .map(|f| f as u64)
+    });
+    match whole {
+        Some(n) if n <= MAX_TOKEN_BOUND => Ok(Some(n as usize)),
+        _ => Err(serde::de::Error::custom(format!(
+            "must be a whole number from 1 to {MAX_TOKEN_BOUND}"
+        ))),
+    }
+}
+
 /// Body of `POST /v1/chat/completions`. `max_tokens` / `max_completion_tokens` bound the
 /// answer's words; `n` above 1, `tools` that must be called and a JSON `response_format` are
 /// refused (400 naming the parameter); `tools` with `tool_choice` `auto` or `none` get a plain
@@ -64,12 +87,12 @@ pub struct ChatRequest {
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
     /// At most this many words in the answer.
-    #[serde(default)]
-    #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "token_bound")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
     pub max_tokens: Option<usize>,
     /// As `max_tokens`.
-    #[serde(default)]
-    #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "token_bound")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
     pub max_completion_tokens: Option<usize>,
     /// Only 1: one answer per turn.
     #[serde(default)]
@@ -897,6 +920,28 @@ mod tests {
             role: role.to_string(),
             content: Some(MessageContent::Text(text.to_string())),
         }
+    }
+
+    #[test]
+    fn a_token_bound_is_a_whole_number_written_either_way_and_bounded() {
+        let read = |bound: &str| {
+            serde_json::from_str::<ChatRequest>(&format!(
+                r#"{{"model": "m", "messages": [{{"role": "user", "content": "hi"}}], "max_tokens": {bound}}}"#
+            ))
+            .map(|r| r.max_tokens)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(read("50"), Ok(Some(50)));
+        assert_eq!(read("50.0"), Ok(Some(50)));
+        assert_eq!(read("null"), Ok(None));
+        for bad in ["4.3380150314538316e+24", "1000001", "2.5", "-3"] {
+            let err = read(bad).unwrap_err();
+            assert!(
+                err.contains("whole number from 1 to 1000000"),
+                "{bad}: {err}"
+            );
+        }
+        assert!(read("\"9\"").unwrap_err().contains("invalid type: string"));
     }
 
     #[test]
