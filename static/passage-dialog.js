@@ -2,7 +2,7 @@
 // answer cites highlighted and the sentences citing it listed.
 
 import { $, closeOnBackdropClick } from "./dom.js";
-import { el, firstStageScoreName, formatScore, highlightedText, passageTitle } from "./render.js";
+import { el, highlightedText, passageScores, passageTitle } from "./render.js";
 
 /** Shows the passage of rank `rank` of `turn`; focus returns to `opener` when it closes. */
 export function openPassage(turn, rank, opener) {
@@ -18,7 +18,7 @@ export function openPassage(turn, rank, opener) {
   url.replaceChildren(
     safeUrl ? el("a", { href: safeUrl, target: "_blank", rel: "noopener noreferrer" }, passage.url) : passage.url || "",
   );
-  $("passage-scores").textContent = `${firstStageScoreName(turn)} ${formatScore(passage.retrieval_score)} · model ${formatScore(passage.rerank_score)} · final ${formatScore(passage.score)}`;
+  $("passage-scores").textContent = passageScores(turn, passage);
   const text = passage.text || "(the text of this passage was not stored)";
   $("passage-text").replaceChildren(highlightedText(text, citing));
   $("passage-citing").replaceChildren(...citing.map((s) => el("li", {}, s)));

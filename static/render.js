@@ -323,7 +323,7 @@ function searchQueryContent(turn) {
 }
 
 const RETRIEVAL_NAMES = { bm25: "BM25 (words)", dense: "the bi-encoder (meaning)", hybrid: "BM25 and the bi-encoder, fused" };
-const FIRST_STAGE_SCORE = { bm25: "BM25", dense: "cosine", hybrid: "fused" };
+const FIRST_STAGE_SCORE = { bm25: "BM25", dense: "cosine", hybrid: "BM25" };
 const FALLBACK_REASONS = {
   vectors_building: "its passages are still being embedded",
   vectors_missing: "its passages are not embedded",
@@ -335,9 +335,14 @@ function retrievalUsed(turn) {
   return diagnostics.retrieval || (turn.settings && turn.settings.retrieval) || "bm25";
 }
 
-/** What a passage's first-stage score of `turn` is ("BM25", "cosine" or "fused"). */
-export function firstStageScoreName(turn) {
-  return FIRST_STAGE_SCORE[retrievalUsed(turn)] || "first stage";
+/**
+ * A passage's scores in `turn`: its first stage's (BM25's, also after hybrid retrieval, where a
+ * passage BM25 did not return has none; or the cosine), the model's and the final one.
+ */
+export function passageScores(turn, p) {
+  const used = retrievalUsed(turn);
+  const first = used === "hybrid" && p.bm25_rank == null ? "–" : formatScore(p.retrieval_score);
+  return `${FIRST_STAGE_SCORE[used] || "first stage"} ${first} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`;
 }
 
 /** Which first stage found the passages, and why it is not the one asked for if so. */
@@ -423,7 +428,7 @@ export function whyContent(turn, onPassage) {
                 el(
                   "span",
                   { class: "scores" },
-                  `${firstStageScoreName(turn)} ${formatScore(p.retrieval_score)} · model ${formatScore(p.rerank_score)} · final ${formatScore(p.score)}`,
+                  passageScores(turn, p),
                 ),
                 foundBy(p),
               );

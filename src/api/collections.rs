@@ -63,7 +63,9 @@ pub struct SearchHit {
     pub id: String,
     /// The score the ranking is ordered by (fused when reranked).
     pub score: f32,
-    /// The first stage's score: BM25's, the cosine (`dense`) or the fused RRF score (`hybrid`).
+    /// The first stage's score: BM25's (`hybrid` too, which the reranker fuses with; there a
+    /// passage BM25 did not return has the lowest BM25 score among the candidates) or the
+    /// cosine (`dense`).
     pub bm25_score: f32,
     /// Only when reranked.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -118,6 +118,9 @@ pub struct PassageResponse {
     pub rank: usize,
     pub passage_id: String,
     pub collection: Option<String>,
+    /// The first stage's score: BM25's (after hybrid retrieval too, where a passage BM25 did not
+    /// return, `bm25_rank` null, has the lowest BM25 score among the candidates), or the cosine
+    /// after dense retrieval.
     pub retrieval_score: Option<f64>,
     pub rerank_score: Option<f64>,
     pub score: f64,

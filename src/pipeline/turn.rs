@@ -24,7 +24,7 @@ use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
 use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
-use crate::rerank::dense::{FirstStage, Retrieval, SourceRanks};
+use crate::rerank::dense::{FirstStage, FirstStageHit, Retrieval, SourceRanks};
 use crate::rerank::{Fusion, OwnedPassage, QueryVectors, Reranker};
 
 /// Which generator answers a turn.
@@ -72,7 +72,8 @@ pub struct TurnSettings {
     /// passage vectors, or both fused. Absent in settings recorded before dense retrieval: BM25.
     #[serde(default)]
     pub retrieval: Retrieval,
-    /// First-stage candidates; all of them are reranked when `rerank` is on.
+    /// First-stage candidates; all of them are reranked when `rerank` is on (hybrid retrieval
+    /// reranks twice as many: `depth` for each of its two retrievers).
     pub depth: usize,
     pub rerank: bool,
     /// How BM25 and neural scores make the final order (stored as its string, `"weighted:0.2"`).
@@ -242,7 +243,8 @@ pub struct RankedPassage {
     pub title: String,
     pub url: String,
     pub text: String,
-    /// BM25 score.
+    /// The first stage's score: BM25's (in hybrid retrieval too, where a passage BM25 did not
+    /// return has the lowest BM25 score among the candidates), or the cosine of dense retrieval.
     pub retrieval_score: f32,
     /// The neural model's score, when reranked.
     pub rerank_score: Option<f32>,
@@ -616,7 +618,11 @@ impl TurnPipeline {
                 // `ptkb_query_weight`.
                 let query = output.query.weighted();
                 let t = Instant::now();
-                let depth = settings.depth.max(settings.passages);
+                let depth = candidate_depth(
+                    target.retrieval,
+                    settings.depth.max(settings.passages),
+                    settings.rerank && self.reranker.is_some(),
+                );
                 let candidates = self
                     .retrieve(&target, query, depth, vectors.clone())
                     .instrument(stage_span("retrieve"))
@@ -674,7 +680,7 @@ impl TurnPipeline {
     ) -> Result<Vec<RankedPassage>> {
         let options = SearchOptions::top(depth);
         let mode = target.retrieval;
-        let hits: Vec<(Hit, SourceRanks)> = match (mode, &target.first_stage) {
+        let hits: Vec<FirstStageHit> = match (mode, &target.first_stage) {
             (Retrieval::Bm25, _) => {
                 let retriever = Arc::clone(&target.retriever);
                 let hits =
@@ -707,13 +713,30 @@ impl TurnPipeline {
                 });
             }
         };
+        // Reranking fuses the model's score with BM25's, never with the RRF score, which
+        // already holds the bi-encoder's vote. A passage BM25 did not return counts as its
+        // lowest candidate, so BM25's scores span the same range as in a BM25 turn.
+        let lowest_bm25 = hits
+            .iter()
+            .filter_map(|c| c.bm25_score)
+            .fold(f32::INFINITY, f32::min);
+        let lowest_bm25 = if lowest_bm25.is_finite() {
+            lowest_bm25
+        } else {
+            0.0
+        };
         Ok(hits
             .into_iter()
-            .map(|(h, ranks)| {
-                let score = h.score;
+            .map(|c| {
+                let score = c.hit.score;
+                let retrieval_score = match mode {
+                    Retrieval::Hybrid => c.bm25_score.unwrap_or(lowest_bm25),
+                    Retrieval::Bm25 | Retrieval::Dense => score,
+                };
                 RankedPassage {
-                    ranks,
-                    ..ranked(h, None, score)
+                    ranks: c.ranks,
+                    retrieval_score,
+                    ..ranked(c.hit, None, score)
                 }
             })
             .collect())
@@ -760,6 +783,16 @@ impl TurnPipeline {
             instructions: ctx.instructions.clone(),
         };
         Ok(generator.generate_streaming(&request, on_event).await?)
+    }
+}
+
+/// First-stage candidates to retrieve for `depth`: hybrid retrieval that is reranked takes as
+/// many as BM25's and the bi-encoder's top `depth` together, since the fused list's head is
+/// where the two disagree and the reranker settles it.
+pub fn candidate_depth(retrieval: Retrieval, depth: usize, rerank: bool) -> usize {
+    match retrieval {
+        Retrieval::Hybrid if rerank => depth.saturating_mul(2),
+        _ => depth,
     }
 }
 
@@ -833,4 +866,17 @@ pub fn timings_map(t: &StageTimings) -> BTreeMap<&'static str, f64> {
     }
     m.insert("total", t.total);
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reranked_hybrid_retrieval_takes_each_retrievers_depth() {
+        assert_eq!(candidate_depth(Retrieval::Hybrid, 100, true), 200);
+        assert_eq!(candidate_depth(Retrieval::Hybrid, 100, false), 100);
+        assert_eq!(candidate_depth(Retrieval::Bm25, 100, true), 100);
+        assert_eq!(candidate_depth(Retrieval::Dense, 100, true), 100);
+    }
 }

@@ -299,29 +299,52 @@ pub struct SourceRanks {
 
 impl SourceRanks {
     /// The ranks of `hits`, a list of `mode`'s alone (BM25's or the bi-encoder's).
-    pub fn of_list(mode: Retrieval, hits: Vec<Hit>) -> Vec<(Hit, SourceRanks)> {
+    pub fn of_list(mode: Retrieval, hits: Vec<Hit>) -> Vec<FirstStageHit> {
         hits.into_iter()
             .enumerate()
-            .map(|(i, h)| {
+            .map(|(i, hit)| {
                 let rank = Some(i as u32 + 1);
-                let ranks = match mode {
-                    Retrieval::Bm25 => SourceRanks {
-                        bm25: rank,
-                        ..Default::default()
-                    },
-                    Retrieval::Dense => SourceRanks {
-                        dense: rank,
-                        ..Default::default()
-                    },
-                    Retrieval::Hybrid => SourceRanks {
-                        fused: rank,
-                        ..Default::default()
-                    },
+                let (ranks, bm25_score) = match mode {
+                    Retrieval::Bm25 => (
+                        SourceRanks {
+                            bm25: rank,
+                            ..Default::default()
+                        },
+                        Some(hit.score),
+                    ),
+                    Retrieval::Dense => (
+                        SourceRanks {
+                            dense: rank,
+                            ..Default::default()
+                        },
+                        None,
+                    ),
+                    Retrieval::Hybrid => (
+                        SourceRanks {
+                            fused: rank,
+                            ..Default::default()
+                        },
+                        None,
+                    ),
                 };
-                (h, ranks)
+                FirstStageHit {
+                    hit,
+                    ranks,
+                    bm25_score,
+                }
             })
             .collect()
     }
+}
+
+/// One candidate of a first stage: the hit (its score is the mode's own: BM25's, the cosine or
+/// the RRF score), its ranks, and BM25's score where BM25 returned it, which reranking fuses
+/// with the model's so that the bi-encoder, when it is also the reranker, does not vote twice.
+#[derive(Debug, Clone)]
+pub struct FirstStageHit {
+    pub hit: Hit,
+    pub ranks: SourceRanks,
+    pub bm25_score: Option<f32>,
 }
 
 /// 1-based positions of each id in `hits`.
@@ -381,7 +404,7 @@ impl FirstStage {
         Ok(self
             .search_ranked(mode, query, None, options)?
             .into_iter()
-            .map(|(h, _)| h)
+            .map(|c| c.hit)
             .collect())
     }
 
@@ -400,7 +423,7 @@ impl FirstStage {
         query: &WeightedQuery,
         vector: Option<Vec<f32>>,
         options: &SearchOptions,
-    ) -> Result<Vec<(Hit, SourceRanks)>> {
+    ) -> Result<Vec<FirstStageHit>> {
         let dense = || self.dense.as_ref().ok_or_else(|| self.missing());
         let semantic = |dense: &DenseRetriever, k: usize, with_fields: bool| match &vector {
             Some(v) => dense.search_vector(v, k, with_fields),
@@ -432,16 +455,24 @@ impl FirstStage {
                     fused = self.with_fields(fused)?;
                 }
                 let (in_bm25, in_dense) = (positions(&lexical), positions(&semantic));
+                let bm25_scores: HashMap<&str, f32> =
+                    lexical.iter().map(|h| (h.id.as_str(), h.score)).collect();
                 Ok(fused
                     .into_iter()
                     .enumerate()
-                    .map(|(i, h)| {
+                    .map(|(i, hit)| {
+                        let id = hit.id.as_str();
                         let ranks = SourceRanks {
-                            bm25: in_bm25.get(h.id.as_str()).copied(),
-                            dense: in_dense.get(h.id.as_str()).copied(),
+                            bm25: in_bm25.get(id).copied(),
+                            dense: in_dense.get(id).copied(),
                             fused: Some(i as u32 + 1),
                         };
-                        (h, ranks)
+                        let bm25_score = bm25_scores.get(id).copied();
+                        FirstStageHit {
+                            hit,
+                            ranks,
+                            bm25_score,
+                        }
                     })
                     .collect())
             }
@@ -510,8 +541,15 @@ mod tests {
     #[test]
     fn a_list_alone_ranks_in_its_own_retriever() {
         let ranked = SourceRanks::of_list(Retrieval::Dense, hits(&["a", "b"]));
-        assert_eq!(ranked[1].1.dense, Some(2));
-        assert_eq!((ranked[1].1.bm25, ranked[1].1.fused), (None, None));
+        assert_eq!(ranked[1].ranks.dense, Some(2));
+        assert_eq!((ranked[1].ranks.bm25, ranked[1].ranks.fused), (None, None));
+        assert_eq!(ranked[1].bm25_score, None);
+        let lexical =
+            SourceRanks::of_list(Retrieval::Bm25, vec![Hit::id_only("c".into(), 7.5, None)]);
+        assert_eq!(
+            (lexical[0].ranks.bm25, lexical[0].bm25_score),
+            (Some(1), Some(7.5))
+        );
         assert_eq!(positions(&hits(&["x", "y"]))["y"], 2);
     }
 

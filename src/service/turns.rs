@@ -21,9 +21,9 @@ use crate::metrics::metrics;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::{
-    check_range, rerank_fused, FallbackReason, GeneratorChoice, PassageSource, RankedPassage,
-    RetrievalFallback, RetrievalTarget, RewriterChoice, SettingError, SettingField, TurnEvent,
-    TurnOutput, TurnPipeline, TurnSettings,
+    candidate_depth, check_range, rerank_fused, FallbackReason, GeneratorChoice, PassageSource,
+    RankedPassage, RetrievalFallback, RetrievalTarget, RewriterChoice, SettingError, SettingField,
+    TurnEvent, TurnOutput, TurnPipeline, TurnSettings,
 };
 use crate::pipeline::PipelineError;
 use crate::rerank::dense::{DenseError, Retrieval, VectorSearch};
@@ -456,7 +456,10 @@ impl TurnService {
                 max_words,
                 measure: base.limit.measure,
             },
-            fusion: requested.fusion.unwrap_or(base.fusion),
+            fusion: requested.fusion.unwrap_or(match retrieval {
+                Retrieval::Hybrid => Fusion::RECOMMENDED_HYBRID,
+                Retrieval::Bm25 | Retrieval::Dense => base.fusion,
+            }),
             retrieval,
             ..base
         };
@@ -617,7 +620,7 @@ impl TurnService {
             )
             .await?;
         let depth = match model {
-            Some(_) => request.depth.max(request.k),
+            Some(_) => candidate_depth(target.retrieval, request.depth.max(request.k), true),
             None => request.k,
         };
         // The query embedded once for dense retrieval and reranking.
@@ -641,7 +644,7 @@ impl TurnService {
                     request.query.clone(),
                     candidates,
                     Some(target.embedding_key()),
-                    TurnSettings::default().fusion,
+                    Fusion::recommended(target.retrieval),
                     vectors,
                 )
                 .await?;

@@ -1,5 +1,5 @@
 // The first stage chosen on the page: the composer's "First stage" sends `retrieval`, a hybrid
-// turn's "why this answer" panel and passage dialog name the fused ranking (not BM25's), and the
+// turn's "why this answer" panel and passage dialog show the fused rank and BM25's score, and the
 // regenerate dialog starts from the first stage the turn asked for; a turn left at the server's
 // default sends none and shows BM25.
 //
@@ -130,7 +130,7 @@ describe("choosing the first stage", { timeout: 8 * 60_000 }, () => {
     if (browser) await browser.close();
   });
 
-  it("runs a hybrid turn and names the fused ranking in the panel, the passage and the regenerate dialog", async () => {
+  it("runs a hybrid turn and shows the fused rank and BM25's score in the panel, the passage and the regenerate dialog", async () => {
     await chooseFirstStage("hybrid", "retrieval-settings.png");
     const { turn, body } = await send("What should I cook for dinner this week?");
     assert.equal(body.retrieval, "hybrid", `the page asked for hybrid retrieval: ${JSON.stringify(body)}`);
@@ -146,12 +146,19 @@ describe("choosing the first stage", { timeout: 8 * 60_000 }, () => {
     assert.deepEqual(foundBy, stored.passages.map(expectedFoundBy));
     for (const ranks of foundBy) assert.match(ranks, /(^| · )fused #\d+$/, "every passage has its fused rank");
     assert.ok(foundBy.some((ranks) => ranks.includes("BM25 #") && ranks.includes("dense #")), `some passage was found by both: ${foundBy}`);
+    // The first-stage score shown is BM25's (the reranker fuses with it), none where BM25 did
+    // not return the passage; the fused rank is in "found by".
     const scores = await turn.locator(".passage-ranking li .scores").allTextContents();
-    for (const line of scores) assert.match(line, /^fused \S+ · model /);
+    assert.equal(scores.length, stored.passages.length);
+    scores.forEach((line, i) => {
+      const first = line.split(" · ")[0];
+      if (stored.passages[i].bm25_rank == null) assert.equal(first, "BM25 –", line);
+      else assert.match(first, /^BM25 \d/, line);
+    });
+    assert.ok(stored.passages.some((p) => p.bm25_rank != null), "some passage was found by BM25");
 
     const passageScores = await citedPassageScores(turn, stored);
-    assert.match(passageScores, /^fused \S+ · model /);
-    assert.ok(!passageScores.includes("BM25"), passageScores);
+    assert.match(passageScores, /^BM25 (–|\S+) · model /);
     await page.screenshot({ path: join(ARTIFACTS, "retrieval-hybrid.png") });
 
     assert.equal(await regenerateFirstStage(turn), "hybrid");

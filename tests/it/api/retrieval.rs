@@ -225,6 +225,8 @@ async fn a_turn_retrieves_as_its_setting_says_and_stores_it() {
     assert_eq!(r.status, 201, "{:?}", r.body);
     let turn = &r.body["turn"];
     assert_eq!(turn["settings"]["retrieval"], "hybrid", "{turn}");
+    // Asked for no fusion: the one recommended after hybrid retrieval.
+    assert_eq!(turn["settings"]["fusion"], "weighted:0.35", "{turn}");
     assert_eq!(turn["rewritten_utterance"], QUERY, "{turn}");
     let passages: Vec<&str> = turn["passages"]
         .as_array()
