@@ -156,6 +156,31 @@ impl Default for UploadLimits {
     }
 }
 
+/// Dense retrieval over a collection's passage vectors (`[dense]`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DenseConfig {
+    /// Passages from which a collection's complete vectors get an HNSW graph (`hnsw_rs`, built
+    /// beside the vector file) that dense search uses instead of the exact scan. Below it the
+    /// exact scan is fast enough and its answer is the exact one: 41 ms at 105k vectors and about
+    /// 80 ms at 200k on 2 vCPUs, while the graph costs about a second per 1,000 vectors to build
+    /// and 3.7 KiB per vector of memory (BENCHMARKS.md, "Approximate search").
+    pub ann_min_vectors: u64,
+}
+
+impl DenseConfig {
+    /// `ann_min_vectors` unless configured.
+    pub const DEFAULT_ANN_MIN_VECTORS: u64 = 200_000;
+}
+
+impl Default for DenseConfig {
+    fn default() -> Self {
+        Self {
+            ann_min_vectors: Self::DEFAULT_ANN_MIN_VECTORS,
+        }
+    }
+}
+
 /// What one user may store and ask for. Lengths are in characters; a rate of 0 is unlimited.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -264,6 +289,7 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub uploads: UploadLimits,
     pub limits: Limits,
+    pub dense: DenseConfig,
 }
 
 impl Default for Config {
@@ -285,6 +311,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             uploads: UploadLimits::default(),
             limits: Limits::default(),
+            dense: DenseConfig::default(),
         }
     }
 }
@@ -534,6 +561,12 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "most private collections of one user",
     },
     Setting {
+        env: "CONVRAG_DENSE_ANN_MIN_VECTORS",
+        toml_key: "dense.ann_min_vectors",
+        default: "200000",
+        meaning: "passages from which a collection's vectors get an HNSW graph that dense search uses instead of the exact scan (BENCHMARKS.md, Approximate search)",
+    },
+    Setting {
         env: "RUST_LOG",
         toml_key: "-",
         default: "info",
@@ -631,6 +664,12 @@ impl Config {
         load_database_env(&mut config.database, &non_empty)?;
 
         config.uploads.load_env(&non_empty)?;
+        if let Some(v) = non_empty("CONVRAG_DENSE_ANN_MIN_VECTORS") {
+            config.dense.ann_min_vectors = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: "CONVRAG_DENSE_ANN_MIN_VECTORS",
+                message: format!("expected a whole number of passages, got {v:?}"),
+            })?;
+        }
 
         if let Some(v) = &overrides.home {
             config.home = v.clone();
@@ -720,6 +759,12 @@ impl Config {
             });
         }
         self.limits.validate()?;
+        if self.dense.ann_min_vectors == 0 {
+            return Err(ConfigError::Invalid {
+                name: "dense.ann_min_vectors",
+                message: "must be at least 1".to_string(),
+            });
+        }
         if let Some(url) = &self.llm.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::Invalid {
@@ -1045,6 +1090,34 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("CONVRAG_MAX_BODY_BYTES"));
+    }
+
+    #[test]
+    fn the_ann_threshold_comes_from_file_and_env_and_is_at_least_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("convrag.toml");
+        std::fs::write(&file, "[dense]\nann_min_vectors = 5000\n").unwrap();
+        let from_file = Overrides {
+            config_file: Some(file),
+            ..Default::default()
+        };
+        let config = Config::load_from(&from_file, env_of(&[])).unwrap();
+        assert_eq!(config.dense.ann_min_vectors, 5000);
+        let env = env_of(&[("CONVRAG_DENSE_ANN_MIN_VECTORS", "7")]);
+        let config = Config::load_from(&from_file, env).unwrap();
+        assert_eq!(config.dense.ann_min_vectors, 7);
+        assert_eq!(
+            Config::default().dense.ann_min_vectors,
+            DenseConfig::DEFAULT_ANN_MIN_VECTORS
+        );
+        for (value, named) in [
+            ("0", "dense.ann_min_vectors"),
+            ("many", "CONVRAG_DENSE_ANN_MIN_VECTORS"),
+        ] {
+            let env = env_of(&[("CONVRAG_DENSE_ANN_MIN_VECTORS", value)]);
+            let err = Config::load_from(&Overrides::default(), env).unwrap_err();
+            assert!(err.to_string().contains(named), "{err}");
+        }
     }
 
     #[test]

@@ -109,6 +109,13 @@ fn verify_vectors(config: &Config, name: &str, digest: &str) -> anyhow::Result<(
             VectorCheck::Stale { .. } => eprintln!(
                 "{check}: run `convrag embed --collection {name}` to record it against this collection"
             ),
+            VectorCheck::GraphVerified { .. } => println!("{check}"),
+            VectorCheck::GraphChanged { .. } => eprintln!(
+                "{check}: delete it and run `convrag embed --collection {name}` to build the graph again"
+            ),
+            VectorCheck::GraphStale { .. } => eprintln!(
+                "{check}: run `convrag embed --collection {name}` to build it again"
+            ),
         }
     }
     let mismatched: Vec<String> = checks

@@ -292,7 +292,7 @@ fn first_stage(
     let dir = config.default_model_dir();
     let model = OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default())
         .with_context(|| format!("--retrieval {mode} needs the bi-encoder"))?;
-    let cache = std::sync::Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
+    let cache = std::sync::Arc::new(DiskEmbeddingCache::for_config(config));
     let search = VectorSearch::new(std::sync::Arc::new(model), cache).with_hybrid(hybrid);
     Ok(search.first_stage(collection, retriever)?)
 }

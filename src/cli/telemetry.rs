@@ -70,11 +70,11 @@ fn otlp_provider() -> anyhow::Result<SdkTracerProvider> {
         .build())
 }
 
-/// Installs the global subscriber: `RUST_LOG` filters (default `info,tantivy=warn`), lines go to
+/// Installs the global subscriber: `RUST_LOG` filters (default `info,tantivy=warn,hnsw_rs=warn`), lines go to
 /// stderr in `format`, spans to the OTLP endpoint when one is configured.
 pub fn init(format: LogFormat) -> anyhow::Result<Telemetry> {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,tantivy=warn,hnsw_rs=warn"));
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let lines = match format {
         LogFormat::Text => lines.boxed(),

@@ -2,16 +2,20 @@
 //! scan of the memory-mapped vector files dense retrieval serves today ([`ExactIndex`]), an int8
 //! scalar-quantized scan ([`Int8Index`]), and HNSW graphs of two maintained Rust libraries
 //! ([`HnswRsIndex`]: `hnsw_rs`, [`InstantIndex`]: `instant-distance`). `convrag bench ann`
-//! compares them ([`super::ann_bench`]); none is served yet.
+//! compares them ([`super::ann_bench`]); dense retrieval serves `hnsw_rs` graphs persisted beside
+//! large collections' vector files ([`super::ann_graph`]), and the exact scan otherwise.
 //!
 //! Every index ranks by cosine: vectors and queries are normalized once, so cosine is a dot
 //! product, and both graphs use the same dot-product kernel ([`dot`]) and differ only in their
 //! algorithms.
 
-use std::path::PathBuf;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hnsw_rs::api::AnnT;
+use hnsw_rs::hnswio::HnswIo;
 use hnsw_rs::prelude::{Distance, Hnsw};
 use instant_distance::{Builder, HnswMap, Point, Search};
 use rayon::prelude::*;
@@ -42,6 +46,8 @@ pub enum AnnError {
         value: usize,
         reason: &'static str,
     },
+    #[error("nearest-neighbour graph {}: {reason}", path.display())]
+    Graph { path: PathBuf, reason: String },
     #[error(transparent)]
     Vectors(#[from] RerankError),
 }
@@ -496,6 +502,73 @@ impl HnswRsIndex {
             dim: source.dim(),
             ef_search: params.ef_search,
             left_out: total.saturating_sub(inserted),
+        })
+    }
+}
+
+/// What a panic inside hnsw_rs said (it asserts on its files' contents instead of failing).
+fn panic_reason(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "hnsw_rs panicked".to_string())
+}
+
+impl HnswRsIndex {
+    /// hnsw_rs's two files of a graph dumped in `dir` under `basename`: the links, then the
+    /// vectors.
+    pub fn dump_files(dir: &Path, basename: &str) -> [PathBuf; 2] {
+        ["graph", "data"].map(|part| dir.join(format!("{basename}.hnsw.{part}")))
+    }
+
+    /// Writes the graph and its vectors into [`Self::dump_files`]`(dir, basename)`.
+    pub fn dump(&self, dir: &Path, basename: &str) -> Result<()> {
+        let [graph, _] = Self::dump_files(dir, basename);
+        let graph_err = |reason: String| AnnError::Graph {
+            path: graph.clone(),
+            reason,
+        };
+        let dumped =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.hnsw.file_dump(dir, basename)))
+                .map_err(|p| graph_err(panic_reason(p)))?
+                .map_err(|e| graph_err(format!("cannot write: {e:#}")))?;
+        // hnsw_rs picks another name only when it must not overwrite a mapped dump.
+        if dumped != basename {
+            return Err(graph_err(format!("written as {dumped} instead")));
+        }
+        Ok(())
+    }
+
+    /// The graph [`Self::dump`] wrote, searched with `ef_search` (at least the `k` asked for);
+    /// an error when it is not one of `dim`-dimensional vectors under [`DotDistance`].
+    pub fn load(dir: &Path, basename: &str, dim: usize, ef_search: usize) -> Result<Self> {
+        let [graph, _] = Self::dump_files(dir, basename);
+        let graph_err = |reason: String| AnnError::Graph {
+            path: graph.clone(),
+            reason,
+        };
+        // The loaded graph borrows its reader for as long as it lives, though it holds no
+        // reference into it without memory mapping (not asked for here): the small reader is
+        // leaked so the graph can be kept, once per graph loaded.
+        let loaded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let reader: &'static mut HnswIo = Box::leak(Box::new(HnswIo::new(dir, basename)));
+            reader.load_hnsw::<f32, DotDistance>()
+        }))
+        .map_err(|p| graph_err(panic_reason(p)))?;
+        let mut hnsw = loaded.map_err(|e| graph_err(format!("cannot read: {e:#}")))?;
+        if hnsw.get_point_indexation().get_data_dimension() != dim {
+            return Err(graph_err(format!(
+                "{}-dimensional vectors, the vector file's are {dim}-dimensional",
+                hnsw.get_point_indexation().get_data_dimension()
+            )));
+        }
+        hnsw.set_searching_mode(true);
+        Ok(Self {
+            hnsw,
+            dim,
+            ef_search,
+            left_out: 0,
         })
     }
 }

@@ -13,6 +13,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::ann::HnswRsIndex;
+use super::ann_graph::{GraphPolicy, LoadedGraphs};
 use super::files::{cache_err, io_err, FileLock};
 use super::vectors::{VectorFile, VectorWriter};
 use super::{PassageRef, Result};
@@ -98,6 +100,10 @@ pub struct DiskEmbeddingCache {
     files: Mutex<HashMap<(String, String), SharedFile>>,
     /// Vector files opened so far (a missing one is looked for again on the next call).
     vectors: Mutex<HashMap<(String, String), Arc<VectorFile>>>,
+    /// When a complete vector file gets a nearest-neighbour graph ([`super::ann_graph`]).
+    graph_policy: GraphPolicy,
+    /// The graphs dense searches have loaded.
+    graphs: LoadedGraphs,
 }
 
 type SharedFile = Arc<Mutex<LoadedFile>>;
@@ -116,7 +122,39 @@ impl DiskEmbeddingCache {
             root: root.into(),
             files: Mutex::new(HashMap::new()),
             vectors: Mutex::new(HashMap::new()),
+            graph_policy: GraphPolicy::default(),
+            graphs: LoadedGraphs::default(),
         }
+    }
+
+    /// The configured cache: `CONVRAG_HOME/embeddings`, graphs from `dense.ann_min_vectors`
+    /// passages.
+    pub fn for_config(config: &crate::Config) -> Self {
+        Self::new(config.home.join("embeddings")).with_ann_min_vectors(config.dense.ann_min_vectors)
+    }
+
+    /// Complete vector files of collections with at least `min` passages get a graph.
+    pub fn with_ann_min_vectors(mut self, min: u64) -> Self {
+        self.graph_policy.min_vectors = min;
+        self
+    }
+
+    /// When a complete vector file gets a graph, and how it is built.
+    pub fn graph_policy(&self) -> &GraphPolicy {
+        &self.graph_policy
+    }
+
+    /// The graph of the `dim`-dimensional vector file at `vector_path` built from the vectors
+    /// it holds now (`records` records, SHA-256 `vector_sha256`), loaded once per process;
+    /// `None` when there is none or it does not match ([`LoadedGraphs::get`]).
+    pub fn graph(
+        &self,
+        vector_path: &std::path::Path,
+        dim: usize,
+        records: u64,
+        vector_sha256: &str,
+    ) -> Option<Arc<HnswRsIndex>> {
+        self.graphs.get(vector_path, dim, records, vector_sha256)
     }
 
     /// The file holding `collection`'s embeddings for `model`.

@@ -22,7 +22,7 @@ pub fn load_default_search(config: &crate::Config) -> Option<VectorSearch> {
     }
     match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
         Ok(model) => {
-            let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
+            let cache = Arc::new(DiskEmbeddingCache::for_config(config));
             tracing::info!(model = %model.model_id(), "reranking model loaded");
             let model = Arc::new(model.with_cache(cache.clone()));
             Some(VectorSearch::new(model, cache))

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::ann::{AnnError, HnswRsIndex, IndexKind, VectorIndex};
 use super::embed::{encode_passages, write_vectors, EmbedError, VectorModel, VectorTarget};
+use super::vector_sums::VectorSums;
 use super::vectors::{id_hash, VectorFile};
 use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
 use crate::index::{
@@ -37,6 +39,8 @@ pub enum DenseError {
     NoModel(String),
     #[error("invalid RRF k {0}: must be finite and > 0")]
     RrfK(f32),
+    #[error(transparent)]
+    Graph(AnnError),
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error(transparent)]
@@ -177,12 +181,14 @@ impl VectorSearch {
 /// running meanwhile wait little).
 const EMBED_CHUNK: usize = 32;
 
-/// Exact bi-encoder search over one collection's passage vectors.
+/// Bi-encoder search over one collection's passage vectors: through their nearest-neighbour
+/// graph when the collection has one built from them ([`super::ann_graph`]), else exact.
 pub struct DenseRetriever {
     collection: String,
     bm25: Arc<TantivyRetriever>,
     vectors: VectorFile,
     model: Arc<OnnxReranker>,
+    graph: Option<Arc<HnswRsIndex>>,
 }
 
 impl DenseRetriever {
@@ -211,16 +217,32 @@ impl DenseRetriever {
                 total,
             });
         }
+        // Vectors without sums are not known to be complete: no graph is trusted for them.
+        let graph = match VectorSums::read(&path) {
+            Ok(sums) => sums.and_then(|s| cache.graph(&path, vectors.dim(), written, &s.sha256)),
+            Err(e) => {
+                tracing::warn!(collection, error = %e, "dense search is exact: the vectors' sums are unreadable");
+                None
+            }
+        };
+        let kind = graph.as_ref().map_or(IndexKind::Exact, |g| g.kind());
+        tracing::debug!(collection, search = kind.as_str(), "dense retrieval opened");
         Ok(Self {
             collection: collection.to_string(),
             bm25,
             vectors,
             model,
+            graph,
         })
     }
 
     pub fn collection(&self) -> &str {
         &self.collection
+    }
+
+    /// How [`Self::search_vector`] searches: the exact scan, or the collection's HNSW graph.
+    pub fn search_kind(&self) -> IndexKind {
+        self.graph.as_ref().map_or(IndexKind::Exact, |g| g.kind())
     }
 
     /// The query's vector: each part embedded, weighted and summed (a plain query is one part).
@@ -245,6 +267,35 @@ impl DenseRetriever {
 
     /// [`Self::search`] with the query already embedded.
     pub fn search_vector(&self, vector: &[f32], k: usize, with_fields: bool) -> Result<Vec<Hit>> {
+        // A query of another dimension gets the exact scan's error, which names the file.
+        let graph = self
+            .graph
+            .as_ref()
+            .filter(|_| vector.len() == self.vectors.dim());
+        let Some(graph) = graph else {
+            return self.search_exact(vector, k, with_fields);
+        };
+        // The graph keeps max(ef_search, k) candidates.
+        let scored = graph.search(vector, k).map_err(|e| match e {
+            AnnError::Vectors(e) => DenseError::Model(e),
+            other => DenseError::Graph(other),
+        })?;
+        let hits = self.bm25.hits_at(&scored, with_fields)?;
+        // A record is only trusted for the id it was computed from.
+        let keys: Vec<(u64, &str)> = hits
+            .iter()
+            .map(|h| (h.ordinal.unwrap_or(u64::MAX), h.id.as_str()))
+            .collect();
+        let records = self.vectors.get_many(&keys)?;
+        Ok(hits
+            .into_iter()
+            .zip(records)
+            .filter_map(|(h, record)| record.map(|_| h))
+            .collect())
+    }
+
+    /// The exact `k` nearest: every vector scanned.
+    fn search_exact(&self, vector: &[f32], k: usize, with_fields: bool) -> Result<Vec<Hit>> {
         let nearest = self.vectors.nearest(vector, k)?;
         let scored: Vec<(u64, f32)> = nearest.iter().map(|n| (n.ordinal, n.score)).collect();
         let hits = self.bm25.hits_at(&scored, with_fields)?;

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::ann_graph::{ensure_graph, GraphOutcome, VectorsBuilt};
 use super::vector_sums::{collection_digest, record_complete, remove_sums, VectorOrigin};
 use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
 use crate::index::{
@@ -112,7 +113,7 @@ pub fn write_collection_vectors(
 ) -> Result<(u64, u64), EmbedError> {
     let registry = CollectionRegistry::new(config.collections_dir());
     let retriever = registry.get(collection)?;
-    let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
+    let cache = DiskEmbeddingCache::for_config(config);
     let target = VectorTarget {
         cache: &cache,
         collection,
@@ -124,6 +125,8 @@ pub fn write_collection_vectors(
 /// [`write_collection_vectors`] for a collection already open (a private one, the server's).
 /// Once every live passage has its vector, the file's sums are recorded beside it with the
 /// digest of the collection's manifest ([`record_complete`]); a file about to grow loses them.
+/// A complete file of a collection large enough gets its nearest-neighbour graph then
+/// ([`ensure_graph`], under the cache's [`super::ann_graph::GraphPolicy`]).
 pub fn write_vectors(
     target: &VectorTarget<'_>,
     model: VectorModel<'_>,
@@ -180,7 +183,21 @@ pub fn write_vectors(
             passages: retriever.num_passages(),
             collection_manifest_sha256: collection_digest(retriever.dir())?,
         };
-        record_complete(&path, origin)?;
+        let sums = record_complete(&path, origin)?;
+        let vectors = VectorsBuilt {
+            records: writer.len(),
+            sha256: &sums.sha256,
+            passages: sums.origin.passages,
+        };
+        let policy = target.cache.graph_policy();
+        if let GraphOutcome::Built { seconds } = ensure_graph(&path, &vectors, policy, progress)? {
+            tracing::info!(
+                collection = target.collection,
+                vectors = vectors.records,
+                seconds,
+                "nearest-neighbour graph built"
+            );
+        }
     }
     Ok((total, encoded))
 }

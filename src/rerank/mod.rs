@@ -11,10 +11,12 @@
 //! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's;
 //!   [`embed`] precomputes a collection's embeddings; [`dense`] searches them (dense and hybrid
 //!   first-stage retrieval); [`ann`] holds approximate indexes over the same vectors, compared by
-//!   [`ann_bench`] (`convrag bench ann`), not served.
+//!   [`ann_bench`] (`convrag bench ann`); [`ann_graph`] builds, persists and loads the HNSW graph
+//!   dense retrieval serves for large collections.
 
 pub mod ann;
 pub mod ann_bench;
+pub mod ann_graph;
 pub mod cache;
 pub mod candidates;
 pub mod default_model;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::ann_graph::{graph_sums_path, GraphSums};
 use super::files::cache_err;
 use super::{DiskEmbeddingCache, EmbedError, Result};
 use crate::index::checksum::{file_sum, ChecksumManifest, FileSum};
@@ -89,17 +90,18 @@ pub fn collection_digest(dir: &Path) -> Result<Option<String>, EmbedError> {
     Ok(ChecksumManifest::read(dir)?.map(|m| m.digest()))
 }
 
-/// Records the sums of the complete vector file at `vector_path`, of `origin`. The file is
-/// hashed unless sums already recorded for its size and origin leave nothing to record; a file
-/// that differs from sums recorded for it is refused, so damage found is never recorded as good.
-pub fn record_complete(vector_path: &Path, origin: VectorOrigin) -> Result<(), EmbedError> {
+/// Records the sums of the complete vector file at `vector_path`, of `origin`, and returns them.
+/// The file is hashed unless sums already recorded for its size and origin leave nothing to
+/// record; a file that differs from sums recorded for it is refused, so damage found is never
+/// recorded as good.
+pub fn record_complete(vector_path: &Path, origin: VectorOrigin) -> Result<VectorSums, EmbedError> {
     let bytes = std::fs::metadata(vector_path)
         .map_err(|e| cache_err(vector_path, format!("cannot read its size: {e}")))?
         .len();
     let previous = VectorSums::read(vector_path)?;
-    if let Some(p) = &previous {
+    if let Some(p) = previous.clone() {
         if p.bytes == bytes && p.origin == origin {
-            return Ok(());
+            return Ok(p);
         }
     }
     let actual = file_sum(vector_path)?;
@@ -117,7 +119,8 @@ pub fn record_complete(vector_path: &Path, origin: VectorOrigin) -> Result<(), E
         sha256: actual.sha256,
         origin,
     };
-    Ok(sums.write(vector_path)?)
+    sums.write(vector_path)?;
+    Ok(sums)
 }
 
 fn changed(sums: &VectorSums, actual: &FileSum) -> String {
@@ -146,6 +149,15 @@ pub enum VectorCheck {
         sums: VectorSums,
         collection: String,
     },
+    /// The vector file's nearest-neighbour graph ([`super::ann_graph`]): each of its files
+    /// matches its sums, and it was built from the vector file as its sums record it. `path` is
+    /// the graph's sums file.
+    GraphVerified { path: PathBuf, sums: GraphSums },
+    /// A graph file is missing, or its size or SHA-256 differs from the graph's sums.
+    GraphChanged { path: PathBuf, reason: String },
+    /// The graph was built from other vectors than the vector file's (or from a file now without
+    /// sums). `path` is the graph's sums file.
+    GraphStale { path: PathBuf, sums: GraphSums },
 }
 
 impl VectorCheck {
@@ -153,7 +165,10 @@ impl VectorCheck {
     pub fn is_mismatch(&self) -> bool {
         matches!(
             self,
-            VectorCheck::Changed { .. } | VectorCheck::Stale { .. }
+            VectorCheck::Changed { .. }
+                | VectorCheck::Stale { .. }
+                | VectorCheck::GraphChanged { .. }
+                | VectorCheck::GraphStale { .. }
         )
     }
 
@@ -162,7 +177,10 @@ impl VectorCheck {
             VectorCheck::Verified { path, .. }
             | VectorCheck::NotComplete { path }
             | VectorCheck::Changed { path, .. }
-            | VectorCheck::Stale { path, .. } => path,
+            | VectorCheck::Stale { path, .. }
+            | VectorCheck::GraphVerified { path, .. }
+            | VectorCheck::GraphChanged { path, .. }
+            | VectorCheck::GraphStale { path, .. } => path,
         }
     }
 }
@@ -193,6 +211,21 @@ impl std::fmt::Display for VectorCheck {
                 f,
                 "vectors {path}: stale: computed against collection manifest {}, the collection's is {collection}",
                 sums.origin.collection_manifest_sha256.as_deref().unwrap_or("(none)")
+            ),
+            VectorCheck::GraphVerified { sums, .. } => write!(
+                f,
+                "nearest-neighbour graph {path}: {} files match, built from {} vectors (sha256 {})",
+                sums.files.len(),
+                sums.vectors,
+                sums.vector_sha256
+            ),
+            VectorCheck::GraphChanged { reason, .. } => {
+                write!(f, "nearest-neighbour graph file {path}: {reason}")
+            }
+            VectorCheck::GraphStale { sums, .. } => write!(
+                f,
+                "nearest-neighbour graph {path}: stale: built from vectors of sha256 {}, not the vector file's",
+                sums.vector_sha256
             ),
         }
     }
@@ -233,11 +266,58 @@ pub fn verify_collection_vectors(
     let retriever = CollectionRegistry::new(config.collections_dir()).get(collection)?;
     let key = embedding_key(collection, retriever.as_ref());
     let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
-    cache
-        .vector_paths(&key)?
-        .iter()
-        .map(|path| check_vector_file(path, collection_digest))
-        .collect()
+    let mut checks = Vec::new();
+    for path in cache.vector_paths(&key)? {
+        let vectors = check_vector_file(&path, collection_digest)?;
+        let graph = check_graph(&path, &vectors)?;
+        checks.push(vectors);
+        checks.extend(graph);
+    }
+    Ok(checks)
+}
+
+/// Checks the graph of the vector file at `vector_path` (whose own check is `vectors`) against
+/// the graph's sums; `None` when it has no graph.
+pub fn check_graph(
+    vector_path: &Path,
+    vectors: &VectorCheck,
+) -> Result<Option<VectorCheck>, EmbedError> {
+    let Some(sums) = GraphSums::read(vector_path)? else {
+        return Ok(None);
+    };
+    let sums_file = graph_sums_path(vector_path);
+    for (path, expected) in sums.files_beside(vector_path) {
+        if !path.exists() {
+            let reason = format!("missing (named by {})", sums_file.display());
+            return Ok(Some(VectorCheck::GraphChanged { path, reason }));
+        }
+        let actual = file_sum(&path)?;
+        if actual != *expected {
+            let reason = format!(
+                "size or SHA-256 differs from {} ({} bytes, sha256 {}; the file has {} bytes, sha256 {})",
+                sums_file.display(),
+                expected.bytes,
+                expected.sha256,
+                actual.bytes,
+                actual.sha256
+            );
+            return Ok(Some(VectorCheck::GraphChanged { path, reason }));
+        }
+    }
+    let vector_sha256 = match vectors {
+        VectorCheck::Verified { sums, .. }
+        | VectorCheck::Changed { sums, .. }
+        | VectorCheck::Stale { sums, .. } => Some(sums.sha256.as_str()),
+        _ => None,
+    };
+    let path = sums_file;
+    Ok(Some(
+        if vector_sha256 == Some(sums.vector_sha256.as_str()) {
+            VectorCheck::GraphVerified { path, sums }
+        } else {
+            VectorCheck::GraphStale { path, sums }
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -438,6 +438,7 @@ impl From<DenseError> for ApiError {
                 ApiError::field(ErrorCode::ModelUnavailable, "retrieval", e.to_string())
             }
             DenseError::RrfK(_) => ApiError::invalid("rrf_k", e.to_string()),
+            DenseError::Graph(_) => ApiError::new(ErrorCode::Internal, e.to_string()),
             DenseError::Index(e) => e.into(),
             DenseError::Model(e) => e.into(),
         }

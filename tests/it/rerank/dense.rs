@@ -449,3 +449,158 @@ fn partly_embedded_vectors_are_refused_until_finished() {
         "{err}"
     );
 }
+
+/// The vector file of the only collection embedded under `home`.
+fn vector_file(home: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(home.join("embeddings"))
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "vec"))
+        .unwrap()
+}
+
+/// `config`'s cache (graphs from its `dense.ann_min_vectors`), opened afresh: no graph loaded.
+fn dense_retriever(config: &Config, collection: &str) -> DenseRetriever {
+    let retriever = CollectionRegistry::new(config.collections_dir())
+        .get(collection)
+        .unwrap();
+    let cache = DiskEmbeddingCache::for_config(config);
+    DenseRetriever::open(
+        &cache,
+        Arc::new(common::default_model()),
+        collection,
+        retriever,
+    )
+    .unwrap()
+}
+
+/// Issue 33's approximate first stage: Cranfield's vectors with `dense.ann_min_vectors` 1 get an
+/// hnsw_rs graph beside them, which dense search then uses; a rerun keeps it; `collection
+/// verify` checks it; a collection below the threshold has none and is searched exactly.
+#[test]
+fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
+    use convrag::rerank::ann::{ExactIndex, IndexKind, VectorIndex, VectorSource};
+    use convrag::rerank::ann_graph::{graph_files, GraphSums};
+
+    let data = common::shared_data("classic-ir/cranfield");
+    let home = tempfile::tempdir().unwrap();
+    let mut config = config(home.path());
+    config.dense.ann_min_vectors = 1;
+    let mut o = IndexOptions::new("cran", Format::Smart);
+    o.inputs = vec![data.join("cran.all.1400")];
+    o.heap_bytes = 64 << 20;
+    index_collection(&config.collections_dir(), &o).unwrap();
+    let options = EmbedOptions {
+        collection: "cran".into(),
+        model: None,
+        chunk: 256,
+    };
+    embed_collection(&config, &options, &NoProgress).unwrap();
+    let vectors = vector_file(home.path());
+    let [graph, graph_data] = graph_files(&vectors);
+    assert!(
+        graph.is_file() && graph_data.is_file(),
+        "{}",
+        graph.display()
+    );
+    let sums = GraphSums::read(&vectors).unwrap().unwrap();
+    let source = Arc::new(VectorSource::open(std::slice::from_ref(&vectors)).unwrap());
+    assert_eq!(sums.vectors, source.len());
+    assert_eq!(
+        (sums.m, sums.ef_construction, sums.ef_search),
+        (32, 200, 128)
+    );
+
+    // A rerun finds the graph of these vectors and keeps it.
+    let written = std::fs::metadata(&graph).unwrap().modified().unwrap();
+    let again = embed_collection(&config, &options, &NoProgress).unwrap();
+    assert_eq!(again.encoded, 0);
+    assert_eq!(
+        std::fs::metadata(&graph).unwrap().modified().unwrap(),
+        written,
+        "the graph was built again"
+    );
+
+    // Dense search through the graph against the exact scan, over Cranfield's 225 queries.
+    let dense = dense_retriever(&config, "cran");
+    assert_eq!(dense.search_kind(), IndexKind::HnswRs);
+    let exact = ExactIndex::new(source);
+    let queries = crate::index::cranfield::queries(&data);
+    assert_eq!(queries.len(), 225);
+    let mut found = 0;
+    for q in &queries {
+        let vector = dense.embed_query(&WeightedQuery::text(q)).unwrap();
+        let want: Vec<u64> = exact
+            .search(&vector, 10)
+            .unwrap()
+            .iter()
+            .map(|n| n.0)
+            .collect();
+        let got = dense.search_vector(&vector, 10, false).unwrap();
+        assert_eq!(got.len(), 10);
+        found += got
+            .iter()
+            .filter(|h| h.ordinal.is_some_and(|o| want.contains(&o)))
+            .count();
+    }
+    let recall = found as f64 / (10 * queries.len()) as f64;
+    eprintln!("Cranfield dense through the hnsw_rs graph: recall@10 {recall:.4} against exact");
+    assert!(recall >= 0.95, "recall@10 {recall:.4}");
+
+    // `collection verify` checks the graph, and names its file once one byte of it changed.
+    let verify = || {
+        convrag(home.path())
+            .args(["collection", "verify", "cran"])
+            .output()
+            .unwrap()
+    };
+    let o = verify();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("nearest-neighbour graph") && stdout.contains("files match"),
+        "{stdout}"
+    );
+    let mut bytes = std::fs::read(&graph).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&graph, &bytes).unwrap();
+    let o = verify();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "verify passed a changed graph");
+    assert!(
+        stderr.contains(&graph.display().to_string()) && stderr.contains("differs"),
+        "{stderr}"
+    );
+    // Nor does dense search trust it: it scans exactly.
+    assert_eq!(
+        dense_retriever(&config, "cran").search_kind(),
+        IndexKind::Exact
+    );
+
+    // Below the threshold the collection has no graph (the one left is removed) and dense
+    // search is the exact scan's.
+    config.dense.ann_min_vectors = 2000;
+    embed_collection(&config, &options, &NoProgress).unwrap();
+    assert!(!graph.exists() && !graph_data.exists());
+    assert!(GraphSums::read(&vectors).unwrap().is_none());
+    let dense = dense_retriever(&config, "cran");
+    assert_eq!(dense.search_kind(), IndexKind::Exact);
+    let vector = dense
+        .embed_query(&WeightedQuery::text(&queries[0]))
+        .unwrap();
+    let got: Vec<u64> = dense
+        .search_vector(&vector, 10, false)
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.ordinal)
+        .collect();
+    let want: Vec<u64> = exact
+        .search(&vector, 10)
+        .unwrap()
+        .iter()
+        .map(|n| n.0)
+        .collect();
+    assert_eq!(got, want);
+}

@@ -1,6 +1,7 @@
 //! A real `convrag serve` with a default collection and the bi-encoder installed: once the
 //! collection is built, its passage vectors are computed in the background (listed as
-//! `vectors.status`), and dense retrieval serves it without `convrag embed`.
+//! `vectors.status`), with their nearest-neighbour graph (`dense.ann_min_vectors` set to 1 here),
+//! and dense retrieval serves it without `convrag embed`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -34,6 +35,7 @@ async fn the_default_collection_gets_its_vectors_after_its_build() {
         .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
         .env("CONVRAG_DEFAULT_COLLECTION", "manual")
         .env("CONVRAG_DEFAULT_COLLECTION_SOURCE", MANUAL_PAGES)
+        .env("CONVRAG_DENSE_ANN_MIN_VECTORS", "1")
         .env("CONVRAG_MODEL_DIR", common::model_dir("all-MiniLM-L6-v2"))
         .env("ORT_DYLIB_PATH", common::ort_library())
         .env("RUST_LOG", "warn")
@@ -86,7 +88,8 @@ async fn the_default_collection_gets_its_vectors_after_its_build() {
     assert_eq!(listed["status"], "ready", "{listed}");
     assert_eq!(listed["vectors"], json!({"status": "ready"}), "{listed}");
 
-    // The vectors the server computed have their sums: `collection verify` checks them.
+    // The vectors the server computed have their sums, and their graph its own: `collection
+    // verify` checks both.
     let verify = Command::new(env!("CARGO_BIN_EXE_convrag"))
         .args(["collection", "verify", "manual"])
         .env_remove("CONVRAG_CONFIG")
@@ -103,6 +106,10 @@ async fn the_default_collection_gets_its_vectors_after_its_build() {
     );
     assert!(
         stdout.contains("vectors all-MiniLM-L6-v2@") && stdout.contains("passages match"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("nearest-neighbour graph") && stdout.contains("2 files match"),
         "{stdout}"
     );
 
