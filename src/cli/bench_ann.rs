@@ -14,7 +14,7 @@ use convrag::rerank::ann::{HnswParams, IndexKind, VectorSource};
 use convrag::rerank::ann_bench::{
     random_unit_vectors, run_ann_bench, synthetic_file, AnnBenchOptions, IndexReport,
 };
-use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, Reranker};
+use convrag::rerank::{open_model, DiskEmbeddingCache, Reranker};
 use convrag::Config;
 
 use super::progress::Bar;
@@ -118,11 +118,7 @@ fn sources(
         .model
         .clone()
         .unwrap_or_else(|| config.default_model_dir());
-    let model = OnnxReranker::open(
-        &model_dir,
-        &config.ort_library_path(),
-        OnnxOptions::default(),
-    )?;
+    let model = open_model(config, Some(&model_dir))?;
     let registry = CollectionRegistry::new(config.collections_dir());
     let cache = DiskEmbeddingCache::new(config.home.join("embeddings"));
     let mut paths = Vec::new();

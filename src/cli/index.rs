@@ -13,7 +13,7 @@ use convrag::index::{
     open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,
 };
 use convrag::rerank::dense::{FirstStage, HybridOptions, Retrieval, VectorSearch};
-use convrag::rerank::{DiskEmbeddingCache, ModelKind, ModelManifest, OnnxOptions, OnnxReranker};
+use convrag::rerank::{open_model, DiskEmbeddingCache, ModelKind, ModelManifest};
 use convrag::Config;
 
 use super::embed::EmbedArgs;
@@ -289,8 +289,7 @@ fn first_stage(
     if mode == Retrieval::Bm25 {
         return Ok(FirstStage::bm25(collection, retriever));
     }
-    let dir = config.default_model_dir();
-    let model = OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default())
+    let model = open_model(config, None)
         .with_context(|| format!("--retrieval {mode} needs the bi-encoder"))?;
     let cache = std::sync::Arc::new(DiskEmbeddingCache::for_config(config));
     let search = VectorSearch::new(std::sync::Arc::new(model), cache).with_hybrid(hybrid);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::dense::VectorSearch;
-use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, Reranker};
+use super::{DiskEmbeddingCache, Reranker};
 
 /// The configured default reranking model with its on-disk embedding cache, when installed. A
 /// missing model is normal (BM25 only); a broken one is logged and the caller runs without it.
@@ -20,7 +20,7 @@ pub fn load_default_search(config: &crate::Config) -> Option<VectorSearch> {
         tracing::info!(dir = %dir.display(), "no reranking model installed (scripts/fetch-models.sh installs one); searches are BM25 only");
         return None;
     }
-    match OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default()) {
+    match super::open_model(config, Some(&dir)) {
         Ok(model) => {
             let cache = Arc::new(DiskEmbeddingCache::for_config(config));
             tracing::info!(model = %model.model_id(), "reranking model loaded");

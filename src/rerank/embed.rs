@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::ann_graph::{ensure_graph, GraphOutcome, VectorsBuilt};
 use super::vector_sums::{collection_digest, record_complete, remove_sums, VectorOrigin};
-use super::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError, Reranker};
+use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
 use crate::index::{
     embedding_key, CollectionRegistry, Hit, IndexError, Retriever, TantivyRetriever,
 };
@@ -41,15 +41,7 @@ pub fn embed_collection(
     options: &EmbedOptions,
     progress: &dyn Progress,
 ) -> Result<EmbedReport, EmbedError> {
-    let model_dir = options
-        .model
-        .clone()
-        .unwrap_or_else(|| config.default_model_dir());
-    let model = OnnxReranker::open(
-        &model_dir,
-        &config.ort_library_path(),
-        OnnxOptions::default(),
-    )?;
+    let model = super::open_model(config, options.model.as_deref())?;
     let model_id = model.model_id();
     let vector_model = VectorModel {
         id: &model_id,

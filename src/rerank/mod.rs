@@ -38,7 +38,7 @@ pub use cache::{DiskEmbeddingCache, EmbeddingCache, MemoryEmbeddingCache};
 pub use default_model::{load_default, load_default_search};
 pub use fusion::Fusion;
 pub use manifest::{ModelKind, ModelManifest, Pooling};
-pub use onnx::{InferenceStats, OnnxOptions, OnnxReranker};
+pub use onnx::{open_model, InferenceStats, OnnxOptions, OnnxReranker};
 pub use query::QueryVectors;
 
 /// Errors of the reranking area.

@@ -751,6 +751,16 @@ impl SessionPool {
     }
 }
 
+/// The bi-encoder in `dir` (default: the configured default model) on the configured ONNX
+/// Runtime: the one way commands and services open a model.
+pub fn open_model(
+    config: &crate::Config,
+    dir: Option<&std::path::Path>,
+) -> Result<OnnxReranker, RerankError> {
+    let dir = dir.map_or_else(|| config.default_model_dir(), |d| d.to_path_buf());
+    OnnxReranker::open(&dir, &config.ort_library_path(), OnnxOptions::default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

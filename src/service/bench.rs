@@ -16,7 +16,7 @@ use crate::pipeline::context::ConversationContext;
 use crate::pipeline::turn::{timings_map, PassageSource, TurnSettings};
 use crate::progress::Progress;
 use crate::rerank::dense::{Retrieval, VectorSearch};
-use crate::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, RerankError};
+use crate::rerank::{open_model, DiskEmbeddingCache, RerankError};
 
 /// Errors of the benchmark.
 #[derive(Debug, thiserror::Error)]
@@ -132,12 +132,7 @@ impl TurnBench {
         };
         let cache_root = Arc::new(DiskEmbeddingCache::new(cache_root));
         let search = if options.rerank {
-            let model = OnnxReranker::open(
-                &config.default_model_dir(),
-                &config.ort_library_path(),
-                OnnxOptions::default(),
-            )?
-            .with_cache(cache_root.clone());
+            let model = open_model(config, None)?.with_cache(cache_root.clone());
             Some(VectorSearch::new(Arc::new(model), cache_root))
         } else {
             None

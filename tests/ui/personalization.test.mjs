@@ -8,12 +8,11 @@
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { COLLECTION, apiAs, openConversation, required, sendFromComposer } from "./support.mjs";
+import { openNewConversation, required, sendAndRead } from "./support.mjs";
 
 const TOKEN = required("CONVRAG_UI_PERSONAL_TOKEN");
 const TITLE = "Only where it belongs";
 const STATEMENT = "I am vegetarian.";
-const api = apiAs(TOKEN);
 
 let browser;
 let page;
@@ -21,21 +20,13 @@ let conversationId;
 const pageErrors = [];
 
 /** Sends `text` from the composer; returns the finished turn's element and its stored turn. */
-async function send(text) {
-  const { turn } = await sendFromComposer(page, conversationId, text);
-  const { turns } = await api(`/v1/conversations/${conversationId}/turns`);
-  return { turn, stored: turns[turns.length - 1] };
+function send(text) {
+  return sendAndRead(page, TOKEN, conversationId, text);
 }
 
 describe("personalization only where it belongs", { timeout: 5 * 60_000 }, () => {
   before(async () => {
-    const created = await api("/v1/conversations", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ title: TITLE, collection: COLLECTION, ptkb: [{ text: STATEMENT }] }),
-    });
-    conversationId = created.conversation.id;
-    ({ browser, page } = await openConversation({ token: TOKEN, conversationId, title: TITLE, errors: pageErrors }));
+    ({ conversationId, browser, page } = await openNewConversation({ token: TOKEN, title: TITLE, statements: [STATEMENT], errors: pageErrors }));
   });
 
   after(async () => {

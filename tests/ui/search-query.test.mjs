@@ -9,12 +9,11 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { COLLECTION, apiAs, openConversation, openWhy, required, sendFromComposer, visibleText } from "./support.mjs";
+import { openNewConversation, openWhy, required, sendAndRead, visibleText } from "./support.mjs";
 
 const TOKEN = required("CONVRAG_UI_ORIGINS_TOKEN");
 const TITLE = "Where the words came from";
 const STATEMENT = "I am vegetarian.";
-const api = apiAs(TOKEN);
 const ARTIFACTS = required("CONVRAG_UI_ARTIFACTS");
 
 let browser;
@@ -24,10 +23,9 @@ const pageErrors = [];
 
 /** Sends `text`; returns the finished turn's element (its "why" panel open) and its stored turn. */
 async function send(text) {
-  const { turn } = await sendFromComposer(page, conversationId, text);
-  const { turns } = await api(`/v1/conversations/${conversationId}/turns`);
-  await openWhy(turn);
-  return { turn, stored: turns[turns.length - 1] };
+  const sent = await sendAndRead(page, TOKEN, conversationId, text);
+  await openWhy(sent.turn);
+  return sent;
 }
 
 /** The "Search query" section of a turn element. */
@@ -49,13 +47,7 @@ async function marks(section) {
 
 describe("the search query marks where its words came from", { timeout: 5 * 60_000 }, () => {
   before(async () => {
-    const created = await api("/v1/conversations", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ title: TITLE, collection: COLLECTION, ptkb: [{ text: STATEMENT }] }),
-    });
-    conversationId = created.conversation.id;
-    ({ browser, page } = await openConversation({ token: TOKEN, conversationId, title: TITLE, errors: pageErrors }));
+    ({ conversationId, browser, page } = await openNewConversation({ token: TOKEN, title: TITLE, statements: [STATEMENT], errors: pageErrors }));
   });
 
   after(async () => {

@@ -81,6 +81,27 @@ export async function sendFromComposer(page, conversationId, text) {
   return { turn: page.locator("#turns > li.turn").nth(before), body };
 }
 
+/**
+ * Creates a conversation titled `title` of `token`'s user on the test collection, with
+ * `statements` as its PTKB, and opens it as openConversation does; returns its id too.
+ */
+export async function openNewConversation({ token, title, statements = [], errors }) {
+  const created = await apiAs(token)("/v1/conversations", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ title, collection: COLLECTION, ptkb: statements.map((text) => ({ text })) }),
+  });
+  const conversationId = created.conversation.id;
+  return { conversationId, ...(await openConversation({ token, conversationId, title, errors })) };
+}
+
+/** Sends `text` as sendFromComposer does; returns the turn's element and the turn as stored. */
+export async function sendAndRead(page, token, conversationId, text) {
+  const { turn } = await sendFromComposer(page, conversationId, text);
+  const { turns } = await apiAs(token)(`/v1/conversations/${conversationId}/turns`);
+  return { turn, stored: turns[turns.length - 1] };
+}
+
 /** Opens the "Why this answer" panel of the turn element `turn`. */
 export async function openWhy(turn) {
   const details = turn.locator("details.why");
