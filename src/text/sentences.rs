@@ -264,10 +264,17 @@ fn strip_trailing_markers(s: &str) -> &str {
 fn split_block(block: &str, out: &mut Vec<String>) {
     let mut start = 0;
     let mut i = 0;
+    // Inside a `code span` (one that closes): "`ALTER DATABASE ... SET`" is never cut.
+    let mut in_code = false;
     while i < block.len() {
         let c = block[i..].chars().next().expect("char at boundary");
         let len = c.len_utf8();
-        if !matches!(c, '.' | '!' | '?' | '…') {
+        if c == '`' {
+            in_code = !in_code && block[i + 1..].contains('`');
+            i += len;
+            continue;
+        }
+        if in_code || !matches!(c, '.' | '!' | '?' | '…') {
             i += len;
             continue;
         }
@@ -509,6 +516,26 @@ mod tests {
         assert_eq!(
             split("## Answer\nThe tower is tall."),
             vec!["Answer", "The tower is tall."]
+        );
+    }
+
+    #[test]
+    fn a_code_span_is_never_cut_and_an_unclosed_backtick_changes_nothing() {
+        assert_eq!(
+            split("Per database, use `ALTER DATABASE ... SET`. Otherwise, set it. Done."),
+            vec![
+                "Per database, use `ALTER DATABASE ... SET`.",
+                "Otherwise, set it.",
+                "Done."
+            ]
+        );
+        assert_eq!(
+            split("Run `SELECT 1. Then 2;` twice. Next step."),
+            vec!["Run `SELECT 1. Then 2;` twice.", "Next step."]
+        );
+        assert_eq!(
+            split("A stray ` mark. The next sentence."),
+            vec!["A stray ` mark.", "The next sentence."]
         );
     }
 

@@ -144,6 +144,12 @@ const DEPENDENT_OPENERS: &[&str] = &[
     "in this case",
     "in that case",
     "in addition",
+    "in particular",
+    "in other words",
+    "in this way",
+    "to do this",
+    "accordingly",
+    "conversely",
     "as a result",
     "for this reason",
     "on the other hand",
@@ -151,8 +157,22 @@ const DEPENDENT_OPENERS: &[&str] = &[
     "the latter",
 ];
 
-/// Whether `sentence` leans on the sentence before it (see [`DEPENDENT_OPENERS`]).
+/// Whether `sentence` continues the unit before it: it opens with a lower-case word, as the
+/// "where `t` is a table …" after a code block does. Alone it reads as a fragment.
+fn is_continuation(sentence: &str) -> bool {
+    sentence
+        .trim_start()
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_lowercase())
+}
+
+/// Whether `sentence` leans on the sentence before it (see [`DEPENDENT_OPENERS`]), or continues
+/// it ([`is_continuation`]).
 pub fn is_dependent(sentence: &str) -> bool {
+    if is_continuation(sentence) {
+        return true;
+    }
     let words: Vec<String> = sentence
         .split_whitespace()
         .take(4)
@@ -757,6 +777,14 @@ mod tests {
         assert!(is_dependent("This form changes the type of a column."));
         assert!(!is_dependent("Thistle grows here."));
         assert!(!is_dependent("Each table has a name."));
+        assert!(is_dependent(
+            "In particular, it must have read access to all tables."
+        ));
+        // A fragment continuing the unit before it (here a code block).
+        assert!(is_dependent(
+            "where `documents` is a table that has a text field."
+        ));
+        assert!(!is_dependent("`pg_dump` writes a script."));
         assert!(introduces_example("For example:"));
     }
 
