@@ -187,6 +187,12 @@ pub fn is_dependent(sentence: &str) -> bool {
     })
 }
 
+/// Whether `sentence` is an aside: wholly in parentheses ("(Bear in mind that …)").
+fn is_aside(sentence: &str) -> bool {
+    let t = sentence.trim();
+    t.starts_with('(') && (t.ends_with(')') || t.ends_with(").") || t.ends_with(".)"))
+}
+
 /// Whether `sentence` introduces what follows it ("… use a command like:", "For example:").
 pub fn introduces_example(sentence: &str) -> bool {
     sentence.trim_end().ends_with(':')
@@ -251,7 +257,9 @@ impl ExtractiveGenerator {
         // passages' leading sentences are the best we have).
         for c in candidates.iter_mut() {
             c.selectable = c.scored
-                && (max_bm25 <= 0.0 || (c.bm25 > 0.0 && c.bm25 >= cfg.min_lexical * max_bm25));
+                && (max_bm25 <= 0.0 || (c.bm25 > 0.0 && c.bm25 >= cfg.min_lexical * max_bm25))
+                // A reader gets the point, not the passage's asides.
+                && !(reading && is_aside(&c.text));
         }
 
         let mut chosen: Vec<(usize, Vec<usize>)> = Vec::new(); // (candidate, citations)
@@ -786,6 +794,11 @@ mod tests {
         ));
         assert!(!is_dependent("`pg_dump` writes a script."));
         assert!(introduces_example("For example:"));
+        assert!(is_aside(
+            "(Bear in mind that the first row is not well-defined.)"
+        ));
+        assert!(is_aside("(See Section 14.1)."));
+        assert!(!is_aside("(If you must) use a dump."));
     }
 
     #[test]
