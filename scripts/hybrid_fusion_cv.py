@@ -22,25 +22,27 @@ import math
 WEIGHTS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5]
 
 
-def read_run(path):
-    run = collections.defaultdict(dict)
+def read_rows(path, columns):
+    """Each line of `path` split on white space; exits naming the line that has not `columns`."""
     with open(path) as f:
         for n, line in enumerate(f, 1):
             parts = line.split()
-            if len(parts) != 6:
-                raise SystemExit(f"{path}:{n}: expected 6 columns")
-            run[parts[0]][parts[2]] = float(parts[4])
+            if len(parts) != columns:
+                raise SystemExit(f"{path}:{n}: expected {columns} columns")
+            yield parts
+
+
+def read_run(path):
+    run = collections.defaultdict(dict)
+    for qid, _, docid, _, score, _ in read_rows(path, 6):
+        run[qid][docid] = float(score)
     return run
 
 
 def read_qrels(path):
     qrels = collections.defaultdict(dict)
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if len(parts) != 4:
-                raise SystemExit(f"{path}:{n}: expected 4 columns")
-            qrels[parts[0]][parts[2]] = int(parts[3])
+    for qid, _, docid, rel in read_rows(path, 4):
+        qrels[qid][docid] = int(rel)
     return qrels
 
 

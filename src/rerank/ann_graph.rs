@@ -18,7 +18,7 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::ann::{HnswParams, HnswRsIndex, VectorIndex, VectorSource};
-use super::files::{cache_err, io_err};
+use super::files::{cache_err, io_err, read_json, write_json};
 use super::{EmbedError, RerankError, Result};
 use crate::config::DenseConfig;
 use crate::index::checksum::{file_sum, FileSum};
@@ -84,22 +84,11 @@ pub struct GraphSums {
 impl GraphSums {
     /// The graph sums beside `vector_path`; `None` when there are none.
     pub fn read(vector_path: &Path) -> Result<Option<Self>> {
-        let path = graph_sums_path(vector_path);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(cache_err(&path, format!("cannot read: {e}"))),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| cache_err(&path, format!("not graph sums: {e}")))
+        read_json(&graph_sums_path(vector_path), "graph sums")
     }
 
     fn write(&self, vector_path: &Path) -> Result<()> {
-        let path = graph_sums_path(vector_path);
-        let json = serde_json::to_string_pretty(self).expect("sums serialize") + "\n";
-        crate::formats::atomic::write_atomic(&path, json.as_bytes())
-            .map_err(|e| cache_err(&path, e.to_string()))
+        write_json(&graph_sums_path(vector_path), self)
     }
 
     /// The graph files with the sums recorded for each, beside the vector file at

@@ -5,6 +5,28 @@ use std::path::Path;
 
 use super::{RerankError, Result};
 
+/// The JSON record at `path` (`what` names it in the error); `None` when there is none.
+pub(super) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+) -> Result<Option<T>, RerankError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(cache_err(path, format!("cannot read: {e}"))),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| cache_err(path, format!("not {what}: {e}")))
+}
+
+/// Writes `value` as pretty JSON to `path`, atomically.
+pub(super) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RerankError> {
+    let json = serde_json::to_string_pretty(value).expect("records serialize") + "\n";
+    crate::formats::atomic::write_atomic(path, json.as_bytes())
+        .map_err(|e| cache_err(path, e.to_string()))
+}
+
 pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
     RerankError::Cache {
         path: path.to_path_buf(),

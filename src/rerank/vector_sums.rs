@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ann_graph::{graph_sums_path, GraphSums};
-use super::files::cache_err;
+use super::files::{cache_err, read_json, write_json};
 use super::{DiskEmbeddingCache, EmbedError, Result};
 use crate::index::checksum::{file_sum, ChecksumManifest, FileSum};
 use crate::index::{embedding_key, CollectionRegistry};
@@ -55,23 +55,12 @@ pub fn sums_path(vector_path: &Path) -> PathBuf {
 impl VectorSums {
     /// The sums beside `vector_path`; `None` when there are none.
     pub fn read(vector_path: &Path) -> Result<Option<Self>> {
-        let path = sums_path(vector_path);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(cache_err(&path, format!("cannot read: {e}"))),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| cache_err(&path, format!("not vector sums: {e}")))
+        read_json(&sums_path(vector_path), "vector sums")
     }
 
     /// Writes them atomically beside `vector_path`.
     pub fn write(&self, vector_path: &Path) -> Result<()> {
-        let path = sums_path(vector_path);
-        let json = serde_json::to_string_pretty(self).expect("sums serialize") + "\n";
-        crate::formats::atomic::write_atomic(&path, json.as_bytes())
-            .map_err(|e| cache_err(&path, e.to_string()))
+        write_json(&sums_path(vector_path), self)
     }
 }
 

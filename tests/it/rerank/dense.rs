@@ -21,7 +21,7 @@ use convrag::index::{
 };
 use convrag::progress::NoProgress;
 use convrag::rerank::dense::{DenseError, DenseRetriever, FirstStage, HybridOptions, Retrieval};
-use convrag::rerank::embed::{embed_collection, EmbedOptions};
+use convrag::rerank::embed::{embed_collection, EmbedOptions, EmbedReport};
 use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker};
 
 const PYTHON_TOP10: &str = concat!(
@@ -138,21 +138,31 @@ fn measure(run: &Run, codes: &HashMap<String, HashMap<String, i32>>) -> (f64, f6
     (e.all[0], e.all[1])
 }
 
-#[test]
-fn cranfield_dense_matches_python_and_hybrid_beats_bm25_and_dense() {
-    let data = common::shared_data("classic-ir/cranfield");
-    let home = tempfile::tempdir().unwrap();
-    let config = config(home.path());
+/// Cranfield indexed as `cran` under `config`'s home, and its passage vectors computed.
+fn index_and_embed_cranfield(config: &Config, data: &Path) -> EmbedReport {
     let mut o = IndexOptions::new("cran", Format::Smart);
     o.inputs = vec![data.join("cran.all.1400")];
     o.heap_bytes = 64 << 20;
     index_collection(&config.collections_dir(), &o).unwrap();
+    embed_cranfield(config)
+}
+
+/// `convrag embed --collection cran` (a rerun resumes or finds nothing to do).
+fn embed_cranfield(config: &Config) -> EmbedReport {
     let options = EmbedOptions {
         collection: "cran".into(),
         model: None,
         chunk: 256,
     };
-    let report = embed_collection(&config, &options, &NoProgress).unwrap();
+    embed_collection(config, &options, &NoProgress).unwrap()
+}
+
+#[test]
+fn cranfield_dense_matches_python_and_hybrid_beats_bm25_and_dense() {
+    let data = common::shared_data("classic-ir/cranfield");
+    let home = tempfile::tempdir().unwrap();
+    let config = config(home.path());
+    let report = index_and_embed_cranfield(&config, &data);
     assert_eq!(report.encoded, 1398);
     let stage = first_stage(&config, "cran").unwrap();
 
@@ -487,16 +497,7 @@ fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
     let home = tempfile::tempdir().unwrap();
     let mut config = config(home.path());
     config.dense.ann_min_vectors = 1;
-    let mut o = IndexOptions::new("cran", Format::Smart);
-    o.inputs = vec![data.join("cran.all.1400")];
-    o.heap_bytes = 64 << 20;
-    index_collection(&config.collections_dir(), &o).unwrap();
-    let options = EmbedOptions {
-        collection: "cran".into(),
-        model: None,
-        chunk: 256,
-    };
-    embed_collection(&config, &options, &NoProgress).unwrap();
+    index_and_embed_cranfield(&config, &data);
     let vectors = vector_file(home.path());
     let [graph, graph_data] = graph_files(&vectors);
     assert!(
@@ -514,7 +515,7 @@ fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
 
     // A rerun finds the graph of these vectors and keeps it.
     let written = std::fs::metadata(&graph).unwrap().modified().unwrap();
-    let again = embed_collection(&config, &options, &NoProgress).unwrap();
+    let again = embed_cranfield(&config);
     assert_eq!(again.encoded, 0);
     assert_eq!(
         std::fs::metadata(&graph).unwrap().modified().unwrap(),
@@ -582,7 +583,7 @@ fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
     // Below the threshold the collection has no graph (the one left is removed) and dense
     // search is the exact scan's.
     config.dense.ann_min_vectors = 2000;
-    embed_collection(&config, &options, &NoProgress).unwrap();
+    embed_cranfield(&config);
     assert!(!graph.exists() && !graph_data.exists());
     assert!(GraphSums::read(&vectors).unwrap().is_none());
     let dense = dense_retriever(&config, "cran");
