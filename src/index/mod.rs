@@ -167,8 +167,8 @@ pub struct Manifest {
 
 /// The passage layout this build writes: 2 keeps documents' code blocks, headings, list items
 /// and tables as Markdown in the passage text; 3 writes definition terms that are code (a
-/// command's clauses and options) as code spans.
-pub const PASSAGE_LAYOUT: u32 = 3;
+/// command's clauses and options) as code spans; 4 keeps the code in table cells as code spans.
+pub const PASSAGE_LAYOUT: u32 = 4;
 
 /// What has been committed: the source of truth is the tantivy commit payload.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -170,6 +170,39 @@ fn term_text(dt: ElementRef<'_>) -> String {
     out
 }
 
+/// A table cell's text with its inline code as code spans (`pg_table_size` in a reference
+/// table's row), its paragraphs and line breaks as spaces.
+fn cell_text(cell: ElementRef<'_>) -> String {
+    let mut out = String::new();
+    for child in cell.children() {
+        match child.value() {
+            Node::Text(text) => out.push_str(text),
+            Node::Element(e) if INLINE_CODE.contains(&e.name()) => {
+                let code = ElementRef::wrap(child).map_or(String::new(), |c| {
+                    collapse_whitespace(&c.text().collect::<String>())
+                });
+                if !code.is_empty() {
+                    let fence = if code.contains('`') { "``" } else { "`" };
+                    out.push_str(&format!("{fence}{code}{fence}"));
+                }
+            }
+            Node::Element(e) => {
+                let inner = ElementRef::wrap(child).map_or(String::new(), cell_text);
+                let block = BLOCK_ELEMENTS.contains(&e.name()) || e.name() == "br";
+                if block {
+                    out.push(' ');
+                }
+                out.push_str(&inner);
+                if block {
+                    out.push(' ');
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// A definition term as a heading's text: a code span when all of its text is code (a command's
 /// clause or option, `<code>GENERATED … AS IDENTITY</code>`), so an answer that names it shows it
 /// as code.
@@ -320,7 +353,7 @@ impl Walker {
                 .children()
                 .filter_map(ElementRef::wrap)
                 .filter(|c| matches!(c.value().name(), "td" | "th"))
-                .map(|c| collapse_whitespace(&c.text().collect::<String>()).replace('|', "\\|"))
+                .map(|c| collapse_whitespace(&cell_text(c)).replace('|', "\\|"))
                 .collect();
             if cells.iter().any(|c| !c.is_empty()) {
                 rows.push(cells);
@@ -685,6 +718,23 @@ mod tests {
             .iter()
             .any(|p| p.text.starts_with("```\nALTER TABLE") && p.text.ends_with("AS x;\n```")));
         assert!(cut.iter().all(|p| p.text.matches("```").count() % 2 == 0));
+    }
+
+    #[test]
+    fn code_in_a_table_cell_stays_code_and_its_paragraphs_one_line() {
+        let doc = parse(
+            "<html><body><h1 id=\"sizes\">Sizes</h1><table><thead><tr><th>Function Description</th></tr></thead>\
+             <tbody><tr><td><p class=\"func_signature\"><code class=\"function\">pg_table_size</code> \
+             ( <code class=\"type\">regclass</code> ) \u{2192} <code class=\"returnvalue\">bigint</code></p>\
+             <p>Computes the disk space used by the <em>specified</em> table.</p></td></tr>\
+             <tr><td><code>a|b</code> or c<br>d</td></tr></tbody></table></body></html>",
+        );
+        assert_eq!(
+            doc.sections[0].text,
+            "| Function Description |\n| --- |\n\
+             | `pg_table_size` ( `regclass` ) \u{2192} `bigint` Computes the disk space used by the specified table. |\n\
+             | `a\\|b` or c d |"
+        );
     }
 
     #[test]

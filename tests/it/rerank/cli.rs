@@ -217,3 +217,53 @@ fn bad_fusion_and_missing_model_are_reported() {
         "{stderr}"
     );
 }
+
+#[test]
+fn bench_ann_refuses_bad_arguments_naming_the_argument_file_and_line() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = convrag(home.path())
+            .args(["bench", "ann", "--quiet"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let stderr = run(&["--vectors", "passages.vec"]);
+    assert!(stderr.contains("--queries FILE is required"), "{stderr}");
+    let stderr = run(&["--synthetic", "10", "--queries", "q.tsv"]);
+    assert!(stderr.contains("--queries"), "{stderr}");
+
+    let queries = home.path().join("queries.tsv");
+    std::fs::write(&queries, "q1\thow do fleas live\nno tab on this line\n").unwrap();
+    let stderr = run(&["--queries", queries.to_str().unwrap()]);
+    assert!(
+        stderr.contains("give --collection NAME, --vectors FILE or --synthetic N"),
+        "{stderr}"
+    );
+    let stderr = run(&[
+        "--queries",
+        queries.to_str().unwrap(),
+        "--vectors",
+        "missing.vec",
+    ]);
+    assert!(stderr.contains("queries.tsv:2"), "{stderr}");
+    std::fs::write(&queries, "q1\thow do fleas live\n").unwrap();
+    let stderr = run(&[
+        "--queries",
+        queries.to_str().unwrap(),
+        "--vectors",
+        "missing.vec",
+    ]);
+    assert!(stderr.contains("missing.vec"), "{stderr}");
+    let stderr = run(&[
+        "--collection",
+        "nowhere",
+        "--queries",
+        queries.to_str().unwrap(),
+    ]);
+    assert!(stderr.contains("nowhere"), "{stderr}");
+    let stderr = run(&["--synthetic", "10", "--indexes", "exact,faiss"]);
+    assert!(stderr.contains("faiss"), "{stderr}");
+}
