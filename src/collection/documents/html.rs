@@ -182,8 +182,7 @@ fn cell_text(cell: ElementRef<'_>) -> String {
                     collapse_whitespace(&c.text().collect::<String>())
                 });
                 if !code.is_empty() {
-                    let fence = if code.contains('`') { "``" } else { "`" };
-                    out.push_str(&format!("{fence}{code}{fence}"));
+                    out.push_str(&code_span(&code));
                 }
             }
             Node::Element(e) => {
@@ -221,8 +220,13 @@ fn term_heading(dt: ElementRef<'_>, term: &str) -> String {
     if !all_code {
         return term.to_string();
     }
-    let fence = if term.contains('`') { "``" } else { "`" };
-    format!("{fence}{term}{fence}")
+    code_span(term)
+}
+
+/// `code` as a Markdown code span (a double fence when it holds a backtick).
+fn code_span(code: &str) -> String {
+    let fence = if code.contains('`') { "``" } else { "`" };
+    format!("{fence}{code}{fence}")
 }
 
 #[derive(Default)]
@@ -269,8 +273,7 @@ impl Walker {
             _ if INLINE_CODE.contains(&name) => {
                 let code = collapse_whitespace(&element.text().collect::<String>());
                 if !code.is_empty() {
-                    let fence = if code.contains('`') { "``" } else { "`" };
-                    self.current.text.push_str(&format!("{fence}{code}{fence}"));
+                    self.current.text.push_str(&code_span(&code));
                 }
                 return;
             }

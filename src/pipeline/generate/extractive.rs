@@ -105,7 +105,7 @@ struct Candidate {
 const READER_CODE_SPAN_BONUS: f64 = 0.15;
 /// Relevance added, in answers for a reader, to a sentence that brings a code block (the one it
 /// introduces or that follows it): the command to run, whole, rather than a name in passing.
-/// Chosen on the first 42 manual questions (0.2 to 0.6 tried).
+/// Chosen on the first 42 manual questions (BENCHMARKS.md, "Answers").
 const READER_CODE_BLOCK_BONUS: f64 = 0.3;
 
 /// Words that open a sentence leaning on the one before it (lower case; a phrase matches whole
@@ -628,6 +628,15 @@ mod tests {
         }
     }
 
+    /// A reader's generator: context kept, the word limit filled.
+    fn reader() -> ExtractiveGenerator {
+        ExtractiveGenerator::new(ExtractiveConfig {
+            keep_context: true,
+            min_marginal: None,
+            ..ExtractiveConfig::default()
+        })
+    }
+
     fn passages() -> Vec<Passage> {
         vec![
             passage(
@@ -879,11 +888,7 @@ mod tests {
              For example, the owner can destroy it using the following command:\n\n\
              ```\n$ dropdb mydb\n```",
         );
-        let reader = ExtractiveGenerator::new(ExtractiveConfig {
-            keep_context: true,
-            min_marginal: None,
-            ..ExtractiveConfig::default()
-        });
+        let reader = reader();
         let req = GenerationRequest::new(
             "How do I change the owner of a table?",
             vec![owner, clause, drop],
@@ -933,11 +938,7 @@ mod tests {
             "Search a table by searching the table with `tsvector` search terms.\n\n\
              To search a table, run:\n\n```\nSELECT title FROM pgweb WHERE body @@ 'friend';\n```",
         );
-        let reader = ExtractiveGenerator::new(ExtractiveConfig {
-            keep_context: true,
-            min_marginal: None,
-            ..ExtractiveConfig::default()
-        });
+        let reader = reader();
         // Room for one of the two: the example.
         let req = GenerationRequest::new(
             "How do I search a table?",

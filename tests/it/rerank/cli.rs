@@ -242,20 +242,17 @@ fn bench_ann_refuses_bad_arguments_naming_the_argument_file_and_line() {
         stderr.contains("give --collection NAME, --vectors FILE or --synthetic N"),
         "{stderr}"
     );
-    let stderr = run(&[
+    // The same arguments, first with a malformed queries file, then with a good one.
+    let with_missing_vectors = [
         "--queries",
         queries.to_str().unwrap(),
         "--vectors",
         "missing.vec",
-    ]);
+    ];
+    let stderr = run(&with_missing_vectors);
     assert!(stderr.contains("queries.tsv:2"), "{stderr}");
     std::fs::write(&queries, "q1\thow do fleas live\n").unwrap();
-    let stderr = run(&[
-        "--queries",
-        queries.to_str().unwrap(),
-        "--vectors",
-        "missing.vec",
-    ]);
+    let stderr = run(&with_missing_vectors);
     assert!(stderr.contains("missing.vec"), "{stderr}");
     let stderr = run(&[
         "--collection",
