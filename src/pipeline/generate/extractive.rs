@@ -18,13 +18,27 @@ use std::collections::{HashMap, HashSet};
 
 use futures_util::future::BoxFuture;
 
+use super::table_rows::row_statements;
 use super::{
     Diagnostics, GeneratedSentence, Generation, GenerationRequest, Generator, GeneratorId, Result,
     WordLimit,
 };
 use crate::text::citations::parse_cited_sentence;
+use crate::text::porter_nltk::stem;
 use crate::text::sentences::{split_units, UnitKind};
 use crate::text::terms::terms;
+
+/// A text's terms as sentences are scored: for a reader also stemmed, so "backing up" answers
+/// "back up" and "generates" "generate" (the batch formats keep the light folding their stopping
+/// rule was fitted with).
+fn sentence_terms(text: &str, reading: bool) -> Vec<String> {
+    let folded = terms(text);
+    if reading {
+        folded.into_iter().map(|w| stem(&w)).collect()
+    } else {
+        folded
+    }
+}
 
 /// Tuning of the extractive generator (defaults are what the tests and benchmarks use).
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +113,11 @@ struct Candidate {
     /// A code block short enough to come with it follows in its passage; its words count as
     /// the sentence's.
     code_after: bool,
+    /// A table row read as a sentence (kind `Table`: nothing leans on it).
+    row: bool,
+    /// For a reader, the IDF-weighted share of the query's terms that its code (its code spans
+    /// and the code block after it) holds.
+    code_match: f64,
 }
 
 /// Relevance added, in answers for a reader, to a sentence that shows code in a code span.
@@ -107,6 +126,9 @@ const READER_CODE_SPAN_BONUS: f64 = 0.15;
 /// introduces or that follows it): the command to run, whole, rather than a name in passing.
 /// Chosen on the first 42 manual questions (BENCHMARKS.md, "Answers").
 const READER_CODE_BLOCK_BONUS: f64 = 0.3;
+/// Relevance added, in answers for a reader, per share of the query's terms the sentence's code
+/// holds ([`Candidate::code_match`]). Chosen on the first 42 manual questions.
+const READER_CODE_MATCH_BONUS: f64 = 0.3;
 
 /// Words that open a sentence leaning on the one before it (lower case; a phrase matches whole
 /// words at the start).
@@ -164,11 +186,15 @@ const DEPENDENT_OPENERS: &[&str] = &[
 /// Whether `sentence` continues the unit before it: it opens with a lower-case word, as the
 /// "where `t` is a table …" after a code block does. Alone it reads as a fragment.
 fn is_continuation(sentence: &str) -> bool {
-    sentence
-        .trim_start()
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_lowercase())
+    let first = sentence.split_whitespace().next().unwrap_or("");
+    first.chars().next().is_some_and(|c| c.is_lowercase()) && !is_identifier(first)
+}
+
+/// A program's or function's name (`pg_dump`, `to_tsvector`) opens a sentence in lower case
+/// without continuing another one.
+fn is_identifier(word: &str) -> bool {
+    let word = word.trim_end_matches(|c: char| !c.is_alphanumeric());
+    word.contains('_') && word.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// Whether `sentence` leans on the sentence before it (see [`DEPENDENT_OPENERS`]), or continues
@@ -234,33 +260,16 @@ impl ExtractiveGenerator {
         request.validate()?;
         let cfg = &self.config;
         let limit = request.limit;
-        let mut candidates = self.candidates(request, limit);
+        let reading = request.keep_context.unwrap_or(cfg.keep_context);
+        let mut candidates = self.candidates(request, limit, reading);
         let n_candidates = candidates.iter().filter(|c| c.scored).count();
 
-        let reading = request.keep_context.unwrap_or(cfg.keep_context);
         if reading {
             read_code_with_its_sentence(&mut candidates, limit);
         }
-        let max_bm25 = self.score(request, &mut candidates);
+        let max_bm25 = self.score(request, &mut candidates, reading);
         if reading {
-            // A reader asking how to do something wants the command: sentences that show code
-            // rank higher, most of all those that bring the code block they introduce or that
-            // follows them.
-            for i in 0..candidates.len() {
-                let brings_block = candidates[i].code_after
-                    || (introduces_example(&candidates[i].text)
-                        && candidates.get(i + 1).is_some_and(|n| {
-                            n.kind == UnitKind::Code && n.passage == candidates[i].passage
-                        }));
-                if !candidates[i].scored {
-                    continue;
-                }
-                if brings_block {
-                    candidates[i].relevance += READER_CODE_BLOCK_BONUS;
-                } else if candidates[i].text.contains('`') {
-                    candidates[i].relevance += READER_CODE_SPAN_BONUS;
-                }
-            }
+            add_reader_bonuses(&mut candidates);
         }
         // Only sentences sharing enough with the query, unless none does (then the best-ranked
         // passages' leading sentences are the best we have).
@@ -434,15 +443,20 @@ impl ExtractiveGenerator {
 
     /// Scores every candidate against the query (BM25 with IDF over the candidate sentences,
     /// TF-IDF vectors, relevance); returns the best BM25.
-    fn score(&self, request: &GenerationRequest, candidates: &mut [Candidate]) -> f64 {
+    fn score(
+        &self,
+        request: &GenerationRequest,
+        candidates: &mut [Candidate],
+        reading: bool,
+    ) -> f64 {
         let cfg = &self.config;
         // Query weights: the query's terms, then earlier user utterances' terms at a lower weight.
         let mut query: HashMap<String, f64> = HashMap::new();
-        for t in terms(&request.query) {
+        for t in sentence_terms(&request.query, reading) {
             query.insert(t, 1.0);
         }
         for turn in &request.context {
-            for t in terms(&turn.user) {
+            for t in sentence_terms(&turn.user, reading) {
                 query.entry(t).or_insert(cfg.context_weight);
             }
         }
@@ -503,6 +517,9 @@ impl ExtractiveGenerator {
             }
             c.vector = vector;
         }
+        if reading {
+            match_code(candidates, &query, &idf);
+        }
         let max_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0, f64::max);
         for c in candidates.iter_mut().filter(|c| c.scored) {
             c.relevance = self.relevance(c, c.bm25, max_bm25);
@@ -520,26 +537,46 @@ impl ExtractiveGenerator {
     }
 
     /// Every unit of the top passages, in order; sentences within the length bounds are scored.
-    fn candidates(&self, request: &GenerationRequest, limit: WordLimit) -> Vec<Candidate> {
+    /// For a reader, a table is followed by its rows that name and describe something, read as
+    /// sentences ([`row_statements`]).
+    fn candidates(
+        &self,
+        request: &GenerationRequest,
+        limit: WordLimit,
+        reading: bool,
+    ) -> Vec<Candidate> {
         let cfg = &self.config;
         let mut out = Vec::new();
         for (p, passage) in request.passages.iter().enumerate().take(cfg.max_passages) {
-            for (position, unit) in split_units(&passage.text).into_iter().enumerate() {
+            let mut units = Vec::new();
+            for unit in split_units(&passage.text) {
+                let rows = match unit.kind {
+                    UnitKind::Table if reading => row_statements(&unit.text),
+                    _ => Vec::new(),
+                };
                 let text = match unit.kind {
                     // Passage text may carry footnote markers ("[12]" in Wikipedia): strip them.
                     UnitKind::Prose => parse_cited_sentence(&unit.text, 0).text,
                     _ => unit.text,
                 };
+                units.push((unit.kind, text, false));
+                units.extend(rows.into_iter().map(|row| (UnitKind::Table, row, true)));
+            }
+            for (position, (kind, text, row)) in units.into_iter().enumerate() {
                 let n_words = limit.count([text.as_str()]);
-                let scored = unit.kind == UnitKind::Prose
+                let scored = (kind == UnitKind::Prose || row)
                     && n_words >= cfg.min_sentence_words
                     && n_words <= cfg.max_sentence_words
                     && text.chars().any(char::is_alphabetic);
-                let terms = if scored { terms(&text) } else { Vec::new() };
+                let terms = if scored {
+                    sentence_terms(&text, reading)
+                } else {
+                    Vec::new()
+                };
                 out.push(Candidate {
                     passage: p,
                     position,
-                    kind: unit.kind,
+                    kind,
                     text,
                     scored,
                     selectable: false,
@@ -549,10 +586,34 @@ impl ExtractiveGenerator {
                     contributions: Vec::new(),
                     vector: HashMap::new(),
                     code_after: false,
+                    row,
+                    code_match: 0.0,
                 });
             }
         }
         out
+    }
+}
+
+/// A reader asking how to do something wants the command: sentences that show code rank
+/// higher, most of all those that bring the code block they introduce or that follows it, and
+/// those whose code holds the question's words.
+fn add_reader_bonuses(candidates: &mut [Candidate]) {
+    for i in 0..candidates.len() {
+        let brings_block = candidates[i].code_after
+            || (introduces_example(&candidates[i].text)
+                && candidates.get(i + 1).is_some_and(|n| {
+                    n.kind == UnitKind::Code && n.passage == candidates[i].passage
+                }));
+        if !candidates[i].scored {
+            continue;
+        }
+        candidates[i].relevance += READER_CODE_MATCH_BONUS * candidates[i].code_match;
+        if brings_block {
+            candidates[i].relevance += READER_CODE_BLOCK_BONUS;
+        } else if candidates[i].text.contains('`') {
+            candidates[i].relevance += READER_CODE_SPAN_BONUS;
+        }
     }
 }
 
@@ -564,11 +625,12 @@ fn read_code_with_its_sentence(candidates: &mut [Candidate], limit: WordLimit) {
         let (before, rest) = candidates.split_at_mut(i);
         let (sentence, code) = (&mut before[i - 1], &rest[0]);
         if sentence.scored
+            && !sentence.row
             && code.kind == UnitKind::Code
             && code.passage == sentence.passage
             && 2 * limit.count([code.text.as_str()]) <= limit.max_words
         {
-            sentence.terms.extend(terms(&code.text));
+            sentence.terms.extend(sentence_terms(&code.text, true));
             sentence.code_after = true;
         }
     }
@@ -593,6 +655,46 @@ fn render(candidates: &[Candidate], chosen: Vec<(usize, Vec<usize>)>) -> Vec<Gen
         out.push(GeneratedSentence { text, citations });
     }
     out
+}
+
+/// Sets each scored candidate's [`Candidate::code_match`]: a sentence whose command holds the
+/// question's words ("`SET TIME ZONE 'value'` is …" for setting the time zone) answers a "how do
+/// I" question better than one using them in prose.
+fn match_code(
+    candidates: &mut [Candidate],
+    query: &HashMap<String, f64>,
+    idf: &HashMap<String, f64>,
+) {
+    let weight = |t: &String, w: &f64| w * idf.get(t).copied().unwrap_or(0.0);
+    let mass: f64 = query.iter().map(|(t, w)| weight(t, w)).sum();
+    if mass <= 0.0 {
+        return;
+    }
+    for i in 0..candidates.len() {
+        if !candidates[i].scored {
+            continue;
+        }
+        let text = &candidates[i].text;
+        // Code spans are the odd pieces between backticks.
+        let mut code: HashSet<String> = text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .flat_map(|span| sentence_terms(span, true))
+            .collect();
+        if let Some(block) = candidates
+            .get(i + 1)
+            .filter(|n| n.kind == UnitKind::Code && n.passage == candidates[i].passage)
+        {
+            code.extend(sentence_terms(&block.text, true));
+        }
+        let held: f64 = query
+            .iter()
+            .filter(|(t, _)| code.contains(*t))
+            .map(|(t, w)| weight(t, w))
+            .sum();
+        candidates[i].code_match = held / mass;
+    }
 }
 
 fn cosine(a: &HashMap<String, f64>, b: &HashMap<String, f64>) -> f64 {
@@ -952,6 +1054,63 @@ mod tests {
         assert_eq!(
             answer.response_text(),
             "To search a table, run:\n\n```\nSELECT title FROM pgweb WHERE body @@ 'friend';\n```"
+        );
+    }
+
+    /// The reader's answer to `question` over `text` with room for `expected` only: which of the
+    /// sentences that fit alone it prefers.
+    fn preferred(question: &str, text: &str, expected: &str) -> String {
+        let req = GenerationRequest::new(
+            question,
+            vec![passage("manual.html#p:1", text)],
+            WordLimit {
+                max_words: expected.split_whitespace().count(),
+                measure: WordMeasure::Ikat,
+            },
+        );
+        reader().generate_sync(&req).unwrap().response_text()
+    }
+
+    #[test]
+    fn a_reader_answers_from_the_row_of_a_reference_table() {
+        let text = "Sizes are reported in bytes by the server for every database object.\n\n\
+            | Function Description |\n| --- |\n\
+            | `db_size` ( `name` ) → `bigint` Computes the disk space used by the named database. Needs the connect right. |\n\
+            | `index_bytes` ( `regclass` ) → `bigint` Computes the space of an index. |";
+        let question = "How do I find the disk space a database uses?";
+        let row =
+            "`db_size` ( `name` ) → `bigint`: Computes the disk space used by the named database.";
+        assert_eq!(preferred(question, text, row), row);
+        // Batch answers keep to the passage's sentences.
+        let req = GenerationRequest::new(
+            question,
+            vec![passage("manual.html#p:1", text)],
+            WordLimit::IKAT,
+        );
+        let batch = ExtractiveGenerator::default().generate_sync(&req).unwrap();
+        assert!(!batch.response_text().contains("db_size"), "{batch:?}");
+    }
+
+    #[test]
+    fn a_reader_prefers_the_sentence_whose_command_holds_the_question_words() {
+        let text = "To set the zone, set the zone named by `LOCAL`.\n\n\
+            `SET ZONE 'value'` is an alias for `SET timezone TO 'value'`.";
+        let command = "`SET ZONE 'value'` is an alias for `SET timezone TO 'value'`.";
+        assert_eq!(preferred("How do I set the zone?", text, command), command);
+    }
+
+    #[test]
+    fn a_reader_matches_words_by_stem_and_a_program_name_opens_a_sentence() {
+        assert!(!is_dependent(
+            "pg_dump is a utility for backing up a database."
+        ));
+        assert!(is_dependent("where `t` is a table."));
+        let text = "pg_dump is a utility for backing up a database.\n\n\
+            Dumps are files of database commands.";
+        let named = "pg_dump is a utility for backing up a database.";
+        assert_eq!(
+            preferred("How do I back up a database?", text, named),
+            named
         );
     }
 

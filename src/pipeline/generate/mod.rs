@@ -12,6 +12,7 @@ mod extractive;
 mod llm;
 mod prompt;
 pub mod stopping;
+mod table_rows;
 
 pub use assemble::SentenceAssembler;
 pub use extractive::{ExtractiveConfig, ExtractiveGenerator};
