@@ -114,7 +114,8 @@ const READER_CODE_SPAN_BONUS: f64 = 0.15;
 /// Chosen on the first 42 manual questions (BENCHMARKS.md, "Answers").
 const READER_CODE_BLOCK_BONUS: f64 = 0.3;
 /// Relevance added, in answers for a reader, per share of the query's terms the sentence's code
-/// holds ([`Candidate::code_match`]). Chosen on the first 42 manual questions.
+/// holds ([`Candidate::code_match`]). The first 42 manual questions tie from 0 to 0.45
+/// (BENCHMARKS.md, "Answers").
 const READER_CODE_MATCH_BONUS: f64 = 0.3;
 
 /// Words that open a sentence leaning on the one before it (lower case; a phrase matches whole
