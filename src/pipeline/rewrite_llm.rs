@@ -311,9 +311,20 @@ fn guard(utterance: &str, rewrite: &str) -> std::result::Result<(), (RewriteFall
     Ok(())
 }
 
-/// The rewrite in a reply: its first non-empty line without a label, list marker or quotes.
+/// The rewrite in a reply: the line whose label names a rewrite most specifically (a small model
+/// may restate the question on a line before it), else the first non-empty line; without its
+/// label, list marker or quotes.
 fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, String> {
-    let Some(line) = reply.lines().map(str::trim).find(|l| !l.is_empty()) else {
+    let lines: Vec<&str> = reply
+        .lines()
+        .map(|l| {
+            l.trim()
+                .trim_start_matches(['-', '*', '>', '#', ' '])
+                .trim()
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    let Some(first) = lines.first() else {
         return Err("the model's reply was empty".into());
     };
     // A reply with an "Assistant:" line goes on with the transcript (echoing the question and
@@ -328,17 +339,11 @@ fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, Str
             reply.chars().take(80).collect::<String>()
         ));
     }
-    let mut line = line.trim_start_matches(['-', '*', '>', '#', ' ']).trim();
-    for label in lexicon::REPLY_LABELS {
-        let labelled = line
-            .get(..label.len())
-            .filter(|head| head.eq_ignore_ascii_case(label))
-            .and_then(|_| line[label.len()..].trim_start().strip_prefix(':'));
-        if let Some(rest) = labelled {
-            line = rest.trim();
-            break;
-        }
-    }
+    let labelled = lines
+        .iter()
+        .filter_map(|l| after_label(l))
+        .min_by_key(|(rank, _)| *rank);
+    let line = labelled.map_or(*first, |(_, rest)| rest);
     let quotes: &[char] = &['"', '\'', '`', '“', '”', '‘', '’', '*'];
     let text = one_line(line.trim_matches(quotes).trim());
     if terms::content_stems(&text).is_empty() {
@@ -354,6 +359,20 @@ fn clean_reply(reply: &str, max_words: usize) -> std::result::Result<String, Str
         ));
     }
     Ok(text)
+}
+
+/// The text after a line's rewrite label, with the label's rank in `REPLY_LABELS` (lower is more
+/// specific).
+fn after_label(line: &str) -> Option<(usize, &str)> {
+    lexicon::REPLY_LABELS
+        .iter()
+        .enumerate()
+        .find_map(|(rank, label)| {
+            line.get(..label.len())
+                .filter(|head| head.eq_ignore_ascii_case(label))
+                .and_then(|_| line[label.len()..].trim_start().strip_prefix(':'))
+                .map(|rest| (rank, rest.trim()))
+        })
 }
 
 #[cfg(test)]
@@ -435,6 +454,23 @@ mod tests {
         {
             unreachable!("the prompt tests do not call the model")
         }
+    }
+
+    #[test]
+    fn the_most_specifically_labelled_line_is_the_rewrite() {
+        let reply = "The user's last question was: Which bus goes there?\n\
+                     Rewritten question: Which bus goes to the Louvre?";
+        assert_eq!(
+            clean_reply(reply, 60).unwrap(),
+            "Which bus goes to the Louvre?"
+        );
+        let reply = "Question: Which bus goes there?\n- Rewritten query: bus to the Louvre";
+        assert_eq!(clean_reply(reply, 60).unwrap(), "bus to the Louvre");
+        // Without any label the first line is the rewrite, as before.
+        assert_eq!(
+            clean_reply("Which bus goes to the Louvre?\nIt is the 69.", 60).unwrap(),
+            "Which bus goes to the Louvre?"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Cited answers from an OpenAI-compatible chat model, with an extractive fallback.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use super::{
     GeneratorId, LlmCall, Result,
 };
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, StreamItem};
+use crate::pipeline::terms::content_stems;
 use crate::text::sentences::split_sentences;
 
 const SYSTEM_PROMPT: &str = include_str!(concat!(
@@ -178,24 +179,65 @@ impl LlmGenerator {
         Ok(chat)
     }
 
+    /// Sentences that only repeat the prompt's own words (a small model copying the citation
+    /// example): every content word is in the templates, and some is in no shown passage.
+    fn prompt_echoes(&self, assembled: &Assembled, request: &GenerationRequest) -> Vec<usize> {
+        let fixed = format!("{} {}", self.system.fixed_text(), self.user.fixed_text());
+        let prompt: HashSet<String> = content_stems(&fixed).into_iter().collect();
+        let passages: HashSet<String> = request
+            .passages
+            .iter()
+            .take(self.shown(request))
+            .flat_map(|p| content_stems(&p.text))
+            .collect();
+        assembled
+            .sentences
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                let terms = content_stems(&s.text);
+                terms.len() >= 2
+                    && terms.iter().all(|t| prompt.contains(t))
+                    && terms.iter().any(|t| !passages.contains(t))
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     fn finish_llm(
         &self,
         assembled: Assembled,
         call: LlmCall,
         request: &GenerationRequest,
     ) -> std::result::Result<Generation, Failure> {
-        if !assembled.sentences.iter().any(|s| !s.citations.is_empty()) {
+        let echoes = self.prompt_echoes(&assembled, request);
+        let cites = assembled
+            .sentences
+            .iter()
+            .enumerate()
+            .any(|(i, s)| !s.citations.is_empty() && !echoes.contains(&i));
+        if !cites {
             let (kind, reason) = if assembled.sentences.is_empty() {
                 (
                     FallbackKind::Empty,
                     "the model's answer contained no sentence".to_string(),
                 )
-            } else {
+            } else if echoes.is_empty() {
                 (
                     FallbackKind::NoCitedSentence,
                     format!(
                         "none of the model's {} sentences cites a given passage",
                         assembled.sentences.len()
+                    ),
+                )
+            } else {
+                (
+                    FallbackKind::NoCitedSentence,
+                    format!(
+                        "none of the model's {} sentences cites a given passage: {} only repeated \
+                         the prompt's own example",
+                        assembled.sentences.len(),
+                        echoes.len()
                     ),
                 )
             };
@@ -442,7 +484,7 @@ impl Generator for LlmGenerator {
 mod tests {
     use super::*;
     use crate::llm::OpenAiClient;
-    use crate::pipeline::generate::{ContextTurn, WordLimit};
+    use crate::pipeline::generate::{ContextTurn, GeneratedSentence, WordLimit};
     use crate::pipeline::Passage;
 
     #[test]
@@ -527,5 +569,62 @@ mod tests {
             "{system}"
         );
         assert!(!chat.messages[1].content.contains("pirate"));
+    }
+
+    #[test]
+    fn a_copy_of_the_prompts_example_is_no_cited_answer() {
+        let client = OpenAiClient::new(
+            "http://127.0.0.1:9/v1",
+            "m",
+            None,
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let g = LlmGenerator::new(Arc::new(client), LlmGeneratorConfig::default());
+        let passage = |text: &str| Passage {
+            id: "p1".into(),
+            text: text.into(),
+            ..Passage::default()
+        };
+        let sentence = |text: &str| GeneratedSentence {
+            text: text.into(),
+            citations: vec![0],
+        };
+        let assembled = |texts: &[&str]| Assembled {
+            sentences: texts.iter().map(|t| sentence(t)).collect(),
+            dropped_citations: vec![],
+            uncited_sentences: vec![],
+            sentences_cut_for_limit: 0,
+            verified_citations: vec![],
+        };
+        let vacuum = GenerationRequest::new(
+            "How do I reclaim space?",
+            vec![passage("VACUUM reclaims storage occupied by dead tuples.")],
+            WordLimit::IKAT,
+        );
+        let echo = "The tower is 330 metres tall.";
+        let answer = assembled(&[echo, "VACUUM reclaims the storage of dead tuples."]);
+        assert_eq!(g.prompt_echoes(&answer, &vacuum), vec![0]);
+        match g.finish_llm(assembled(&[echo]), LlmCall::default(), &vacuum) {
+            Err(f) => {
+                assert_eq!(f.kind, FallbackKind::NoCitedSentence);
+                assert!(
+                    f.reason.ends_with("repeated the prompt's own example"),
+                    "{}",
+                    f.reason
+                );
+            }
+            Ok(g) => panic!("the copied example was taken as an answer: {g:?}"),
+        }
+        // The same words are an answer when the passage says them.
+        let tower = GenerationRequest::new(
+            "How tall is the tower?",
+            vec![passage("The tower is 330 metres tall and stands in Paris.")],
+            WordLimit::IKAT,
+        );
+        assert!(g.prompt_echoes(&assembled(&[echo]), &tower).is_empty());
+        assert!(g
+            .finish_llm(assembled(&[echo]), LlmCall::default(), &tower)
+            .is_ok());
     }
 }

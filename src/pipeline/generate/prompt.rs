@@ -33,6 +33,22 @@ impl PromptTemplate {
         &self.name
     }
 
+    /// The template's own words: its text with every `{{key}}` left out.
+    pub fn fixed_text(&self) -> String {
+        let mut out = String::with_capacity(self.text.len());
+        let mut rest = self.text.as_str();
+        while let Some(open) = rest.find("{{") {
+            out.push_str(&rest[..open]);
+            out.push(' ');
+            match rest[open + 2..].find("}}") {
+                Some(close) => rest = &rest[open + 2 + close + 2..],
+                None => return out,
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
     /// Replaces every `{{key}}`; values are inserted verbatim (not re-scanned).
     pub fn render(&self, values: &HashMap<&str, String>) -> Result<String> {
         let mut out = String::with_capacity(self.text.len() + 1024);

@@ -80,25 +80,20 @@ async fn the_api_says_where_each_word_of_the_search_query_came_from() {
     );
 
     // Turn 2: "it" is turn 1's dinner, written with its words (the phrase "cook for dinner
-    // tonight" whole) and a word of turn 1's answer; no statement is selected.
-    let second = turn(
-        &alice,
-        &conv,
-        json!({"utterance": "How long does it take to prepare?"}),
-    )
-    .await;
+    // tonight" whole) and a word of turn 1's answer; the utterance speaks of the user again, so
+    // the statement's content words follow: all four origins in one query.
+    let second = turn(&alice, &conv, json!({"utterance": "How do I make it?"})).await;
     assert_eq!(second["seq"], 2);
-    assert!(
-        selected_ids(&second).is_empty(),
-        "{}",
-        second["ptkb_ranking"]
-    );
+    assert_eq!(selected_ids(&second), ["1"], "{}", second["ptkb_ranking"]);
     assert_eq!(
         second["search_query"]["text"],
-        "How long does cook for dinner tonight Sunday take to prepare?"
+        "How do I make cook for dinner tonight? vegetarian vegetarian never cook meat"
     );
     assert!(
-        first["response_text"].as_str().unwrap().contains("Sunday"),
+        first["response_text"]
+            .as_str()
+            .unwrap()
+            .contains("vegetarian"),
         "{}",
         first["response_text"]
     );
@@ -107,16 +102,18 @@ async fn the_api_says_where_each_word_of_the_search_query_came_from() {
         words(&second),
         vec![
             u("How"),
-            u("long"),
-            u("does"),
+            u("do"),
+            u("I"),
+            u("make"),
             h("cook"),
             h("for"),
             h("dinner"),
             h("tonight"),
-            ("Sunday", "answer", Some(1), None),
-            u("take"),
-            u("to"),
-            u("prepare"),
+            ("vegetarian", "answer", Some(1), None),
+            p("vegetarian"),
+            p("never"),
+            p("cook"),
+            p("meat"),
         ]
     );
 

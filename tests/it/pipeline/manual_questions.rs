@@ -1,6 +1,6 @@
 //! The questions of `tests/fixtures/manual-questions.jsonl`, asked of the PostgreSQL 15 manual
 //! as the chat asks them (extractive answers, reranked, the chat's default length): the expected
-//! command must appear in at least 76% of the answers (issue 31 asks 80%), inside code in at
+//! command must appear in at least 77% of the answers (issue 31 asks 80%), inside code in at
 //! least 70%, and the median answer must be at most 120 words.
 //!
 //! The manual's HTML directory comes from `CONVRAG_TEST_MANUAL_DIR` (`scripts/test.sh` sets it from
@@ -114,9 +114,9 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
         summary.in_code * 100.0,
         summary.median_words
     );
-    // Issue 31 asks for 80 %; measured 78 % over all 72 questions (BENCHMARKS.md): this guards
+    // Issue 31 asks for 80 %; measured 79 % over all 72 questions (BENCHMARKS.md): this guards
     // what is reached, less one question.
-    assert!(summary.appears >= 0.76, "{summary:?}");
+    assert!(summary.appears >= 0.77, "{summary:?}");
     assert!(summary.in_code >= 0.7, "{summary:?}");
     assert!(summary.median_words <= 120.0, "{summary:?}");
 }
