@@ -65,6 +65,8 @@ pub struct LlmGenerator {
     config: LlmGeneratorConfig,
     system: PromptTemplate,
     user: PromptTemplate,
+    /// Content stems of the templates' own words (see [`LlmGenerator::prompt_echoes`]).
+    prompt_terms: HashSet<String>,
     fallback: ExtractiveGenerator,
 }
 
@@ -76,19 +78,29 @@ struct Failure {
     dropped: Vec<u32>,
 }
 
+/// Content stems of two templates' own words.
+fn template_terms(system: &PromptTemplate, user: &PromptTemplate) -> HashSet<String> {
+    let fixed = format!("{} {}", system.fixed_text(), user.fixed_text());
+    content_stems(&fixed).into_iter().collect()
+}
+
 impl LlmGenerator {
     pub fn new(model: Arc<dyn ChatModel>, config: LlmGeneratorConfig) -> Self {
+        let system = PromptTemplate::new("prompts/generate.system.md", SYSTEM_PROMPT);
+        let user = PromptTemplate::new("prompts/generate.user.md", USER_PROMPT);
         Self {
             model,
             config,
-            system: PromptTemplate::new("prompts/generate.system.md", SYSTEM_PROMPT),
-            user: PromptTemplate::new("prompts/generate.user.md", USER_PROMPT),
+            prompt_terms: template_terms(&system, &user),
+            system,
+            user,
             fallback: ExtractiveGenerator::default(),
         }
     }
 
     /// Replaces the prompt templates (same placeholders as `prompts/generate.*.md`).
     pub fn with_prompts(mut self, system: PromptTemplate, user: PromptTemplate) -> Self {
+        self.prompt_terms = template_terms(&system, &user);
         self.system = system;
         self.user = user;
         self
@@ -182,8 +194,6 @@ impl LlmGenerator {
     /// Sentences that only repeat the prompt's own words (a small model copying the citation
     /// example): every content word is in the templates, and some is in no shown passage.
     fn prompt_echoes(&self, assembled: &Assembled, request: &GenerationRequest) -> Vec<usize> {
-        let fixed = format!("{} {}", self.system.fixed_text(), self.user.fixed_text());
-        let prompt: HashSet<String> = content_stems(&fixed).into_iter().collect();
         let passages: HashSet<String> = request
             .passages
             .iter()
@@ -197,7 +207,7 @@ impl LlmGenerator {
             .filter(|(_, s)| {
                 let terms = content_stems(&s.text);
                 terms.len() >= 2
-                    && terms.iter().all(|t| prompt.contains(t))
+                    && terms.iter().all(|t| self.prompt_terms.contains(t))
                     && terms.iter().any(|t| !passages.contains(t))
             })
             .map(|(i, _)| i)
@@ -487,8 +497,8 @@ mod tests {
     use crate::pipeline::generate::{ContextTurn, GeneratedSentence, WordLimit};
     use crate::pipeline::Passage;
 
-    #[test]
-    fn prompt_numbers_the_shown_passages_and_fills_every_placeholder() {
+    /// A generator whose endpoint is never called (the tests inspect prompts and answers).
+    fn offline_generator(config: LlmGeneratorConfig) -> LlmGenerator {
         let client = OpenAiClient::new(
             "http://127.0.0.1:9/v1",
             "m",
@@ -496,13 +506,18 @@ mod tests {
             std::time::Duration::from_secs(1),
         )
         .unwrap();
+        LlmGenerator::new(Arc::new(client), config)
+    }
+
+    #[test]
+    fn prompt_numbers_the_shown_passages_and_fills_every_placeholder() {
         let config = LlmGeneratorConfig {
             max_passages: 2,
             max_passage_words: 3,
             max_context_turns: 1,
             ..LlmGeneratorConfig::default()
         };
-        let g = LlmGenerator::new(Arc::new(client), config);
+        let g = offline_generator(config);
         let passages = (1..=3)
             .map(|i| Passage {
                 id: format!("p{i}"),
@@ -573,14 +588,7 @@ mod tests {
 
     #[test]
     fn a_copy_of_the_prompts_example_is_no_cited_answer() {
-        let client = OpenAiClient::new(
-            "http://127.0.0.1:9/v1",
-            "m",
-            None,
-            std::time::Duration::from_secs(1),
-        )
-        .unwrap();
-        let g = LlmGenerator::new(Arc::new(client), LlmGeneratorConfig::default());
+        let g = offline_generator(LlmGeneratorConfig::default());
         let passage = |text: &str| Passage {
             id: "p1".into(),
             text: text.into(),
