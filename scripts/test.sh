@@ -4,12 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/setup.sh
+# Runs a step and says how long it took, so a slow CI run shows where its time went.
+timed() {
+  local started=$SECONDS
+  "$@"
+  echo "test.sh: $* took $((SECONDS - started)) s" >&2
+}
+
+timed ./scripts/setup.sh
 # PgBouncer and HAProxy (Debian packages): tests/it/server/pgbouncer.rs and scripts/multinode-test.sh
 # run private instances of them.
-./scripts/multinode-test.sh --install
+timed ./scripts/multinode-test.sh --install
 # ONNX Runtime and the default reranking model into ./.convrag (the tests load the real model).
-CONVRAG_HOME="$PWD/.convrag" ./scripts/fetch-models.sh
+CONVRAG_HOME="$PWD/.convrag" timed ./scripts/fetch-models.sh
 CONVRAG_TEST_DATABASE_URL="$(./scripts/test-database.sh)"
 export CONVRAG_TEST_DATABASE_URL
 echo "test database server: $CONVRAG_TEST_DATABASE_URL"
@@ -21,36 +28,36 @@ export CONVRAG_TEST_LLM_URL
 trap './scripts/llm-server.sh stop >/dev/null 2>&1 || true' EXIT
 echo "test LLM server: $CONVRAG_TEST_LLM_URL"
 
-cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
-./scripts/check-lib-deps.sh
+timed cargo fmt --all -- --check
+timed cargo clippy --all-targets --locked -- -D warnings
+timed ./scripts/check-lib-deps.sh
 # No import cycle and no upward import between the library's files (ARCHITECTURE.md, Layers).
-./scripts/check-imports.sh
+timed ./scripts/check-imports.sh
 # The PostgreSQL manual (Debian's postgresql-doc-15, cached) for the answer-quality questions
 # (tests/it/pipeline/manual_questions.rs).
 CONVRAG_TEST_MANUAL_DIR="$(./scripts/fetch-manual.sh)"
 export CONVRAG_TEST_MANUAL_DIR
-cargo test --locked --no-fail-fast
+timed cargo test --locked --no-fail-fast
 # `convrag eval compare` p-values against SciPy (pinned, venv in ~/.cache/convrag) on DL19 and iKAT PTKB runs.
-./scripts/compare-scipy.sh
+timed ./scripts/compare-scipy.sh
 # The official openai and mcp Python clients against a real server (tests/clients).
-./scripts/client-tests.sh
+timed ./scripts/client-tests.sh
 # The API against its generated OpenAPI document: schemathesis, every check, stateful phase
 # included, 0 findings required (about 4 min; report in target/schemathesis/).
-./scripts/schemathesis.sh
+timed ./scripts/schemathesis.sh
 # Three servers behind HAProxy and PgBouncer, one killed under load; batch workers (about 3 min).
-./scripts/multinode-test.sh
+timed ./scripts/multinode-test.sh
 # /metrics through promtool, the alert rules and dashboard against the exported series, and a real
 # Prometheus scraping a real server (Debian's prometheus package, installed by the script).
-./scripts/metrics-test.sh
+timed ./scripts/metrics-test.sh
 # The chat page in a real browser against a real server, twice: with the real LLM, then with its
 # endpoint down (screenshots in target/ui-artifacts/llm-real/ and llm-down/).
-./scripts/ui-test.sh
+timed ./scripts/ui-test.sh
 # 60 turns at 8 concurrent with PostgreSQL stopped, the LLM killed and the server SIGKILLed
 # mid-run (a private cluster on its own port); every acknowledged turn stored, nothing else.
-./scripts/load-fault.sh --turns 60
+timed ./scripts/load-fault.sh --turns 60
 # Clients that never retry: no turn answered with an error is stored.
-./scripts/load-fault.sh --turns 60 --faults postgres --no-retry
+timed ./scripts/load-fault.sh --turns 60 --faults postgres --no-retry
 # A new user's first run: run.sh's set-up into an empty home, the printed sign-in link, the
 # default collection built in the background, a first cited answer (tests/ui/first-run.test.mjs).
-./scripts/first-run-test.sh
+timed ./scripts/first-run-test.sh

@@ -34,7 +34,8 @@ use convrag::pipeline::ptkb::{embedded_similarity, EmbeddedSimilarity, ModelSimi
 use convrag::pipeline::ptkb_calibrated::calibrated_feature_names;
 use convrag::rerank::QueryVectors;
 use convrag::tune::answers::{
-    answer_examples, default_grid, evaluate_answers, tune_stopping, AnswerExample, AnswerMeans,
+    add_sentence_meaning, answer_examples, default_grid, default_meaning_weights, evaluate_answers,
+    tune_meaning, tune_stopping, AnswerExample, AnswerMeans,
 };
 use convrag::tune::ptkb_selection::{
     model_probabilities, selection_figures, selection_turns, small_ptkb_turns, tune_prior_shift,
@@ -87,6 +88,13 @@ pub struct TuneExtractiveArgs {
     /// Also write the figures as JSON here.
     #[arg(long)]
     pub report_json: Option<PathBuf>,
+    /// Also choose how much a reader's answer weighs a sentence's closeness in meaning to the
+    /// question (`READER_MEANING_WEIGHT`), by the installed bi-encoder (scripts/fetch-models.sh).
+    #[arg(long)]
+    pub meaning: bool,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -175,7 +183,7 @@ pub fn run(config: &Config, args: TuneArgs) -> anyhow::Result<()> {
         TuneCommand::Rewrite(a) => run_rewrite(a),
         TuneCommand::Ptkb(a) => run_ptkb(config, a),
         TuneCommand::PtkbSelection(a) => run_ptkb_selection(config, a),
-        TuneCommand::Extractive(a) => run_extractive(a),
+        TuneCommand::Extractive(a) => run_extractive(config, a),
     }
 }
 
@@ -646,7 +654,7 @@ fn answer_row(name: &str, m: &AnswerMeans) -> String {
     )
 }
 
-fn run_extractive(args: TuneExtractiveArgs) -> anyhow::Result<()> {
+fn run_extractive(config: &Config, args: TuneExtractiveArgs) -> anyhow::Result<()> {
     let mut train = Vec::new();
     for spec in &args.train {
         train.extend(answer_set(spec)?);
@@ -703,6 +711,11 @@ fn run_extractive(args: TuneExtractiveArgs) -> anyhow::Result<()> {
         println!("{}", answer_row("chosen", &stop));
         held_out.push(serde_json::json!({"set": spec, "fill": fill, "stopping": stop}));
     }
+    let meaning = if args.meaning {
+        Some(run_meaning(config, &args, train, &base)?)
+    } else {
+        None
+    };
     if let Some(path) = &args.output {
         let mut json = serde_json::to_string_pretty(&tuning.rule)?;
         json.push('\n');
@@ -710,11 +723,61 @@ fn run_extractive(args: TuneExtractiveArgs) -> anyhow::Result<()> {
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &args.report_json {
-        let report =
-            serde_json::json!({"train": args.train, "tuning": tuning, "held_out": held_out});
+        let report = serde_json::json!({"train": args.train, "tuning": tuning,
+            "held_out": held_out, "meaning": meaning});
         write_atomic(path, serde_json::to_string_pretty(&report)?.as_bytes())?;
     }
     Ok(())
+}
+
+/// `--meaning`: the reader's meaning weight chosen on `train`, and each `--report` set answered
+/// with it and without meaning.
+fn run_meaning(
+    config: &Config,
+    args: &TuneExtractiveArgs,
+    mut train: Vec<AnswerExample>,
+    base: &ExtractiveConfig,
+) -> anyhow::Result<serde_json::Value> {
+    let model = convrag::rerank::load_default(config)
+        .context("--meaning: no reranking model could be loaded (scripts/fetch-models.sh)")?;
+    let vectors = QueryVectors::new(model.clone());
+    let with_meaning = |examples: &mut [AnswerExample]| {
+        let bar = Bar::items("turns", args.quiet).shared();
+        add_sentence_meaning(examples, base, model.as_ref(), &vectors, &bar)
+    };
+    with_meaning(&mut train)?;
+    let tuning = tune_meaning(&train, base, args.folds, &default_meaning_weights())?;
+    println!(
+        "reader's answers (context kept, filling the limit): meaning weight {:.1} chosen by cross-validated ROUGE-1 F1",
+        tuning.weight
+    );
+    for (weight, m) in &tuning.grid {
+        println!(
+            "{}",
+            answer_row(&format!("all train, meaning {weight:.1}"), m)
+        );
+    }
+    println!("{}", answer_row("meaning (cross-validated)", &tuning.cv));
+    let mut held_out = Vec::new();
+    for spec in &args.report {
+        let mut examples = answer_set(spec)?;
+        with_meaning(&mut examples)?;
+        let reader = |meaning_weight: f64| ExtractiveConfig {
+            keep_context: true,
+            meaning_weight,
+            ..base.clone()
+        };
+        let without = evaluate_answers(&examples, &reader(0.0), None)?;
+        let with = evaluate_answers(&examples, &reader(tuning.weight), None)?;
+        println!("held out {spec}, reader's answers:");
+        println!("{}", answer_row("without meaning", &without));
+        println!(
+            "{}",
+            answer_row(&format!("meaning {:.1}", tuning.weight), &with)
+        );
+        held_out.push(serde_json::json!({"set": spec, "without": without, "with": with}));
+    }
+    Ok(serde_json::json!({"tuning": tuning, "held_out": held_out}))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 pub mod context;
 pub mod generate;
 pub mod learned;
+pub mod meaning;
 pub mod ptkb;
 pub mod ptkb_calibrated;
 pub mod query;

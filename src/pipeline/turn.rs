@@ -18,6 +18,7 @@ use super::generate::{
     ContextTurn, ExtractiveGenerator, Generation, GenerationEvent, GenerationRequest, Generator,
     Sampling, WordLimit,
 };
+use super::meaning::sentence_meaning;
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -515,13 +516,13 @@ impl TurnPipeline {
             let source = source.ok_or_else(|| {
                 SettingError::invalid(SettingField::Collection, "retrieval needs a collection")
             })?;
-            self.rank_passages(source, settings, vectors, &mut output, &mut timings)
+            self.rank_passages(source, settings, vectors.clone(), &mut output, &mut timings)
                 .await?;
             on_event(TurnEvent::Passages(&output.passages));
             if settings.generate {
                 let t = Instant::now();
                 let generation = self
-                    .generate(&ctx, &output, settings, &mut |e| {
+                    .generate(&ctx, &output, settings, vectors, &mut |e| {
                         on_event(TurnEvent::Generation(e))
                     })
                     .instrument(stage_span("generate"))
@@ -642,16 +643,9 @@ impl TurnPipeline {
             Some(model) if !candidates.is_empty() => {
                 let t = Instant::now();
                 output.reranker = Some(model.model_id());
-                let mut rerank_query = output.rewrite.text.clone();
-                if settings.ptkb_in_rerank_query {
-                    for s in output.ptkb.selected() {
-                        rerank_query.push(' ');
-                        rerank_query.push_str(&s.text);
-                    }
-                }
                 let reranked = rerank_fused(
                     model,
-                    rerank_query,
+                    rerank_query(output, settings),
                     candidates,
                     collection,
                     settings.fusion,
@@ -747,6 +741,7 @@ impl TurnPipeline {
         ctx: &ConversationContext,
         output: &TurnOutput,
         settings: &TurnSettings,
+        vectors: Option<Arc<QueryVectors>>,
         on_event: &mut (dyn FnMut(GenerationEvent) + Send),
     ) -> Result<Generation> {
         let generator = self.generator(settings.generator).ok_or_else(|| {
@@ -755,7 +750,7 @@ impl TurnPipeline {
                 "no LLM endpoint is configured (llm.base_url)",
             )
         })?;
-        let request = GenerationRequest {
+        let mut request = GenerationRequest {
             query: output.rewrite.text.clone(),
             context: ctx
                 .history
@@ -781,9 +776,37 @@ impl TurnPipeline {
             keep_context: settings.keep_context,
             sampling: settings.sampling.clone(),
             instructions: ctx.instructions.clone(),
+            sentence_meaning: None,
         };
+        let sentences = generator.sentences_to_weigh(&request);
+        // Only with the reranker's own query vector: the sentences are all that is encoded.
+        if let (Some(model), Some(vectors), false) = (
+            self.reranker.clone().filter(|_| settings.rerank),
+            vectors,
+            sentences.is_empty(),
+        ) {
+            let query = rerank_query(output, settings);
+            request.sentence_meaning = tokio::task::spawn_blocking(move || {
+                sentence_meaning(model.as_ref(), &vectors, &query, sentences)
+            })
+            .await
+            .map_err(join_error)??;
+        }
         Ok(generator.generate_streaming(&request, on_event).await?)
     }
+}
+
+/// The reranker's query: the rewrite, then the selected statements as written when the
+/// settings ask for them.
+fn rerank_query(output: &TurnOutput, settings: &TurnSettings) -> String {
+    let mut query = output.rewrite.text.clone();
+    if settings.ptkb_in_rerank_query {
+        for s in output.ptkb.selected() {
+            query.push(' ');
+            query.push_str(&s.text);
+        }
+    }
+    query
 }
 
 /// First-stage candidates to retrieve for `depth`: hybrid retrieval that is reranked takes as

@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::folds::topic_folds;
@@ -20,9 +21,12 @@ use crate::eval::rouge::rouge1;
 use crate::formats::ikat::IkatTopic;
 use crate::pipeline::generate::stopping::StopRule;
 use crate::pipeline::generate::{
-    ContextTurn, ExtractiveConfig, ExtractiveGenerator, GenerationRequest, WordLimit,
+    ContextTurn, ExtractiveConfig, ExtractiveGenerator, GenerationRequest, Generator, WordLimit,
 };
+use crate::pipeline::meaning::sentence_meaning;
 use crate::pipeline::{Passage, PipelineError, Result};
+use crate::progress::SharedProgress;
+use crate::rerank::{QueryVectors, Reranker};
 use crate::text::sentences::split_sentences;
 use crate::text::terms::terms;
 
@@ -259,6 +263,66 @@ pub struct StopTuning {
     pub grid: Vec<(GridPoint, AnswerMeans)>,
 }
 
+/// The point (a row of `scores`, among `allowed`) with the best mean ROUGE-1 F1 over the
+/// examples `members` holds; the first among equals (the grids list the point that changes
+/// least first: the lowest threshold, no meaning).
+fn best_point(
+    scores: &[Vec<AnswerScore>],
+    members: &dyn Fn(usize) -> bool,
+    allowed: &dyn Fn(usize) -> bool,
+) -> usize {
+    let f1 = |g: usize| {
+        let s: Vec<f64> = (0..scores[g].len())
+            .filter(|&e| members(e))
+            .map(|e| scores[g][e].rouge_f1)
+            .collect();
+        s.iter().sum::<f64>() / s.len().max(1) as f64
+    };
+    (0..scores.len())
+        .filter(|&g| allowed(g))
+        .fold(None, |best: Option<usize>, g| match best {
+            Some(b) if f1(g) <= f1(b) => Some(b),
+            _ => Some(g),
+        })
+        .unwrap_or(0)
+}
+
+/// Each fold's examples answered with the point (among `allowed`) best on the other folds.
+fn cross_validated(
+    scores: &[Vec<AnswerScore>],
+    fold_of: &[usize],
+    folds: usize,
+    allowed: &dyn Fn(usize) -> bool,
+) -> AnswerMeans {
+    let mut held_out = vec![AnswerScore::default(); fold_of.len()];
+    for f in 0..folds.max(1) {
+        let g = best_point(scores, &|e| fold_of[e] != f, allowed);
+        for e in (0..fold_of.len()).filter(|&e| fold_of[e] == f) {
+            held_out[e] = scores[g][e];
+        }
+    }
+    means(&held_out)
+}
+
+/// `scores[g][e]`: example `e` answered with `configs[g]` (generation is deterministic, so the
+/// configurations are answered on every core).
+fn score_grid(
+    examples: &[AnswerExample],
+    configs: &[ExtractiveConfig],
+) -> Result<Vec<Vec<AnswerScore>>> {
+    configs
+        .par_iter()
+        .map(|config| {
+            let generator = ExtractiveGenerator::new(config.clone());
+            examples.iter().map(|e| score(e, &generator)).collect()
+        })
+        .collect()
+}
+
+fn no_examples() -> PipelineError {
+    PipelineError::Input("no training turn with a response and its passages".into())
+}
+
 /// Chooses the grid point maximizing mean ROUGE-1 F1, by topic-level cross-validation on
 /// `examples`, then on all of them for the committed rule.
 pub fn tune_stopping(
@@ -268,53 +332,20 @@ pub fn tune_stopping(
     grid: &[GridPoint],
 ) -> Result<StopTuning> {
     if examples.is_empty() || grid.is_empty() {
-        return Err(PipelineError::Input(
-            "no training turn with a response and its passages".into(),
-        ));
+        return Err(no_examples());
     }
-    // scores[g][e]: example e answered with grid point g (generation is deterministic).
-    let scores: Vec<Vec<AnswerScore>> = grid
+    let configs: Vec<ExtractiveConfig> = grid
         .iter()
-        .map(|point| {
-            let generator = ExtractiveGenerator::new(ExtractiveConfig {
-                min_marginal: point.min_marginal,
-                keep_context: point.keep_context,
-                ..base.clone()
-            });
-            examples.iter().map(|e| score(e, &generator)).collect()
+        .map(|point| ExtractiveConfig {
+            min_marginal: point.min_marginal,
+            keep_context: point.keep_context,
+            ..base.clone()
         })
-        .collect::<Result<_>>()?;
-    // The best point among `allowed` on the examples `members` holds.
-    let best_on = |members: &dyn Fn(usize) -> bool, allowed: &dyn Fn(&GridPoint) -> bool| {
-        let f1 = |g: usize| {
-            let s: Vec<f64> = (0..examples.len())
-                .filter(|&e| members(e))
-                .map(|e| scores[g][e].rouge_f1)
-                .collect();
-            s.iter().sum::<f64>() / s.len().max(1) as f64
-        };
-        // The first (lowest) threshold among equals: stop no earlier than the data asks.
-        (0..grid.len())
-            .filter(|&g| allowed(&grid[g]))
-            .fold(None, |best: Option<usize>, g| match best {
-                Some(b) if f1(g) <= f1(b) => Some(b),
-                _ => Some(g),
-            })
-            .unwrap_or(0)
-    };
+        .collect();
+    let scores = score_grid(examples, &configs)?;
     let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
     let fold_of = topic_folds(&conversations, folds);
-    let cross_validate = |allowed: &dyn Fn(&GridPoint) -> bool| {
-        let mut held_out = vec![AnswerScore::default(); examples.len()];
-        for f in 0..folds.max(1) {
-            let g = best_on(&|e| fold_of[e] != f, allowed);
-            for e in (0..examples.len()).filter(|&e| fold_of[e] == f) {
-                held_out[e] = scores[g][e];
-            }
-        }
-        means(&held_out)
-    };
-    let chosen = grid[best_on(&|_| true, &|_| true)];
+    let chosen = grid[best_point(&scores, &|_| true, &|_| true)];
     let fill = grid
         .iter()
         .position(|p| p.min_marginal.is_none() && !p.keep_context);
@@ -326,10 +357,91 @@ pub fn tune_stopping(
             training_turns: examples.len(),
         },
         folds,
-        cv: cross_validate(&|_| true),
-        cv_alone: cross_validate(&|p| !p.keep_context),
+        cv: cross_validated(&scores, &fold_of, folds, &|_| true),
+        cv_alone: cross_validated(&scores, &fold_of, folds, &|g| !grid[g].keep_context),
         fill: fill.map(|g| means(&scores[g])).unwrap_or_default(),
         grid: grid.iter().copied().zip(scores.iter().map(means)).collect(),
+    })
+}
+
+/// Gives each example's request its candidate sentences' closeness in meaning to its query
+/// (as a turn computes it, [`sentence_meaning`]), one example after the other on `progress`.
+pub fn add_sentence_meaning(
+    examples: &mut [AnswerExample],
+    base: &ExtractiveConfig,
+    model: &dyn Reranker,
+    vectors: &QueryVectors,
+    progress: &SharedProgress,
+) -> Result<()> {
+    // Any positive weight: which sentences a reader's answer weighs does not depend on it.
+    let reader = ExtractiveGenerator::new(ExtractiveConfig {
+        keep_context: true,
+        meaning_weight: 1.0,
+        ..base.clone()
+    });
+    progress.set_length(examples.len() as u64);
+    for example in examples.iter_mut() {
+        let mut request = example.request.clone();
+        request.keep_context = None;
+        let sentences = reader.sentences_to_weigh(&request);
+        example.request.sentence_meaning =
+            sentence_meaning(model, vectors, &example.request.query, sentences)?;
+        progress.inc(1);
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// The meaning weights tried for a reader's answers, none first.
+pub fn default_meaning_weights() -> Vec<f64> {
+    (0..=9).map(|i| f64::from(i) * 0.1).collect()
+}
+
+/// What [`tune_meaning`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeaningTuning {
+    /// Chosen on all the examples.
+    pub weight: f64,
+    pub folds: usize,
+    /// Each held-out fold answered with the weight chosen on the other folds.
+    pub cv: AnswerMeans,
+    /// Every weight on all the examples.
+    pub grid: Vec<(f64, AnswerMeans)>,
+}
+
+/// Chooses [`ExtractiveConfig::meaning_weight`] for a reader's answers (context kept, filling
+/// the limit, as the chat answers) maximizing mean ROUGE-1 F1, by topic-level cross-validation
+/// on `examples`, whose requests carry their sentences' meaning.
+pub fn tune_meaning(
+    examples: &[AnswerExample],
+    base: &ExtractiveConfig,
+    folds: usize,
+    weights: &[f64],
+) -> Result<MeaningTuning> {
+    if examples.is_empty() || weights.is_empty() {
+        return Err(no_examples());
+    }
+    let configs: Vec<ExtractiveConfig> = weights
+        .iter()
+        .map(|&meaning_weight| ExtractiveConfig {
+            keep_context: true,
+            min_marginal: None,
+            meaning_weight,
+            ..base.clone()
+        })
+        .collect();
+    let scores = score_grid(examples, &configs)?;
+    let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
+    let fold_of = topic_folds(&conversations, folds);
+    Ok(MeaningTuning {
+        weight: weights[best_point(&scores, &|_| true, &|_| true)],
+        folds,
+        cv: cross_validated(&scores, &fold_of, folds, &|_| true),
+        grid: weights
+            .iter()
+            .copied()
+            .zip(scores.iter().map(means))
+            .collect(),
     })
 }
 

@@ -64,6 +64,10 @@ pub struct ExtractiveConfig {
     /// `:`) comes with the code block after it, or is left out when none follows. A request's
     /// `keep_context` overrides it.
     pub keep_context: bool,
+    /// For a reader's answer with [`GenerationRequest::sentence_meaning`]: the share of a
+    /// sentence's lexical relevance given to its closeness in meaning to the query (over the
+    /// closest candidate's), so "adds a new publication" can answer "publish".
+    pub meaning_weight: f64,
     pub k1: f64,
     pub b: f64,
 }
@@ -82,6 +86,7 @@ impl Default for ExtractiveConfig {
             min_lexical: 0.15,
             min_marginal: super::stopping::StopRule::committed().min_marginal,
             keep_context: super::stopping::StopRule::committed().keep_context,
+            meaning_weight: READER_MEANING_WEIGHT,
             k1: 1.2,
             b: 0.75,
         }
@@ -118,7 +123,14 @@ struct Candidate {
     /// For a reader, the IDF-weighted share of the query's terms that its code (its code spans
     /// and the code block after it) holds.
     code_match: f64,
+    /// For a reader, its closeness in meaning to the query over the closest candidate's (see
+    /// [`GenerationRequest::sentence_meaning`]); `None` without it.
+    meaning: Option<f64>,
 }
+
+/// [`ExtractiveConfig::meaning_weight`] of the chat: chosen by topic-level cross-validation on
+/// iKAT 2023 train in the chat's mode (BENCHMARKS.md, "Sentences by meaning").
+pub const READER_MEANING_WEIGHT: f64 = 0.5;
 
 /// Relevance added, in answers for a reader, to a sentence that shows code in a code span.
 const READER_CODE_SPAN_BONUS: f64 = 0.15;
@@ -274,9 +286,15 @@ impl ExtractiveGenerator {
         }
         // Only sentences sharing enough with the query, unless none does (then the best-ranked
         // passages' leading sentences are the best we have).
+        let max_lexical = candidates
+            .iter()
+            .filter(|c| c.scored)
+            .map(|c| self.lexical(c, c.bm25, max_bm25))
+            .fold(0.0, f64::max);
         for c in candidates.iter_mut() {
+            let lexical = self.lexical(c, c.bm25, max_bm25);
             c.selectable = c.scored
-                && (max_bm25 <= 0.0 || (c.bm25 > 0.0 && c.bm25 >= cfg.min_lexical * max_bm25))
+                && (max_lexical <= 0.0 || (lexical > 0.0 && lexical >= cfg.min_lexical * max_lexical))
                 // A reader gets the point, not the passage's asides.
                 && !(reading && is_aside(&c.text));
         }
@@ -382,6 +400,11 @@ impl ExtractiveGenerator {
                 limit: Some(limit),
                 candidates: Some(n_candidates),
                 duplicates_merged: Some(duplicates),
+                weighed_by_meaning: request
+                    .sentence_meaning
+                    .as_ref()
+                    .filter(|_| reading && cfg.meaning_weight > 0.0)
+                    .map(|m| m.len()),
                 ..Diagnostics::default()
             },
         })
@@ -520,6 +543,9 @@ impl ExtractiveGenerator {
         }
         if reading {
             match_code(candidates, &query, &idf);
+            if let Some(meaning) = &request.sentence_meaning {
+                add_meaning(candidates, meaning);
+            }
         }
         let max_bm25 = candidates.iter().map(|c| c.bm25).fold(0.0, f64::max);
         for c in candidates.iter_mut().filter(|c| c.scored) {
@@ -528,10 +554,23 @@ impl ExtractiveGenerator {
         max_bm25
     }
 
+    /// How well `c` matches the query when its BM25 is `bm25` (the best candidate's is
+    /// `max_bm25`): by its words, and by its meaning when it has one.
+    fn lexical(&self, c: &Candidate, bm25: f64, max_bm25: f64) -> f64 {
+        let words = if max_bm25 > 0.0 { bm25 / max_bm25 } else { 0.0 };
+        match c.meaning {
+            Some(meaning) => {
+                let w = self.config.meaning_weight;
+                (1.0 - w) * words + w * meaning
+            }
+            None => words,
+        }
+    }
+
     /// Relevance of `c` when its lexical match is `bm25` (the best candidate's is `max_bm25`).
     fn relevance(&self, c: &Candidate, bm25: f64, max_bm25: f64) -> f64 {
         let cfg = &self.config;
-        let lexical = if max_bm25 > 0.0 { bm25 / max_bm25 } else { 0.0 };
+        let lexical = self.lexical(c, bm25, max_bm25);
         (1.0 - cfg.rank_weight) * lexical
             + cfg.rank_weight / (1.0 + c.passage as f64).sqrt()
             + cfg.lead_bonus / (1.0 + c.position as f64)
@@ -589,10 +628,28 @@ impl ExtractiveGenerator {
                     code_after: false,
                     row,
                     code_match: 0.0,
+                    meaning: None,
                 });
             }
         }
         out
+    }
+}
+
+/// Each scored candidate's closeness in meaning to the query over the closest one's (a sentence
+/// the map does not hold, or one farther than unrelated, counts 0).
+fn add_meaning(candidates: &mut [Candidate], meaning: &super::SentenceMeaning) {
+    let of = |c: &Candidate| f64::from(meaning.get(&c.text).copied().unwrap_or(0.0)).max(0.0);
+    let closest = candidates
+        .iter()
+        .filter(|c| c.scored)
+        .map(of)
+        .fold(0.0, f64::max);
+    if closest <= 0.0 {
+        return;
+    }
+    for c in candidates.iter_mut().filter(|c| c.scored) {
+        c.meaning = Some(of(c) / closest);
     }
 }
 
@@ -707,6 +764,19 @@ fn cosine(a: &HashMap<String, f64>, b: &HashMap<String, f64>) -> f64 {
 }
 
 impl Generator for ExtractiveGenerator {
+    /// A reader's candidate sentences, in passage order, when meaning has a share.
+    fn sentences_to_weigh(&self, request: &GenerationRequest) -> Vec<String> {
+        let reading = request.keep_context.unwrap_or(self.config.keep_context);
+        if !reading || self.config.meaning_weight <= 0.0 {
+            return Vec::new();
+        }
+        self.candidates(request, request.limit, true)
+            .into_iter()
+            .filter(|c| c.scored)
+            .map(|c| c.text)
+            .collect()
+    }
+
     fn id(&self) -> GeneratorId {
         GeneratorId::Extractive
     }
@@ -1143,5 +1213,45 @@ mod tests {
         let some = with(Some(0.3));
         assert!(!some.sentences.is_empty());
         assert!(some.sentences.len() <= fill.sentences.len());
+    }
+
+    #[test]
+    fn a_readers_answer_weighs_meaning_when_it_has_a_share() {
+        // Made up: the sentence that answers shares no word with the question.
+        let question = "How do I share my pictures with my relatives?";
+        let answers = "The invite command sends an album to everyone you name.";
+        let aside = "Pictures of relatives are kept in the archive folder by year.";
+        let p = passage("guide", &format!("{aside} {answers}"));
+        let limit = WordLimit {
+            max_words: 14,
+            measure: WordMeasure::Ikat,
+        };
+        let mut req = GenerationRequest::new(question, vec![p], limit);
+        let weighing = |meaning_weight| {
+            ExtractiveGenerator::new(ExtractiveConfig {
+                meaning_weight,
+                ..reader().config
+            })
+        };
+        assert_eq!(
+            weighing(0.7).sentences_to_weigh(&req),
+            vec![aside.to_string(), answers.to_string()]
+        );
+        assert!(weighing(0.0).sentences_to_weigh(&req).is_empty());
+        req.sentence_meaning = Some(
+            [(answers.to_string(), 0.62), (aside.to_string(), 0.21)]
+                .into_iter()
+                .collect(),
+        );
+        let text = |g: ExtractiveGenerator, req: &GenerationRequest| {
+            g.generate_sync(req).unwrap().response_text()
+        };
+        assert_eq!(text(weighing(0.0), &req), aside, "words alone");
+        let out = weighing(0.7).generate_sync(&req).unwrap();
+        assert_eq!(out.response_text(), answers, "meaning");
+        assert_eq!(out.diagnostics.weighed_by_meaning, Some(2));
+        // Without the map, the weight changes nothing.
+        req.sentence_meaning = None;
+        assert_eq!(text(weighing(0.7), &req), aside);
     }
 }

@@ -15,7 +15,7 @@ pub mod stopping;
 mod table_rows;
 
 pub use assemble::SentenceAssembler;
-pub use extractive::{ExtractiveConfig, ExtractiveGenerator};
+pub use extractive::{ExtractiveConfig, ExtractiveGenerator, READER_MEANING_WEIGHT};
 pub use llm::{LlmGenerator, LlmGeneratorConfig};
 pub use prompt::PromptTemplate;
 
@@ -153,7 +153,15 @@ pub struct GenerationRequest {
     /// selects sentences and cannot follow them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// For a reader's answer: how close each candidate sentence is in meaning to the query (the
+    /// cosine of their bi-encoder vectors), by sentence text; the extractive generator blends it
+    /// into a sentence's lexical relevance ([`ExtractiveConfig::meaning_weight`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentence_meaning: Option<SentenceMeaning>,
 }
+
+/// Cosine of each sentence's vector with the query's, by sentence text.
+pub type SentenceMeaning = std::collections::BTreeMap<String, f32>;
 
 impl GenerationRequest {
     pub fn new(query: impl Into<String>, passages: Vec<Passage>, limit: WordLimit) -> Self {
@@ -165,6 +173,7 @@ impl GenerationRequest {
             keep_context: None,
             sampling: Sampling::default(),
             instructions: None,
+            sentence_meaning: None,
         }
     }
 
@@ -292,6 +301,10 @@ pub struct Diagnostics {
     /// Extractive: candidate sentences considered, and near-duplicates merged into a citation.
     pub candidates: Option<usize>,
     pub duplicates_merged: Option<usize>,
+    /// Extractive, for a reader: the distinct candidate sentences whose closeness in meaning to
+    /// the query was weighed ([`GenerationRequest::sentence_meaning`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighed_by_meaning: Option<usize>,
 }
 
 /// Which generator wrote a response. Stored and sent as `extractive` or `llm:<model>`.
@@ -399,6 +412,12 @@ pub trait Generator: Send + Sync {
     fn id(&self) -> GeneratorId;
 
     fn generate<'a>(&'a self, request: &'a GenerationRequest) -> BoxFuture<'a, Result<Generation>>;
+
+    /// The sentences whose closeness in meaning to the query this generator would weigh for
+    /// `request` ([`GenerationRequest::sentence_meaning`]); none when it would not.
+    fn sentences_to_weigh(&self, _request: &GenerationRequest) -> Vec<String> {
+        Vec::new()
+    }
 
     /// As [`Generator::generate`], reporting sentences as they are produced. The returned
     /// generation always equals what the events described (after the last `Restart`).

@@ -479,7 +479,15 @@ async fn a_turn_encodes_each_query_text_once() {
             rerank_query.push_str(s);
         }
         texts.insert(rerank_query);
-        // Each once; no passage encoded (their vectors are computed).
+        // A reader's answer weighs its candidate sentences' meaning against the reranker's
+        // query vector: each distinct sentence is encoded once, and nothing else.
+        let sentences = turn["diagnostics"]["weighed_by_meaning"].as_u64();
+        if convrag::pipeline::generate::READER_MEANING_WEIGHT > 0.0 {
+            assert!(sentences.is_some_and(|n| n > 0), "{turn}");
+        } else {
+            assert_eq!(sentences, None, "{turn}");
+        }
+        // Each query text once; no passage encoded (their vectors are computed).
         assert_eq!(
             after.queries - before.queries,
             texts.len() as u64,
@@ -487,7 +495,7 @@ async fn a_turn_encodes_each_query_text_once() {
         );
         assert_eq!(
             after.sequences - before.sequences,
-            texts.len() as u64,
+            texts.len() as u64 + sentences.unwrap_or(0),
             "{texts:?}\n{turn}"
         );
         utterances.push(utterance.to_string());
