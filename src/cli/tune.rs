@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
@@ -32,7 +33,7 @@ use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
 use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
 use convrag::pipeline::ptkb::{embedded_similarity, EmbeddedSimilarity, ModelSimilarity};
 use convrag::pipeline::ptkb_calibrated::calibrated_feature_names;
-use convrag::rerank::QueryVectors;
+use convrag::rerank::{QueryVectors, Reranker};
 use convrag::tune::answers::{
     add_sentence_meaning, answer_examples, default_grid, default_meaning_weights, evaluate_answers,
     tune_meaning, tune_stopping, AnswerExample, AnswerMeans,
@@ -655,6 +656,15 @@ fn answer_row(name: &str, m: &AnswerMeans) -> String {
 }
 
 fn run_extractive(config: &Config, args: TuneExtractiveArgs) -> anyhow::Result<()> {
+    // Before minutes of tuning: a missing model is said at once.
+    let meaning_model =
+        if args.meaning {
+            Some(convrag::rerank::load_default(config).context(
+                "--meaning: no reranking model could be loaded (scripts/fetch-models.sh)",
+            )?)
+        } else {
+            None
+        };
     let mut train = Vec::new();
     for spec in &args.train {
         train.extend(answer_set(spec)?);
@@ -711,10 +721,9 @@ fn run_extractive(config: &Config, args: TuneExtractiveArgs) -> anyhow::Result<(
         println!("{}", answer_row("chosen", &stop));
         held_out.push(serde_json::json!({"set": spec, "fill": fill, "stopping": stop}));
     }
-    let meaning = if args.meaning {
-        Some(run_meaning(config, &args, train, &base)?)
-    } else {
-        None
+    let meaning = match meaning_model {
+        Some(model) => Some(run_meaning(model, &args, train, &base)?),
+        None => None,
     };
     if let Some(path) = &args.output {
         let mut json = serde_json::to_string_pretty(&tuning.rule)?;
@@ -733,13 +742,11 @@ fn run_extractive(config: &Config, args: TuneExtractiveArgs) -> anyhow::Result<(
 /// `--meaning`: the reader's meaning weight chosen on `train`, and each `--report` set answered
 /// with it and without meaning.
 fn run_meaning(
-    config: &Config,
+    model: Arc<dyn Reranker>,
     args: &TuneExtractiveArgs,
     mut train: Vec<AnswerExample>,
     base: &ExtractiveConfig,
 ) -> anyhow::Result<serde_json::Value> {
-    let model = convrag::rerank::load_default(config)
-        .context("--meaning: no reranking model could be loaded (scripts/fetch-models.sh)")?;
     let vectors = QueryVectors::new(model.clone());
     let with_meaning = |examples: &mut [AnswerExample]| {
         let bar = Bar::items("turns", args.quiet).shared();

@@ -319,8 +319,20 @@ fn score_grid(
         .collect()
 }
 
-fn no_examples() -> PipelineError {
-    PipelineError::Input("no training turn with a response and its passages".into())
+/// [`score_grid`] of `configs` on `examples`, with each example's fold (by topic).
+fn scores_and_folds(
+    examples: &[AnswerExample],
+    configs: &[ExtractiveConfig],
+    folds: usize,
+) -> Result<(Vec<Vec<AnswerScore>>, Vec<usize>)> {
+    if examples.is_empty() || configs.is_empty() {
+        return Err(PipelineError::Input(
+            "no training turn with a response and its passages".into(),
+        ));
+    }
+    let scores = score_grid(examples, configs)?;
+    let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
+    Ok((scores, topic_folds(&conversations, folds)))
 }
 
 /// Chooses the grid point maximizing mean ROUGE-1 F1, by topic-level cross-validation on
@@ -331,9 +343,6 @@ pub fn tune_stopping(
     folds: usize,
     grid: &[GridPoint],
 ) -> Result<StopTuning> {
-    if examples.is_empty() || grid.is_empty() {
-        return Err(no_examples());
-    }
     let configs: Vec<ExtractiveConfig> = grid
         .iter()
         .map(|point| ExtractiveConfig {
@@ -342,9 +351,7 @@ pub fn tune_stopping(
             ..base.clone()
         })
         .collect();
-    let scores = score_grid(examples, &configs)?;
-    let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
-    let fold_of = topic_folds(&conversations, folds);
+    let (scores, fold_of) = scores_and_folds(examples, &configs, folds)?;
     let chosen = grid[best_point(&scores, &|_| true, &|_| true)];
     let fill = grid
         .iter()
@@ -381,9 +388,7 @@ pub fn add_sentence_meaning(
     });
     progress.set_length(examples.len() as u64);
     for example in examples.iter_mut() {
-        let mut request = example.request.clone();
-        request.keep_context = None;
-        let sentences = reader.sentences_to_weigh(&request);
+        let sentences = reader.sentences_to_weigh(&example.request);
         example.request.sentence_meaning =
             sentence_meaning(model, vectors, &example.request.query, sentences)?;
         progress.inc(1);
@@ -418,9 +423,6 @@ pub fn tune_meaning(
     folds: usize,
     weights: &[f64],
 ) -> Result<MeaningTuning> {
-    if examples.is_empty() || weights.is_empty() {
-        return Err(no_examples());
-    }
     let configs: Vec<ExtractiveConfig> = weights
         .iter()
         .map(|&meaning_weight| ExtractiveConfig {
@@ -430,9 +432,7 @@ pub fn tune_meaning(
             ..base.clone()
         })
         .collect();
-    let scores = score_grid(examples, &configs)?;
-    let conversations: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
-    let fold_of = topic_folds(&conversations, folds);
+    let (scores, fold_of) = scores_and_folds(examples, &configs, folds)?;
     Ok(MeaningTuning {
         weight: weights[best_point(&scores, &|_| true, &|_| true)],
         folds,

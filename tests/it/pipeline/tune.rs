@@ -69,6 +69,37 @@ fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
     assert!(!output.exists());
 }
 
+/// `tune extractive --meaning` with no model installed says so at once, before any tuning, and
+/// writes nothing.
+#[test]
+fn choosing_the_meaning_share_without_a_model_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("stop.json");
+    let topics = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let passages = crate::common::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
+    let r = Command::new(env!("CARGO_BIN_EXE_convrag"))
+        .env("CONVRAG_HOME", dir.path().join("empty-home"))
+        .args([
+            "tune",
+            "extractive",
+            "--meaning",
+            "--train",
+            &format!("{}={}", topics.display(), passages.display()),
+            "--output",
+            output.to_str().unwrap(),
+        ])
+        .output()
+        .expect("run convrag");
+    assert!(!r.status.success());
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("--meaning: no reranking model could be loaded"),
+        "{stderr}"
+    );
+    assert!(r.stdout.is_empty(), "tuned before refusing");
+    assert!(!output.exists());
+}
+
 /// The committed term selector of the rewriter (and its count of first-person PTKB words) is
 /// exactly what the documented command fits on iKAT 2023 train + CAsT 2019 + CAsT 2022
 /// (BENCHMARKS.md); CAsT 2022 is kept with the weights (`src/tune/training/`).
