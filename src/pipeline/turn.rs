@@ -18,7 +18,7 @@ use super::generate::{
     ContextTurn, ExtractiveGenerator, Generation, GenerationEvent, GenerationRequest, Generator,
     Sampling, WordLimit,
 };
-use super::meaning::sentence_meaning;
+use super::meaning::{sentence_cache_key, sentence_meaning};
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -516,13 +516,14 @@ impl TurnPipeline {
             let source = source.ok_or_else(|| {
                 SettingError::invalid(SettingField::Collection, "retrieval needs a collection")
             })?;
-            self.rank_passages(source, settings, vectors.clone(), &mut output, &mut timings)
+            let sentences_key = self
+                .rank_passages(source, settings, vectors.clone(), &mut output, &mut timings)
                 .await?;
             on_event(TurnEvent::Passages(&output.passages));
             if settings.generate {
                 let t = Instant::now();
                 let generation = self
-                    .generate(&ctx, &output, settings, vectors, &mut |e| {
+                    .generate(&ctx, &output, settings, vectors, sentences_key, &mut |e| {
                         on_event(TurnEvent::Generation(e))
                     })
                     .instrument(stage_span("generate"))
@@ -604,7 +605,8 @@ impl TurnPipeline {
         }
     }
 
-    /// Retrieval (or the given ranking), reranking when on, cut to `settings.passages`.
+    /// Retrieval (or the given ranking), reranking when on, cut to `settings.passages`;
+    /// returns the key their sentences' vectors are cached under, when they have a collection.
     async fn rank_passages(
         &self,
         source: PassageSource,
@@ -612,9 +614,11 @@ impl TurnPipeline {
         vectors: Option<Arc<QueryVectors>>,
         output: &mut TurnOutput,
         timings: &mut StageTimings,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
+        let sentences_key;
         let (collection, candidates) = match source {
             PassageSource::Collection(target) => {
+                sentences_key = Some(sentence_cache_key(&target.collection));
                 // The rewrite at weight 1, each selected statement's content words at
                 // `ptkb_query_weight`.
                 let query = output.query.weighted();
@@ -636,7 +640,10 @@ impl TurnPipeline {
             PassageSource::Given {
                 collection,
                 passages,
-            } => (collection, passages),
+            } => {
+                sentences_key = collection.as_deref().map(sentence_cache_key);
+                (collection, passages)
+            }
         };
         let model = self.reranker.clone().filter(|_| settings.rerank);
         let mut passages = match model {
@@ -660,7 +667,7 @@ impl TurnPipeline {
         };
         passages.truncate(settings.passages);
         output.passages = passages;
-        Ok(())
+        Ok(sentences_key)
     }
 
     /// The first stage's candidates for `query` by `target.retrieval`, best first (on the
@@ -742,6 +749,7 @@ impl TurnPipeline {
         output: &TurnOutput,
         settings: &TurnSettings,
         vectors: Option<Arc<QueryVectors>>,
+        sentences_key: Option<String>,
         on_event: &mut (dyn FnMut(GenerationEvent) + Send),
     ) -> Result<Generation> {
         let generator = self.generator(settings.generator).ok_or_else(|| {
@@ -779,6 +787,7 @@ impl TurnPipeline {
             sentence_meaning: None,
         };
         let sentences = generator.sentences_to_weigh(&request);
+        let mut encoded = None;
         // Only with the reranker's own query vector: the sentences are all that is encoded.
         if let (Some(model), Some(vectors), false) = (
             self.reranker.clone().filter(|_| settings.rerank),
@@ -786,13 +795,27 @@ impl TurnPipeline {
             sentences.is_empty(),
         ) {
             let query = rerank_query(output, settings);
-            request.sentence_meaning = tokio::task::spawn_blocking(move || {
-                sentence_meaning(model.as_ref(), &vectors, &query, sentences)
+            let weighed = tokio::task::spawn_blocking(move || {
+                sentence_meaning(
+                    model.as_ref(),
+                    &vectors,
+                    &query,
+                    sentences,
+                    sentences_key.as_deref(),
+                )
             })
             .await
             .map_err(join_error)??;
+            if let Some(weighed) = weighed {
+                request.sentence_meaning = Some(weighed.meaning);
+                encoded = Some(weighed.encoded);
+            }
         }
-        Ok(generator.generate_streaming(&request, on_event).await?)
+        let mut generation = generator.generate_streaming(&request, on_event).await?;
+        if encoded.is_some() {
+            generation.diagnostics.meaning_encoded = encoded;
+        }
+        Ok(generation)
     }
 }
 

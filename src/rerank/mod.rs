@@ -127,9 +127,17 @@ pub trait Reranker: Send + Sync {
         _query: &[f32],
         _passages: &[PassageRef<'_>],
         _collection: Option<&str>,
-    ) -> Result<Option<Vec<f32>>> {
+    ) -> Result<Option<EmbeddedScores>> {
         Ok(None)
     }
+}
+
+/// What [`Reranker::rerank_embedded`] scored: one score per passage, in order, and how many of
+/// the passages the model encoded (the others' vectors came from its cache).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddedScores {
+    pub scores: Vec<f32>,
+    pub encoded: usize,
 }
 
 /// Owned passage, for moving work onto a blocking thread.
@@ -172,8 +180,8 @@ pub async fn rerank_blocking_with(
         let collection = collection.as_deref();
         if let Some(vectors) = vectors.filter(|v| v.encodes_for(reranker.as_ref())) {
             if let Some(query) = vectors.get(&[query.as_str()])?.pop() {
-                if let Some(scores) = reranker.rerank_embedded(&query, &refs, collection)? {
-                    return Ok(scores);
+                if let Some(scored) = reranker.rerank_embedded(&query, &refs, collection)? {
+                    return Ok(scored.scores);
                 }
             }
         }

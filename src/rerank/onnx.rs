@@ -21,7 +21,7 @@ use tokenizers::{Encoding, PostProcessor, Tokenizer, TruncationDirection, Trunca
 
 use super::cache::EmbeddingCache;
 use super::manifest::{ModelKind, ModelManifest, Pooling};
-use super::{runtime, PassageRef, RerankError, Reranker, Result};
+use super::{runtime, EmbeddedScores, PassageRef, RerankError, Reranker, Result};
 
 /// Tunables of [`OnnxReranker`].
 #[derive(Debug, Clone)]
@@ -83,7 +83,12 @@ struct Counters {
 }
 
 /// A query's vector (when one was encoded) and passages' vectors, in order.
-type QueryAndPassages = (Option<Vec<f32>>, Vec<Arc<[f32]>>);
+struct QueryAndPassages {
+    query: Option<Vec<f32>>,
+    passages: Vec<Arc<[f32]>>,
+    /// Passages encoded now (not found in the cache).
+    encoded: usize,
+}
 
 /// A reranker backed by an ONNX model directory (see [`ModelManifest`]).
 pub struct OnnxReranker {
@@ -316,9 +321,13 @@ impl OnnxReranker {
         collection: Option<&str>,
     ) -> Result<Vec<f32>> {
         // Query and uncached passages go through the model together (one length-sorted plan).
-        let (query_vec, vectors) = self.passage_vectors(Some(query), passages, collection)?;
-        let query_vec = query_vec.unwrap_or_default();
-        Ok(vectors.iter().map(|v| cosine(&query_vec, v)).collect())
+        let vectors = self.passage_vectors(Some(query), passages, collection)?;
+        let query_vec = vectors.query.unwrap_or_default();
+        Ok(vectors
+            .passages
+            .iter()
+            .map(|v| cosine(&query_vec, v))
+            .collect())
     }
 
     /// The vectors of `passages` (cached for `collection`, else encoded and cached), with
@@ -345,7 +354,11 @@ impl OnnxReranker {
         texts.extend(query);
         texts.extend(missing.iter().map(|&i| passages[i].text));
         if texts.is_empty() {
-            return Ok((None, vectors.into_iter().flatten().collect()));
+            return Ok(QueryAndPassages {
+                query: None,
+                passages: vectors.into_iter().flatten().collect(),
+                encoded: 0,
+            });
         }
         if query.is_some() {
             self.counters.queries.fetch_add(1, Ordering::Relaxed);
@@ -364,7 +377,11 @@ impl OnnxReranker {
         for (&i, v) in missing.iter().zip(new_vectors) {
             vectors[i] = Some(Arc::from(v));
         }
-        Ok((query_vec, vectors.into_iter().flatten().collect()))
+        Ok(QueryAndPassages {
+            query: query_vec,
+            passages: vectors.into_iter().flatten().collect(),
+            encoded: missing.len(),
+        })
     }
 
     fn rerank_cross(&self, query: &str, passages: &[PassageRef<'_>]) -> Result<Vec<f32>> {
@@ -574,12 +591,15 @@ impl Reranker for OnnxReranker {
         query: &[f32],
         passages: &[PassageRef<'_>],
         collection: Option<&str>,
-    ) -> Result<Option<Vec<f32>>> {
+    ) -> Result<Option<EmbeddedScores>> {
         if self.manifest.kind != ModelKind::BiEncoder {
             return Ok(None);
         }
-        let (_, vectors) = self.passage_vectors(None, passages, collection)?;
-        Ok(Some(vectors.iter().map(|v| cosine(query, v)).collect()))
+        let vectors = self.passage_vectors(None, passages, collection)?;
+        Ok(Some(EmbeddedScores {
+            scores: vectors.passages.iter().map(|v| cosine(query, v)).collect(),
+            encoded: vectors.encoded,
+        }))
     }
 
     fn model_id(&self) -> String {

@@ -389,8 +389,10 @@ pub fn add_sentence_meaning(
     progress.set_length(examples.len() as u64);
     for example in examples.iter_mut() {
         let sentences = reader.sentences_to_weigh(&example.request);
+        // Uncached: tuning reads each example once.
         example.request.sentence_meaning =
-            sentence_meaning(model, vectors, &example.request.query, sentences)?;
+            sentence_meaning(model, vectors, &example.request.query, sentences, None)?
+                .map(|w| w.meaning);
         progress.inc(1);
     }
     progress.finish();

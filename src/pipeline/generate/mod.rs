@@ -305,6 +305,10 @@ pub struct Diagnostics {
     /// the query was weighed ([`GenerationRequest::sentence_meaning`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weighed_by_meaning: Option<usize>,
+    /// Of those, the sentences the model encoded for this turn; the others' vectors were
+    /// cached from an earlier turn over the same collection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning_encoded: Option<usize>,
 }
 
 /// Which generator wrote a response. Stored and sent as `extractive` or `llm:<model>`.

@@ -480,12 +480,26 @@ async fn a_turn_encodes_each_query_text_once() {
         }
         texts.insert(rerank_query);
         // A reader's answer weighs its candidate sentences' meaning against the reranker's
-        // query vector: each distinct sentence is encoded once, and nothing else.
-        let sentences = turn["diagnostics"]["weighed_by_meaning"].as_u64();
+        // query vector: each distinct sentence not cached by an earlier turn is encoded once,
+        // and nothing else.
+        let weighed = turn["diagnostics"]["weighed_by_meaning"].as_u64();
+        let sentences = turn["diagnostics"]["meaning_encoded"].as_u64();
         if convrag::pipeline::generate::READER_MEANING_WEIGHT > 0.0 {
-            assert!(sentences.is_some_and(|n| n > 0), "{turn}");
+            let (weighed, encoded) = (weighed.unwrap(), sentences.unwrap());
+            assert!(weighed > 0, "{turn}");
+            if utterances.is_empty() {
+                assert_eq!(
+                    encoded, weighed,
+                    "nothing cached before the first turn: {turn}"
+                );
+            } else {
+                assert!(
+                    encoded < weighed,
+                    "the first turn's sentences are cached: {turn}"
+                );
+            }
         } else {
-            assert_eq!(sentences, None, "{turn}");
+            assert_eq!((weighed, sentences), (None, None), "{turn}");
         }
         // Each query text once; no passage encoded (their vectors are computed).
         assert_eq!(
