@@ -354,6 +354,19 @@ pub enum PassageSource {
     },
 }
 
+impl PassageSource {
+    /// The key the vectors of these passages' sentences are cached under, when they come from
+    /// a collection.
+    fn sentence_cache_key(&self) -> Option<String> {
+        match self {
+            PassageSource::Collection(target) => Some(sentence_cache_key(&target.collection)),
+            PassageSource::Given { collection, .. } => {
+                collection.as_deref().map(sentence_cache_key)
+            }
+        }
+    }
+}
+
 /// A collection to retrieve from.
 #[derive(Clone)]
 pub struct RetrievalTarget {
@@ -516,8 +529,8 @@ impl TurnPipeline {
             let source = source.ok_or_else(|| {
                 SettingError::invalid(SettingField::Collection, "retrieval needs a collection")
             })?;
-            let sentences_key = self
-                .rank_passages(source, settings, vectors.clone(), &mut output, &mut timings)
+            let sentences_key = source.sentence_cache_key();
+            self.rank_passages(source, settings, vectors.clone(), &mut output, &mut timings)
                 .await?;
             on_event(TurnEvent::Passages(&output.passages));
             if settings.generate {
@@ -605,8 +618,7 @@ impl TurnPipeline {
         }
     }
 
-    /// Retrieval (or the given ranking), reranking when on, cut to `settings.passages`;
-    /// returns the key their sentences' vectors are cached under, when they have a collection.
+    /// Retrieval (or the given ranking), reranking when on, cut to `settings.passages`.
     async fn rank_passages(
         &self,
         source: PassageSource,
@@ -614,11 +626,9 @@ impl TurnPipeline {
         vectors: Option<Arc<QueryVectors>>,
         output: &mut TurnOutput,
         timings: &mut StageTimings,
-    ) -> Result<Option<String>> {
-        let sentences_key;
+    ) -> Result<()> {
         let (collection, candidates) = match source {
             PassageSource::Collection(target) => {
-                sentences_key = Some(sentence_cache_key(&target.collection));
                 // The rewrite at weight 1, each selected statement's content words at
                 // `ptkb_query_weight`.
                 let query = output.query.weighted();
@@ -640,10 +650,7 @@ impl TurnPipeline {
             PassageSource::Given {
                 collection,
                 passages,
-            } => {
-                sentences_key = collection.as_deref().map(sentence_cache_key);
-                (collection, passages)
-            }
+            } => (collection, passages),
         };
         let model = self.reranker.clone().filter(|_| settings.rerank);
         let mut passages = match model {
@@ -667,7 +674,7 @@ impl TurnPipeline {
         };
         passages.truncate(settings.passages);
         output.passages = passages;
-        Ok(sentences_key)
+        Ok(())
     }
 
     /// The first stage's candidates for `query` by `target.retrieval`, best first (on the
@@ -812,9 +819,7 @@ impl TurnPipeline {
             }
         }
         let mut generation = generator.generate_streaming(&request, on_event).await?;
-        if encoded.is_some() {
-            generation.diagnostics.meaning_encoded = encoded;
-        }
+        generation.diagnostics.meaning_encoded = encoded;
         Ok(generation)
     }
 }
