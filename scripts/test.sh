@@ -12,6 +12,11 @@ timed() {
 }
 
 timed ./scripts/setup.sh
+# The test LLM's install (on a new machine, building llama.cpp: minutes of C++) overlaps the
+# downloads and lint steps below; its log is replayed, and a failure reported, before it is used.
+llm_install_log="$(mktemp)"
+./scripts/llm-server.sh install >"$llm_install_log" 2>&1 &
+llm_install=$!
 # PgBouncer and HAProxy (Debian packages): tests/it/server/pgbouncer.rs and scripts/multinode-test.sh
 # run private instances of them.
 timed ./scripts/multinode-test.sh --install
@@ -21,18 +26,28 @@ CONVRAG_TEST_DATABASE_URL="$(./scripts/test-database.sh)"
 export CONVRAG_TEST_DATABASE_URL
 echo "test database server: $CONVRAG_TEST_DATABASE_URL"
 
-# A real OpenAI-compatible LLM on loopback (llama-cpp-python serving SmolLM2-135M-Instruct; the
-# wheel is built once and cached under ~/.cache/convrag/wheels).
-CONVRAG_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
-export CONVRAG_TEST_LLM_URL
-trap './scripts/llm-server.sh stop >/dev/null 2>&1 || true' EXIT
-echo "test LLM server: $CONVRAG_TEST_LLM_URL"
-
 timed cargo fmt --all -- --check
 timed cargo clippy --all-targets --locked -- -D warnings
 timed ./scripts/check-lib-deps.sh
 # No import cycle and no upward import between the library's files (ARCHITECTURE.md, Layers).
 timed ./scripts/check-imports.sh
+
+# A real OpenAI-compatible LLM on loopback (llama-cpp-python serving SmolLM2-135M-Instruct; the
+# wheel is built once and cached under ~/.cache/convrag/wheels).
+started=$SECONDS
+llm_install_status=0
+wait "$llm_install" || llm_install_status=$?
+cat "$llm_install_log" >&2
+rm -f "$llm_install_log"
+if [ "$llm_install_status" -ne 0 ]; then
+  echo "test.sh: scripts/llm-server.sh install failed (exit $llm_install_status)" >&2
+  exit 1
+fi
+echo "test.sh: waited $((SECONDS - started)) s for the LLM install" >&2
+CONVRAG_TEST_LLM_URL="$(./scripts/llm-server.sh start)"
+export CONVRAG_TEST_LLM_URL
+trap './scripts/llm-server.sh stop >/dev/null 2>&1 || true' EXIT
+echo "test LLM server: $CONVRAG_TEST_LLM_URL"
 # The PostgreSQL manual (Debian's postgresql-doc-15, cached) for the answer-quality questions
 # (tests/it/pipeline/manual_questions.rs).
 CONVRAG_TEST_MANUAL_DIR="$(./scripts/fetch-manual.sh)"

@@ -129,8 +129,9 @@ struct Candidate {
 }
 
 /// [`ExtractiveConfig::meaning_weight`] of the chat: chosen by topic-level cross-validation on
-/// iKAT 2023 train in the chat's mode (BENCHMARKS.md, "Sentences by meaning").
-pub const READER_MEANING_WEIGHT: f64 = 0.5;
+/// iKAT 2023 train in the chat's mode (BENCHMARKS.md, "Sentences by meaning", re-chosen in "A
+/// term's description with its term").
+pub const READER_MEANING_WEIGHT: f64 = 0.6;
 
 /// Relevance added, in answers for a reader, to a sentence that shows code in a code span.
 const READER_CODE_SPAN_BONUS: f64 = 0.15;
@@ -236,6 +237,15 @@ fn is_aside(sentence: &str) -> bool {
     t.starts_with('(') && (t.ends_with(')') || t.ends_with(").") || t.ends_with(".)"))
 }
 
+/// Whether `sentence` asks rather than tells ("Now what is a query tree?"), a quoted question
+/// at its end included.
+fn is_question(sentence: &str) -> bool {
+    sentence
+        .trim_end()
+        .trim_end_matches(['"', '\'', '\u{201d}', '\u{2019}', ')', '*', '_'])
+        .ends_with('?')
+}
+
 /// Whether `sentence` introduces what follows it ("… use a command like:", "For example:").
 pub fn introduces_example(sentence: &str) -> bool {
     sentence.trim_end().ends_with(':')
@@ -295,8 +305,8 @@ impl ExtractiveGenerator {
             let lexical = self.lexical(c, c.bm25, max_bm25);
             c.selectable = c.scored
                 && (max_lexical <= 0.0 || (lexical > 0.0 && lexical >= cfg.min_lexical * max_lexical))
-                // A reader gets the point, not the passage's asides.
-                && !(reading && is_aside(&c.text));
+                // A reader gets the point, not the passage's asides nor its questions.
+                && !(reading && (is_aside(&c.text) || is_question(&c.text)));
         }
 
         let mut chosen: Vec<(usize, Vec<usize>)> = Vec::new(); // (candidate, citations)
@@ -430,13 +440,22 @@ impl ExtractiveGenerator {
                 .map(|_| k.expect("found"))
         };
         let mut group = Vec::new();
-        if is_dependent(&c.text) {
-            let before = neighbour(ci.checked_sub(1))?;
+        let before = neighbour(ci.checked_sub(1));
+        // The first sentence under a term describes it ("List all available databases, then
+        // exit." under `-l`): without the term it names nothing.
+        let describes = before.filter(|&b| {
+            candidates[b].kind == UnitKind::Heading
+                && heading_as_subject(&candidates[b].text).is_some()
+        });
+        if let Some(term) = describes {
+            group.push(term);
+        } else if is_dependent(&c.text) {
+            let before = before?;
             let b = &candidates[before];
+            // (A heading that can be a subject was taken above.)
             let stands_before = match b.kind {
-                UnitKind::Heading => heading_as_subject(&b.text).is_some(),
                 UnitKind::Prose => !is_dependent(&b.text) && !introduces_example(&b.text),
-                UnitKind::Code | UnitKind::Table => false,
+                UnitKind::Heading | UnitKind::Code | UnitKind::Table => false,
             };
             if !stands_before {
                 return None;
@@ -989,6 +1008,11 @@ mod tests {
             "(Bear in mind that the first row is not well-defined.)"
         ));
         assert!(is_aside("(See Section 14.1)."));
+        assert!(is_question("Now what is a query tree?"));
+        assert!(is_question(
+            "An administrator often wonders, \u{201c}What is it doing?\u{201d}"
+        ));
+        assert!(!is_question("The `?` operator tests whether a key exists."));
         assert!(!is_aside("(If you must) use a dump."));
     }
 
@@ -1102,6 +1126,30 @@ mod tests {
         });
         let md = batch.generate_sync(&req).unwrap().response_text();
         assert!(!md.contains("```") && !md.contains("IDENTITY`:"), "{md}");
+    }
+
+    #[test]
+    fn a_terms_description_comes_with_the_term_and_a_later_sentence_without_it() {
+        let options = passage(
+            "app-psql.html#options:1",
+            "#### `-l` `--list`\n\n\
+             List all available databases, then exit. Other non-connection options are ignored.",
+        );
+        let req = GenerationRequest::new(
+            "How do I list all available databases?",
+            vec![options],
+            WordLimit {
+                max_words: 100,
+                measure: WordMeasure::Ikat,
+            },
+        );
+        let md = reader().generate_sync(&req).unwrap().response_text();
+        assert!(
+            md.starts_with("`-l` `--list`: List all available databases, then exit."),
+            "{md}"
+        );
+        // Only the first sentence under the term describes it.
+        assert!(!md.contains("`--list`: Other"), "{md}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The questions of `tests/fixtures/manual-questions.jsonl`, asked of the PostgreSQL 15 manual
 //! as the chat asks them (extractive answers, reranked, the chat's default length): the expected
-//! command must appear in at least 77% of the answers (issue 31 asks 80%), inside code in at
-//! least 70%, and the median answer must be at most 120 words.
+//! command must appear in at least 80% of the answers, inside code in at least 70%, and the
+//! median answer must be at most 120 words (issue 31).
 //!
 //! The manual's HTML directory comes from `CONVRAG_TEST_MANUAL_DIR` (`scripts/test.sh` sets it from
 //! `scripts/fetch-manual.sh`); without it the cached copy fetch-manual.sh unpacks is used, and
@@ -128,9 +128,8 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
         generate_ms[generate_ms.len() / 2],
         generate_ms.len()
     );
-    // Issue 31 asks for 80 %; measured 79 % over all 72 questions (BENCHMARKS.md): this guards
-    // what is reached, less one question.
-    assert!(summary.appears >= 0.77, "{summary:?}");
+    // Measured 58 of 72 (BENCHMARKS.md): one question fewer would fall below what issue 31 asks.
+    assert!(summary.appears >= 0.8, "{summary:?}");
     assert!(summary.in_code >= 0.7, "{summary:?}");
     assert!(summary.median_words <= 120.0, "{summary:?}");
 }
