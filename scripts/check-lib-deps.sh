@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# `check`, not `build`: compiling is what is being verified, and clippy has already checked
-# the dependencies, so this reuses their metadata instead of a second full debug build.
+# `check`, not `build`: compiling is what is being verified, and checking the library is quicker
+# than building it a second time without the cli feature.
 cargo check --locked --lib --no-default-features
 # `cargo tree -i` says "nothing to print" (or that no package matches) when nothing depends on it.
 tree=$(cargo tree --locked --no-default-features -e normal -i indicatif 2>&1 || true)

@@ -80,14 +80,17 @@ async fn the_api_says_where_each_word_of_the_search_query_came_from() {
     );
 
     // Turn 2: "it" is turn 1's dinner, written with its words (the phrase "cook for dinner
-    // tonight" whole) and a word of turn 1's answer; the utterance speaks of the user again, so
-    // the statement's content words follow: all four origins in one query.
+    // tonight" whole) and words of turn 1's answer (its risotto is "from northern Italy"); the
+    // utterance speaks of the user again, so the statement's content words follow: all four
+    // origins in one query.
     let second = turn(&alice, &conv, json!({"utterance": "How do I make it?"})).await;
     assert_eq!(second["seq"], 2);
     assert_eq!(selected_ids(&second), ["1"], "{}", second["ptkb_ranking"]);
     assert_eq!(
         second["search_query"]["text"],
-        "How do I make cook for dinner tonight? vegetarian vegetarian never cook meat"
+        "How do I make cook for dinner tonight Italy? vegetarian vegetarian never cook meat",
+        "turn 1 answered: {}",
+        first["response_text"]
     );
     assert!(
         first["response_text"]
@@ -109,6 +112,7 @@ async fn the_api_says_where_each_word_of_the_search_query_came_from() {
             h("for"),
             h("dinner"),
             h("tonight"),
+            ("Italy", "answer", Some(1), None),
             ("vegetarian", "answer", Some(1), None),
             p("vegetarian"),
             p("never"),
