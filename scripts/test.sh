@@ -79,6 +79,10 @@ timed ./scripts/multinode-test.sh
 # /metrics through promtool, the alert rules and dashboard against the exported series, and a real
 # Prometheus scraping a real server (Debian's prometheus package, installed by the script).
 timed ./scripts/metrics-test.sh
+# What a caller sends cannot grow the server without bound (issue 53): maximum-size qrels PUTs in
+# parallel under 300 MB of RSS growth with another user answered within 1 s, odd HTTP methods
+# adding no /metrics series, slow bodies and uploads cut at their deadlines, revocation cascading.
+timed ./scripts/abuse-test.sh
 # The chat page in a real browser against a real server, twice: with the real LLM, then with its
 # endpoint down (screenshots in target/ui-artifacts/llm-real/ and llm-down/).
 timed ./scripts/ui-test.sh

@@ -91,6 +91,11 @@ pub struct UploadLimits {
     pub max_collections: u32,
     /// Seconds an upload's body may send nothing before it is refused (408).
     pub body_idle_secs: u64,
+    /// Seconds an upload's whole body may take at least (408 beyond its deadline).
+    pub deadline_secs: u64,
+    /// Bytes per second an upload's declared length is given beyond `deadline_secs`: the
+    /// deadline is the larger of the two.
+    pub min_bytes_per_sec: u64,
 }
 
 impl UploadLimits {
@@ -133,13 +138,33 @@ impl UploadLimits {
             "CONVRAG_UPLOAD_BODY_IDLE_SECS",
             &mut self.body_idle_secs,
         )?;
-        if self.body_idle_secs == 0 {
-            return Err(ConfigError::Invalid {
-                name: "CONVRAG_UPLOAD_BODY_IDLE_SECS",
-                message: "must be at least 1".to_string(),
-            });
+        number(env, "CONVRAG_UPLOAD_DEADLINE_SECS", &mut self.deadline_secs)?;
+        number(
+            env,
+            "CONVRAG_UPLOAD_MIN_BYTES_PER_SEC",
+            &mut self.min_bytes_per_sec,
+        )?;
+        let at_least_one = [
+            ("CONVRAG_UPLOAD_BODY_IDLE_SECS", self.body_idle_secs),
+            ("CONVRAG_UPLOAD_DEADLINE_SECS", self.deadline_secs),
+            ("CONVRAG_UPLOAD_MIN_BYTES_PER_SEC", self.min_bytes_per_sec),
+        ];
+        for (name, value) in at_least_one {
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    name,
+                    message: "must be at least 1".to_string(),
+                });
+            }
         }
         Ok(())
+    }
+
+    /// How long an upload declaring `declared_bytes` may take in all: `deadline_secs`, or longer
+    /// for a body that needs it at `min_bytes_per_sec` (an undeclared length gets the floor).
+    pub fn deadline(&self, declared_bytes: Option<u64>) -> std::time::Duration {
+        let at_rate = declared_bytes.unwrap_or(0) / self.min_bytes_per_sec.max(1);
+        std::time::Duration::from_secs(self.deadline_secs.max(at_rate))
     }
 }
 
@@ -152,6 +177,8 @@ impl Default for UploadLimits {
             max_collection_bytes: 50 << 20,
             max_collections: 10,
             body_idle_secs: 30,
+            deadline_secs: 60,
+            min_bytes_per_sec: 64 << 10,
         }
     }
 }
@@ -194,10 +221,24 @@ pub struct Limits {
     pub utterance_chars: usize,
     /// Longest PTKB or profile statement (at most 2000, the database's bound).
     pub statement_chars: usize,
+    /// Most messages one chat request may carry (its imported history included).
+    pub chat_messages: usize,
+    /// Longest message of a chat request, whatever its role (a user message is an utterance, so
+    /// `utterance_chars` bounds it too).
+    pub message_chars: usize,
     /// Turns (HTTP, OpenAI chat, MCP `ask`) one user may start per minute.
     pub turns_per_minute: u32,
     /// Collection searches (HTTP, MCP `search`) one user may run per minute.
     pub searches_per_minute: u32,
+    /// Largest qrels text one `PUT /v1/qrels/{name}` stores (413 beyond).
+    pub qrels_bytes: usize,
+    /// Qrels one user keeps (429 beyond).
+    pub qrels_per_user: usize,
+    /// Bytes of qrels text one user keeps, all together (429 beyond).
+    pub qrels_bytes_per_user: usize,
+    /// Seconds a request body (JSON, qrels text) may take to arrive, in all (408 beyond);
+    /// uploads have their own deadline (`uploads.deadline_secs`).
+    pub body_read_secs: u64,
 }
 
 impl Default for Limits {
@@ -207,13 +248,22 @@ impl Default for Limits {
             conversations_per_user: 10_000,
             utterance_chars: 10_000,
             statement_chars: 2000,
+            chat_messages: 200,
+            message_chars: 20_000,
             turns_per_minute: 60,
             searches_per_minute: 300,
+            qrels_bytes: Self::DEFAULT_QRELS_BYTES,
+            qrels_per_user: 50,
+            qrels_bytes_per_user: 64 << 20,
+            body_read_secs: 30,
         }
     }
 }
 
 impl Limits {
+    /// `qrels_bytes` unless configured: iKAT's and TREC DL's judgments are a few MB.
+    pub const DEFAULT_QRELS_BYTES: usize = 8 << 20;
+
     /// Only the database's own bounds (batch runs and tools, where the operator is the user).
     pub fn unlimited() -> Self {
         Self {
@@ -221,8 +271,14 @@ impl Limits {
             conversations_per_user: usize::MAX,
             utterance_chars: 10_000,
             statement_chars: 2000,
+            chat_messages: usize::MAX,
+            message_chars: usize::MAX,
             turns_per_minute: 0,
             searches_per_minute: 0,
+            qrels_bytes: Self::DEFAULT_QRELS_BYTES,
+            qrels_per_user: usize::MAX,
+            qrels_bytes_per_user: usize::MAX,
+            body_read_secs: 30,
         }
     }
 
@@ -230,6 +286,8 @@ impl Limits {
         let bounded = [
             ("limits.utterance_chars", self.utterance_chars, 10_000),
             ("limits.statement_chars", self.statement_chars, 2000),
+            ("limits.chat_messages", self.chat_messages, usize::MAX),
+            ("limits.message_chars", self.message_chars, usize::MAX),
             (
                 "limits.statements_per_conversation",
                 self.statements_per_conversation,
@@ -239,6 +297,19 @@ impl Limits {
                 "limits.conversations_per_user",
                 self.conversations_per_user,
                 usize::MAX,
+            ),
+            // Within PostgreSQL's 1 GB text value.
+            ("limits.qrels_bytes", self.qrels_bytes, 512 << 20),
+            ("limits.qrels_per_user", self.qrels_per_user, usize::MAX),
+            (
+                "limits.qrels_bytes_per_user",
+                self.qrels_bytes_per_user,
+                usize::MAX,
+            ),
+            (
+                "limits.body_read_secs",
+                usize::try_from(self.body_read_secs).unwrap_or(usize::MAX),
+                86_400,
             ),
         ];
         for (name, value, max) in bounded {
@@ -422,6 +493,18 @@ pub const SETTINGS: &[Setting] = &[
         meaning: "longest PTKB/profile statement, at most 2000 (413 beyond)",
     },
     Setting {
+        env: "CONVRAG_LIMIT_CHAT_MESSAGES",
+        toml_key: "limits.chat_messages",
+        default: "200",
+        meaning: "messages in one chat request, imported history included (400 naming messages)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_MESSAGE_CHARS",
+        toml_key: "limits.message_chars",
+        default: "20000",
+        meaning: "longest chat message of any role (400 naming the message)",
+    },
+    Setting {
         env: "CONVRAG_LIMIT_TURNS_PER_MINUTE",
         toml_key: "limits.turns_per_minute",
         default: "60",
@@ -432,6 +515,30 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "limits.searches_per_minute",
         default: "300",
         meaning: "searches per user per minute, 0 = unlimited (429 with Retry-After)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_QRELS_BYTES",
+        toml_key: "limits.qrels_bytes",
+        default: "8388608",
+        meaning: "largest qrels text of one PUT /v1/qrels/{name} (413 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_QRELS_PER_USER",
+        toml_key: "limits.qrels_per_user",
+        default: "50",
+        meaning: "qrels one user keeps (429 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_QRELS_BYTES_PER_USER",
+        toml_key: "limits.qrels_bytes_per_user",
+        default: "67108864",
+        meaning: "bytes of qrels text one user keeps in all (429 beyond)",
+    },
+    Setting {
+        env: "CONVRAG_LIMIT_BODY_READ_SECS",
+        toml_key: "limits.body_read_secs",
+        default: "30",
+        meaning: "seconds a JSON or qrels request body may take to arrive in all (408 beyond)",
     },
     Setting {
         env: "ORT_DYLIB_PATH",
@@ -529,6 +636,18 @@ pub const SETTINGS: &[Setting] = &[
         toml_key: "uploads.body_idle_secs",
         default: "30",
         meaning: "seconds an upload's body may send nothing before it is refused (408)",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_DEADLINE_SECS",
+        toml_key: "uploads.deadline_secs",
+        default: "60",
+        meaning: "seconds an upload's whole body may take at least (408 beyond its deadline)",
+    },
+    Setting {
+        env: "CONVRAG_UPLOAD_MIN_BYTES_PER_SEC",
+        toml_key: "uploads.min_bytes_per_sec",
+        default: "65536",
+        meaning: "an upload's deadline is max(uploads.deadline_secs, declared bytes / this)",
     },
     Setting {
         env: "CONVRAG_UPLOAD_MAX_FILE_BYTES",
@@ -861,7 +980,7 @@ fn apply_limit_env(limits: &mut Limits, env: &impl Fn(&str) -> Option<String>) -
             message: format!("expected a whole number, got {value:?}"),
         })
     }
-    let sizes: [(&'static str, &mut usize); 4] = [
+    let sizes: [(&'static str, &mut usize); 6] = [
         (
             "CONVRAG_LIMIT_STATEMENTS_PER_CONVERSATION",
             &mut limits.statements_per_conversation,
@@ -872,6 +991,8 @@ fn apply_limit_env(limits: &mut Limits, env: &impl Fn(&str) -> Option<String>) -
         ),
         ("CONVRAG_LIMIT_UTTERANCE_CHARS", &mut limits.utterance_chars),
         ("CONVRAG_LIMIT_STATEMENT_CHARS", &mut limits.statement_chars),
+        ("CONVRAG_LIMIT_CHAT_MESSAGES", &mut limits.chat_messages),
+        ("CONVRAG_LIMIT_MESSAGE_CHARS", &mut limits.message_chars),
     ];
     for (name, slot) in sizes {
         if let Some(v) = env(name) {
@@ -892,6 +1013,22 @@ fn apply_limit_env(limits: &mut Limits, env: &impl Fn(&str) -> Option<String>) -
         if let Some(v) = env(name) {
             *slot = number(name, &v)?;
         }
+    }
+    let qrels: [(&'static str, &mut usize); 3] = [
+        ("CONVRAG_LIMIT_QRELS_BYTES", &mut limits.qrels_bytes),
+        ("CONVRAG_LIMIT_QRELS_PER_USER", &mut limits.qrels_per_user),
+        (
+            "CONVRAG_LIMIT_QRELS_BYTES_PER_USER",
+            &mut limits.qrels_bytes_per_user,
+        ),
+    ];
+    for (name, slot) in qrels {
+        if let Some(v) = env(name) {
+            *slot = number(name, &v)?;
+        }
+    }
+    if let Some(v) = env("CONVRAG_LIMIT_BODY_READ_SECS") {
+        limits.body_read_secs = number("CONVRAG_LIMIT_BODY_READ_SECS", &v)?;
     }
     Ok(())
 }

@@ -267,6 +267,20 @@ impl Metrics {
     }
 }
 
+/// The `method` label of an HTTP request: one of the methods of RFC 9110 and PATCH, else `other`.
+/// Any token is a valid method to HTTP, and the label is set before routing or authentication,
+/// so a caller's made-up methods must not each become a series.
+pub fn method_label(method: &str) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    KNOWN
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or("other")
+}
+
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -296,5 +310,24 @@ mod tests {
             r#"convrag_build_info{{version="{}"}} 1"#,
             env!("CARGO_PKG_VERSION")
         )));
+    }
+
+    #[test]
+    fn method_labels_are_a_closed_set() {
+        for method in [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE",
+        ] {
+            assert_eq!(method_label(method), method);
+        }
+        assert_eq!(method_label("CONNECT"), "CONNECT");
+        // Methods are case-sensitive (RFC 9110 9.1): `get` is not GET.
+        for odd in ["get", "PROPFIND", "XYZZY", "", &"M".repeat(4000)] {
+            assert_eq!(method_label(odd), "other", "{odd:.20}");
+        }
+        let distinct: std::collections::HashSet<&str> = (0..3000)
+            .map(|i| format!("M{i}"))
+            .map(|m| method_label(&m))
+            .collect();
+        assert_eq!(distinct.len(), 1);
     }
 }

@@ -20,8 +20,6 @@ use crate::web::extract::{ApiJson, ApiQuery, AuthUser};
 use crate::web::AppState;
 
 /// Largest `k` and rerank depth one request may ask for.
-const MAX_K: usize = 1000;
-const MAX_DEPTH: usize = 1000;
 
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -201,7 +199,25 @@ pub async fn upload(
         .collections
         .admit_upload(user.id, &path, declared)
         .await?;
-    let files = read_files(payload, state.collections.limits(), permit.remaining_bytes).await?;
+    let limits = state.collections.limits();
+    // The idle timeout alone lets a byte every few seconds hold a slot for ever.
+    let deadline = limits.deadline(declared);
+    let files = tokio::time::timeout(
+        deadline,
+        read_files(payload, limits, permit.remaining_bytes),
+    )
+    .await
+    .map_err(|_| {
+        ApiError::field(
+            ErrorCode::RequestTimeout,
+            "files",
+            format!(
+                "the upload did not arrive within its deadline of {} s \
+                     (uploads.deadline_secs, uploads.min_bytes_per_sec)",
+                deadline.as_secs()
+            ),
+        )
+    })??;
     let collection = state.collections.upload(user.id, &path, files).await?;
     drop(permit);
     Ok(HttpResponse::Accepted().json(json!({"collection": collection})))
@@ -405,35 +421,17 @@ pub async fn search(
         depth,
         retrieval,
     } = query.0;
-    if q.trim().is_empty() {
-        return Err(ApiError::invalid("q", "must not be empty"));
-    }
-    if q.contains('\0') {
-        return Err(ApiError::invalid("q", "must not contain NUL characters"));
-    }
     let k = k.unwrap_or(10);
-    if k == 0 || k > MAX_K {
-        return Err(ApiError::invalid(
-            "k",
-            format!("must be between 1 and {MAX_K}"),
-        ));
-    }
-    let depth = depth.unwrap_or(100).max(k);
-    if depth > MAX_DEPTH {
-        return Err(ApiError::invalid(
-            "depth",
-            format!("must be at most {MAX_DEPTH}"),
-        ));
-    }
     let request = SearchRequest {
         user_id: Some(user.id),
         collection: name,
         query: q,
         k,
-        depth,
+        depth: depth.unwrap_or(100).max(k),
         rerank,
         retrieval: retrieval.unwrap_or_default(),
     };
+    request.check("q")?;
     let found = state
         .turns
         .search_as(user.id, &request)

@@ -11,6 +11,7 @@ pub mod openai;
 pub mod openapi;
 pub mod profile;
 pub mod ptkb;
+pub mod responses;
 pub mod runs;
 pub mod sign_in;
 pub mod turns;
@@ -77,6 +78,8 @@ routes! {
     GET "/v1/models" => openai::models,
     GET "/v1/models/{model}" => openai::model,
     POST "/v1/chat/completions" => openai::chat_completions,
+    POST "/v1/responses" => responses::create,
+    GET "/v1/responses/{response_id}" => responses::get,
     GET "/v1/profile/statements" => profile::list,
     POST "/v1/profile/statements" => profile::add,
     DELETE "/v1/profile/statements/{statement_id}" => profile::remove,
@@ -84,8 +87,10 @@ routes! {
     // Before `{run}`: `compare` is not a run's name here.
     GET "/v1/runs/compare" => runs::compare,
     GET "/v1/runs/{run}" => runs::get,
+    DELETE "/v1/runs/{run}" => runs::delete,
     GET "/v1/qrels" => runs::list_qrels,
     PUT "/v1/qrels/{name}" => runs::put_qrels,
+    DELETE "/v1/qrels/{name}" => runs::delete_qrels,
     POST "/mcp" => crate::mcp::http::post,
 }
 
@@ -102,12 +107,26 @@ pub fn openai_shaped(path: &str) -> bool {
         || path.starts_with("/v1/models/")
         || path == "/v1/chat/completions"
         || path.starts_with("/v1/chat/")
+        || path == "/v1/responses"
+        || path.starts_with("/v1/responses/")
 }
 
-/// Unknown path: 404 `route_not_found`; known path with another method: 405 with `Allow`.
+/// What an OpenAI client that calls an endpoint convrag does not serve (the Responses API,
+/// legacy completions, embeddings, ...) is told.
+const OPENAI_SERVED: &str = "the OpenAI-compatible API serves GET /v1/models, \
+    GET /v1/models/{model}, POST /v1/chat/completions, POST /v1/responses and \
+    GET /v1/responses/{id}";
+
+/// Unknown path: 404 `route_not_found` (under `/v1/`, in OpenAI's error shape, naming the
+/// OpenAI endpoints served, since OpenAI clients call paths convrag does not have); known path
+/// with another method: 405 with `Allow`.
 async fn fallback(req: HttpRequest) -> HttpResponse {
-    let error = fallback_error(&req);
-    if openai_shaped(req.path()) {
+    let mut error = fallback_error(&req);
+    let unknown_v1 = error.1.is_none() && req.path().starts_with("/v1/");
+    if unknown_v1 {
+        error.0.message = format!("{}; {OPENAI_SERVED}", error.0.message);
+    }
+    if unknown_v1 || openai_shaped(req.path()) {
         let mut response = error.0.to_openai_response();
         if let Some(allow) = error.1 {
             response.headers_mut().insert(header::ALLOW, allow);
@@ -202,15 +221,9 @@ fn cors(origins: Arc<Vec<String>>) -> actix_cors::Cors {
             any || origins.iter().any(|o| o == origin) || same_origin(origin, head)
         })
         .allowed_methods(["GET", "POST", "PUT", "PATCH", "DELETE"])
-        .allowed_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            header::ACCEPT,
-            header::HeaderName::from_static("idempotency-key"),
-            header::HeaderName::from_static("x-convrag-conversation-id"),
-            header::HeaderName::from_static("mcp-protocol-version"),
-            header::HeaderName::from_static("mcp-session-id"),
-        ])
+        // Any request header: SDKs send their own (openai-node's `x-stainless-*`), and the
+        // token travels in `Authorization`, never in cookies (no credentials are allowed).
+        .allow_any_header()
         .expose_headers([
             header::HeaderName::from_static("x-convrag-conversation-id"),
             header::HeaderName::from_static(REQUEST_ID_HEADER),
@@ -282,7 +295,8 @@ async fn request_metrics(
 ) -> actix_web::Result<ServiceResponse<impl MessageBody>> {
     let m = crate::metrics::metrics();
     let started = std::time::Instant::now();
-    let method = req.method().clone();
+    // A closed set: any token is a method to HTTP, and this runs before routing and auth.
+    let method = crate::metrics::method_label(req.method().as_str());
     m.http_in_flight.inc();
     let result = next.call(req).await;
     m.http_in_flight.dec();
@@ -298,10 +312,10 @@ async fn request_metrics(
     };
     let route = route.unwrap_or_else(|| "unmatched".to_string());
     m.http_requests
-        .with_label_values(&[method.as_str(), &route, &status])
+        .with_label_values(&[method, &route, &status])
         .inc();
     m.http_duration
-        .with_label_values(&[method.as_str(), &route])
+        .with_label_values(&[method, &route])
         .observe(started.elapsed().as_secs_f64());
     result
 }
@@ -346,6 +360,7 @@ pub fn http_server(
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .wrap(from_fn(crate::web::deadline::body_deadline))
             .wrap(ErrorHandlers::new().default_handler(json_error_bodies))
             .wrap(Condition::new(!origins.is_empty(), cors(origins.clone())))
             .wrap(from_fn(request_ids))

@@ -21,30 +21,28 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::llm::{ChatMessage as LlmMessage, ChatRequest as LlmRequest};
-use crate::pipeline::generate::{GenerationEvent, Sampling};
+use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
-    answer, count_tokens, render_sentence, usage, Answer, AnswerOptions, ChatAction, ChatExchange,
-    ChatTurnRequest, ChatUsage, ResolvedChat, PLAIN_LLM_MODEL,
+    answer, count_tokens, usage, Answer, AnswerOptions, ChatTurnRequest, ChatUsage, CitedPassage,
+    IncomingMessage, StreamedText, PLAIN_LLM_MODEL,
 };
-use crate::store::conversations::MAX_INSTRUCTIONS_CHARS;
 use crate::store::Turn;
-use crate::store::TurnSlot;
 use crate::web::error::{ApiError, ErrorCode};
-use crate::web::extract::{parse_uuid, ApiJson, AuthUser};
+use crate::web::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser};
 use crate::web::AppState;
 
 /// Header naming the conversation a chat request continues (also sent back on every answer).
 pub const CONVERSATION_HEADER: &str = "X-Convrag-Conversation-Id";
 
-const MAX_MESSAGE_CHARS: usize = 10_000;
-
 /// The largest `max_tokens` accepted (far above any answer's length; the schema states it).
-const MAX_TOKEN_BOUND: u64 = 1_000_000;
+pub(super) const MAX_TOKEN_BOUND: u64 = 1_000_000;
 
 /// A token bound as JSON Schema reads an integer: `100` and `100.0` alike, within
 /// [`MAX_TOKEN_BOUND`].
-fn token_bound<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+pub(super) fn token_bound<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<usize>, D::Error> {
     let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
         return Ok(None);
     };
@@ -123,6 +121,28 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(value_type = Option<StopSequences>)]
     pub stop: Option<Value>,
+    /// convrag's own options.
+    #[serde(default)]
+    pub convrag: Option<ConvragOptions>,
+}
+
+/// `convrag` of a chat request.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConvragOptions {
+    /// `text`: the answer's text ends with a numbered list of its sources (`Sources:`, then
+    /// `[n] title, URL`), for clients that show no annotations; `annotations` (the default):
+    /// the sources come only as annotations and the `convrag.passages` field.
+    #[serde(default)]
+    pub sources: Option<SourcesMode>,
+}
+
+/// Where an answer's sources are given.
+#[derive(Deserialize, ToSchema, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SourcesMode {
+    Annotations,
+    Text,
 }
 
 /// The `tool_choice` values served.
@@ -159,6 +179,13 @@ pub struct StreamOptions {
 }
 
 impl ChatRequest {
+    fn sources_as_text(&self) -> bool {
+        self.convrag
+            .as_ref()
+            .and_then(|c| c.sources)
+            .is_some_and(|s| s == SourcesMode::Text)
+    }
+
     /// Refuses what convrag cannot do rather than ignoring it: several answers, a tool that
     /// must be called, a structured answer.
     fn check_parameters(&self) -> Result<(), ApiError> {
@@ -381,16 +408,19 @@ impl utoipa::Modify for UserMessages {
             return;
         };
         let not_blank = crate::web::schema::NONBLANK;
+        // The default limits: a user message is an utterance and a message.
+        let defaults = crate::config::Limits::default();
+        let max_chars = defaults.utterance_chars.min(defaults.message_chars);
         crate::web::schema::add_keywords(
             &mut message.extensions,
             json!({
                 "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
                 "then": {"required": ["content"], "properties": {"content": {"anyOf": [
-                    {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS,
+                    {"type": "string", "minLength": 1, "maxLength": max_chars,
                         "pattern": not_blank},
                     {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
                         "properties": {"type": {"const": "text"},
-                            "text": {"type": "string", "maxLength": MAX_MESSAGE_CHARS,
+                            "text": {"type": "string", "maxLength": max_chars,
                                 "pattern": not_blank}}},
                         // Every text part is read, so none may hold a NUL.
                         "items": {"if": {"required": ["type"],
@@ -437,6 +467,18 @@ pub struct ModelList {
 }
 
 impl ChatMessage {
+    /// The message as the chat service reads it.
+    fn incoming(&self) -> IncomingMessage {
+        IncomingMessage {
+            role: self.role.clone(),
+            text: self
+                .content
+                .as_ref()
+                .map(MessageContent::text)
+                .unwrap_or_default(),
+        }
+    }
+
     /// The message's tokens by the rule of [`crate::service::chat::count_tokens`].
     fn tokens(&self) -> usize {
         self.content.as_ref().map_or(0, |c| count_tokens(&c.text()))
@@ -565,68 +607,46 @@ async fn chat(
     if body.model == PLAIN_LLM_MODEL {
         return plain_completion(&state, &body).await;
     }
-    let exchanges = exchanges(&body.messages)?;
-    let instructions = instructions(&body.messages)?;
-    let utterance = exchanges.last().map(|e| e.user.clone()).unwrap_or_default();
-    // Refused before a conversation is looked up or created for it.
-    state.chat.check_utterance(&utterance)?;
+    let incoming: Vec<IncomingMessage> = body.messages.iter().map(ChatMessage::incoming).collect();
+    let history = state.chat.read_history(&incoming)?;
     let explicit = requested_conversation(&req, body.metadata.as_ref())?;
-    let keyed = req
-        .headers()
-        .contains_key(crate::store::idempotency::HEADER);
-    let ResolvedChat {
-        conversation_id,
-        action,
-        ..
-    } = state
+    let key = idempotency_key(
+        &req,
+        "POST /v1/chat/completions",
+        &json!({"model": body.model, "messages": incoming.iter()
+            .map(|m| json!({"role": m.role, "text": m.text})).collect::<Vec<_>>()}),
+    )?;
+    let options = AnswerOptions {
+        max_words: body.max_tokens.or(body.max_completion_tokens),
+        sampling: body.sampling()?,
+    };
+    // Every refusal (rate, quota, busy conversation, validation) happens here, before any
+    // byte of a streamed answer: a client sees its proper status, never an error mid-stream.
+    let admitted = state
         .chat
-        .resolve(
+        .admit(
             user.id,
             &body.model,
-            &ChatTurnRequest {
-                exchanges: &exchanges,
+            ChatTurnRequest {
+                history: &history,
                 explicit,
-                instructions: instructions.as_deref(),
+                key,
+                options,
+                resends_history: true,
             },
-            keyed,
         )
         .await?;
+    let conversation_id = admitted.conversation_id;
     let reply = Reply {
         id: format!("chatcmpl-{}", Uuid::new_v4().simple()),
         created: chrono::Utc::now().timestamp(),
         model: body.model.clone(),
         prompt_tokens: body.messages.iter().map(ChatMessage::tokens).sum(),
-    };
-    let options = AnswerOptions {
-        max_words: body.max_tokens.or(body.max_completion_tokens),
-        sampling: body.sampling()?,
-    };
-    let slot = match action {
-        ChatAction::Regenerate { seq } => TurnSlot::Regenerate { seq },
-        _ => TurnSlot::Next,
-    };
-    let stored = match action {
-        ChatAction::Replay(turn) => Some(*turn),
-        _ => None,
+        sources_as_text: body.sources_as_text(),
     };
 
     if !body.stream {
-        let turn = match stored {
-            Some(turn) => turn,
-            None => {
-                state
-                    .chat
-                    .run_turn(
-                        user.id,
-                        conversation_id,
-                        slot,
-                        &utterance,
-                        options.clone(),
-                        &mut |_| {},
-                    )
-                    .await?
-            }
-        };
+        let turn = state.chat.answer(admitted, &mut |_| {}).await?;
         return Ok(HttpResponse::Ok()
             .insert_header((CONVERSATION_HEADER, conversation_id.to_string()))
             .json(reply.completion(&turn)));
@@ -638,42 +658,34 @@ async fn chat(
         .is_some_and(|o| o.include_usage);
     let mut response = sse::stream(|tx| async move {
         tx.send(reply.chunk(json!({"role": "assistant", "content": ""}), None));
-        let result = match stored {
-            Some(turn) => {
-                tx.send(reply.chunk(json!({"content": answer(&turn).content}), None));
-                Ok(turn)
-            }
-            None => {
-                let events = tx.clone();
-                let chunk_reply = reply.clone();
-                let mut sent = 0usize;
-                let mut on_event = move |e: TurnEvent<'_>| {
-                    if let Some(text) = streamed_text(&e, &mut sent) {
-                        events.send(chunk_reply.chunk(json!({ "content": text }), None));
-                    }
-                };
-                state
-                    .chat
-                    .run_turn(
-                        user.id,
-                        conversation_id,
-                        slot,
-                        &utterance,
-                        options.clone(),
-                        &mut on_event,
-                    )
-                    .await
-                    .map_err(ApiError::from)
+        let stored = admitted.is_stored();
+        let events = tx.clone();
+        let chunk_reply = reply.clone();
+        let mut streamed = StreamedText::default();
+        let mut on_event = move |e: TurnEvent<'_>| {
+            if let Some(text) = streamed.text(&e) {
+                events.send(chunk_reply.chunk(json!({ "content": text }), None));
             }
         };
-        match result {
+        match state.chat.answer(admitted, &mut on_event).await {
             Ok(turn) => {
+                let answer = answer(&turn);
+                let tail = match (stored, reply.sources_as_text) {
+                    (true, true) => format!("{}{}", answer.content, answer.sources_text()),
+                    (true, false) => answer.content,
+                    (false, true) => answer.sources_text(),
+                    (false, false) => String::new(),
+                };
+                if !tail.is_empty() {
+                    tx.send(reply.chunk(json!({ "content": tail }), None));
+                }
                 tx.send(reply.final_chunk(&turn));
                 if include_usage {
                     tx.send(reply.usage_chunk(&turn));
                 }
             }
             Err(e) => {
+                let e = ApiError::from(e);
                 if e.code == ErrorCode::Internal {
                     tracing::error!(message = %e.message, "chat turn failed");
                 }
@@ -691,119 +703,8 @@ async fn chat(
     Ok(response)
 }
 
-/// The text a pipeline event adds to a streamed answer: each sentence with its markers,
-/// separated by spaces; after a restart (the LLM failed mid-answer) the fallback answer
-/// follows as a new paragraph.
-fn streamed_text(event: &TurnEvent<'_>, sent: &mut usize) -> Option<String> {
-    match event {
-        TurnEvent::Generation(GenerationEvent::Sentence { sentence, .. }) => {
-            let ranks: Vec<i32> = sentence.citations.iter().map(|c| *c as i32 + 1).collect();
-            let text = render_sentence(&sentence.text, &ranks);
-            let text = if *sent == 0 { text } else { format!(" {text}") };
-            *sent += 1;
-            Some(text)
-        }
-        TurnEvent::Generation(GenerationEvent::Restart { .. }) => {
-            *sent = 0;
-            Some("\n\n".to_string())
-        }
-        _ => None,
-    }
-}
-
 fn sse_data(data: &str) -> web::Bytes {
     sse::data_frame(data)
-}
-
-/// The user messages in order, each with the assistant's reply after it (consecutive assistant
-/// messages joined by a blank line); at least one. The last one is answered: a history that
-/// ends with a reply to it asks for that answer anew, as a chat app's "regenerate" does.
-pub fn exchanges(messages: &[ChatMessage]) -> Result<Vec<ChatExchange>, ApiError> {
-    if !messages.iter().any(|m| m.role == "user") {
-        return Err(ApiError::invalid(
-            "messages",
-            "needs a user message: the last one is answered",
-        ));
-    }
-    let mut exchanges: Vec<ChatExchange> = Vec::new();
-    for (i, message) in messages.iter().enumerate() {
-        let text = message
-            .content
-            .as_ref()
-            .map(MessageContent::text)
-            .unwrap_or_default();
-        match message.role.as_str() {
-            "user" => exchanges.push(ChatExchange {
-                user: checked_user_text(i, text)?,
-                assistant: None,
-            }),
-            "assistant" if !text.trim().is_empty() => {
-                if let Some(previous) = exchanges.last_mut() {
-                    let reply = previous.assistant.get_or_insert_with(String::new);
-                    if !reply.is_empty() {
-                        reply.push_str("\n\n");
-                    }
-                    reply.push_str(text.trim());
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(exchanges)
-}
-
-/// The system (and `developer`) messages' text in order, joined by blank lines: the
-/// conversation's instructions; `None` when the request has none.
-pub fn instructions(messages: &[ChatMessage]) -> Result<Option<String>, ApiError> {
-    let mut joined = String::new();
-    for (i, message) in messages.iter().enumerate() {
-        if !matches!(message.role.as_str(), "system" | "developer") {
-            continue;
-        }
-        let text = message
-            .content
-            .as_ref()
-            .map(MessageContent::text)
-            .unwrap_or_default();
-        if text.trim().is_empty() {
-            continue;
-        }
-        if !joined.is_empty() {
-            joined.push_str("\n\n");
-        }
-        joined.push_str(text.trim());
-        if joined.chars().count() > MAX_INSTRUCTIONS_CHARS {
-            return Err(ApiError::invalid(
-                format!("messages[{i}].content"),
-                format!(
-                    "the system messages become the conversation's instructions, which must be at most {MAX_INSTRUCTIONS_CHARS} characters"
-                ),
-            ));
-        }
-    }
-    Ok(Some(joined).filter(|j| !j.is_empty()))
-}
-
-fn checked_user_text(i: usize, text: String) -> Result<String, ApiError> {
-    if text.trim().is_empty() {
-        return Err(ApiError::invalid(
-            format!("messages[{i}].content"),
-            "a user message needs text",
-        ));
-    }
-    if text.contains('\0') {
-        return Err(ApiError::invalid(
-            format!("messages[{i}].content"),
-            "must not contain NUL characters",
-        ));
-    }
-    if text.chars().count() > MAX_MESSAGE_CHARS {
-        return Err(ApiError::invalid(
-            format!("messages[{i}].content"),
-            format!("must be at most {MAX_MESSAGE_CHARS} characters"),
-        ));
-    }
-    Ok(text)
 }
 
 /// The conversation id the request names, if any (header first, then `metadata`).
@@ -833,22 +734,24 @@ struct Reply {
     model: String,
     /// The request's messages' tokens by the rule of [`count_tokens`].
     prompt_tokens: usize,
+    /// `convrag.sources` is `text`: the answer ends with its numbered sources.
+    sources_as_text: bool,
 }
 
 impl Reply {
     /// The `convrag` field: which conversation and turn answered, the cited passages, and who
     /// counted the usage's tokens (`llm` or `rule`).
-    fn convrag(turn: &Turn, passages: Vec<Value>, usage: &ChatUsage) -> Value {
+    fn convrag(turn: &Turn, passages: &[CitedPassage], usage: &ChatUsage) -> Value {
         json!({"conversation_id": turn.conversation_id, "turn_id": turn.id, "turn": turn.seq,
             "passages": passages, "usage_counted_by": usage.counted_by.as_str()})
     }
 
     fn completion(&self, turn: &Turn) -> Value {
+        let answer = self.answer(turn);
+        let annotations = answer.annotations();
         let Answer {
-            content,
-            annotations,
-            passages,
-        } = answer(turn);
+            content, passages, ..
+        } = answer;
         let counted = self.counted(turn, &content);
         json!({
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
@@ -856,8 +759,17 @@ impl Reply {
                 "message": {"role": "assistant", "content": content,
                     "annotations": annotations, "refusal": null}}],
             "usage": Self::usage_json(&counted),
-            "convrag": Self::convrag(turn, passages, &counted),
+            "convrag": Self::convrag(turn, &passages, &counted),
         })
+    }
+
+    /// The turn's answer, with the list of its sources appended when the request asks for it.
+    fn answer(&self, turn: &Turn) -> Answer {
+        let mut answer = answer(turn);
+        if self.sources_as_text {
+            answer.content.push_str(&answer.sources_text());
+        }
+        answer
     }
 
     /// The turn's token counts (`service::chat::usage`: the LLM's, or by the rule).
@@ -872,7 +784,7 @@ impl Reply {
 
     /// The chunk `stream_options.include_usage` asks for: no choices, the usage.
     fn usage_chunk(&self, turn: &Turn) -> web::Bytes {
-        let counted = self.counted(turn, &answer(turn).content);
+        let counted = self.counted(turn, &self.answer(turn).content);
         let chunk = json!({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,
             "model": self.model, "choices": [], "usage": Self::usage_json(&counted),
@@ -892,13 +804,13 @@ impl Reply {
     /// The last chunk: `finish_reason`, the annotations, and the `convrag` field with the
     /// stored answer (which the streamed text equals unless the LLM failed mid-answer).
     fn final_chunk(&self, turn: &Turn) -> web::Bytes {
+        let answer = self.answer(turn);
+        let annotations = answer.annotations();
         let Answer {
-            content,
-            annotations,
-            passages,
-        } = answer(turn);
+            content, passages, ..
+        } = answer;
         let counted = self.counted(turn, &content);
-        let mut convrag = Self::convrag(turn, passages, &counted);
+        let mut convrag = Self::convrag(turn, &passages, &counted);
         convrag["content"] = Value::String(content);
         let chunk = json!({
             "id": self.id, "object": "chat.completion.chunk", "created": self.created,
@@ -914,13 +826,6 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn message(role: &str, text: &str) -> ChatMessage {
-        ChatMessage {
-            role: role.to_string(),
-            content: Some(MessageContent::Text(text.to_string())),
-        }
-    }
 
     #[test]
     fn a_token_bound_is_a_whole_number_written_either_way_and_bounded() {
@@ -942,36 +847,6 @@ mod tests {
             );
         }
         assert!(read("\"9\"").unwrap_err().contains("invalid type: string"));
-    }
-
-    #[test]
-    fn user_messages_are_read_in_order() {
-        let messages = [
-            message("system", "be brief"),
-            message("user", "a"),
-            message("assistant", "b"),
-            message("user", "c"),
-        ];
-        let read = exchanges(&messages).unwrap();
-        let users: Vec<&str> = read.iter().map(|e| e.user.as_str()).collect();
-        assert_eq!(users, ["a", "c"]);
-        assert_eq!(read[0].assistant.as_deref(), Some("b"));
-        assert_eq!(read[1].assistant, None);
-        // A history that ends with the answer to its last user message asks for it anew.
-        let again = exchanges(&messages[..3]).unwrap();
-        assert_eq!(again.len(), 1);
-        assert_eq!(
-            (again[0].user.as_str(), again[0].assistant.as_deref()),
-            ("a", Some("b"))
-        );
-        let e = exchanges(&[message("system", "be brief"), message("assistant", "b")]).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("messages"));
-        let e = exchanges(&[message("user", "  ")]).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("messages[0].content"));
-        assert_eq!(
-            exchanges(&[]).unwrap_err().field.as_deref(),
-            Some("messages")
-        );
     }
 
     #[test]

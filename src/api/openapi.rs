@@ -102,6 +102,8 @@ impl Capabilities {
         super::openai::models,
         super::openai::model,
         super::openai::chat_completions,
+        super::responses::create,
+        super::responses::get,
         super::profile::list,
         super::profile::add,
         super::profile::remove,
@@ -110,6 +112,8 @@ impl Capabilities {
         super::runs::get,
         super::runs::list_qrels,
         super::runs::put_qrels,
+        super::runs::delete,
+        super::runs::delete_qrels,
         crate::mcp::http::post,
     ),
     modifiers(
@@ -191,6 +195,7 @@ const BODY: &[ErrorCode] = &[
     MalformedJson,
     InvalidField,
     PayloadTooLarge,
+    RequestTimeout,
     UnsupportedMediaType,
 ];
 
@@ -317,9 +322,20 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ("list_qrels", &[AUTH]),
     (
         "put_qrels",
-        &[AUTH, &[InvalidField, PayloadTooLarge, UnsupportedMediaType]],
+        &[
+            AUTH,
+            &[
+                InvalidField,
+                PayloadTooLarge,
+                RequestTimeout,
+                UnsupportedMediaType,
+                QuotaExceeded,
+            ],
+        ],
     ),
-    ("mcp", &[AUTH, &[PayloadTooLarge]]),
+    ("delete_qrels", &[AUTH, &[InvalidField, NotFound]]),
+    ("delete_run", &[AUTH, &[NotFound]]),
+    ("mcp", &[AUTH, &[PayloadTooLarge, RequestTimeout]]),
 ];
 
 /// Operations whose errors have OpenAI's shape (their clients parse it).

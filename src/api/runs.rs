@@ -3,18 +3,14 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::service::runs::{RunComparison, RunReport};
+use crate::service::runs::{QrelsPermit, RunComparison, RunReport, RunsError};
 use crate::store::runs::{QrelsInfo, RunListing};
 use crate::web::error::{ApiError, ErrorCode};
-use crate::web::extract::{ApiQuery, AuthUser};
+use crate::web::extract::{read_body, ApiQuery, AuthUser};
 use crate::web::AppState;
-
-/// The largest qrels text accepted (iKAT's and TREC DL's judgments are a few MB).
-pub const QRELS_MAX_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Serialize, ToSchema)]
 pub struct RunList {
@@ -41,7 +37,7 @@ pub struct RunPath {
     pub run: String,
 }
 
-/// The `{name}` of `PUT /v1/qrels/{name}`.
+/// The `{name}` of `PUT` and `DELETE /v1/qrels/{name}`.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]
 #[allow(dead_code)] // documents the path; the handler reads it as a string
@@ -116,6 +112,19 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(report))
 }
 
+/// `DELETE /v1/runs/{run}`
+#[utoipa::path(delete, path = "/v1/runs/{run}", operation_id = "delete_run", tag = "runs",
+    params(RunPath),
+    responses((status = 204, description = "Deleted, with the run's conversations and turns")))]
+pub async fn delete(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.runs.delete_run(user.id, &path).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 /// `GET /v1/qrels`
 #[utoipa::path(get, path = "/v1/qrels", operation_id = "list_qrels", tag = "runs",
     responses((status = 200, description = "Your judgments", body = QrelsList)))]
@@ -131,7 +140,7 @@ pub async fn list_qrels(
 #[utoipa::path(put, path = "/v1/qrels/{name}", operation_id = "put_qrels", tag = "runs",
     params(QrelsPath),
     request_body(content = String, content_type = "text/plain",
-        description = "TREC qrels: a `query iteration document grade` line per judgment (fields of printable ASCII; `#` comments and blank lines allowed)"),
+        description = "TREC qrels: a `query iteration document grade` line per judgment (fields of printable ASCII; `#` comments and blank lines allowed), at most `limits.qrels_bytes`"),
     responses((status = 200, description = "Stored (replacing judgments of that name)", body = QrelsEnvelope)))]
 pub async fn put_qrels(
     AuthUser(user): AuthUser,
@@ -140,9 +149,30 @@ pub async fn put_qrels(
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let text = text_body(&req, payload).await?;
-    let qrels = state.runs.put_qrels(user.id, &path, &text).await?;
+    // Everything that can refuse the text from its headers is checked before it is read.
+    text_content_type(&req)?;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let permit = state.runs.admit_qrels(user.id, &path, declared).await?;
+    let text = text_body(&state, &permit, declared, payload).await?;
+    let qrels = state.runs.put_qrels(permit, user.id, &path, text).await?;
     Ok(HttpResponse::Ok().json(QrelsEnvelope { qrels }))
+}
+
+/// `DELETE /v1/qrels/{name}`
+#[utoipa::path(delete, path = "/v1/qrels/{name}", operation_id = "delete_qrels", tag = "runs",
+    params(QrelsPath),
+    responses((status = 204, description = "Deleted")))]
+pub async fn delete_qrels(
+    AuthUser(user): AuthUser,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    state.runs.delete_qrels(user.id, &path).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 /// The body of `PUT /v1/qrels/{name}`: TREC qrels text as the server reads it
@@ -170,8 +200,8 @@ impl utoipa::Modify for QrelsBody {
     }
 }
 
-/// A `text/plain` UTF-8 body of at most [`QRELS_MAX_BYTES`].
-async fn text_body(req: &HttpRequest, mut payload: web::Payload) -> Result<String, ApiError> {
+/// Refuses a body declared as anything but `text/plain`.
+fn text_content_type(req: &HttpRequest) -> Result<(), ApiError> {
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -186,21 +216,29 @@ async fn text_body(req: &HttpRequest, mut payload: web::Payload) -> Result<Strin
             ));
         }
     }
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("qrels larger than the limit of {QRELS_MAX_BYTES} bytes"),
-        )
-    };
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::invalid("body", format!("cannot read: {e}")))?;
-        if body.len() + chunk.len() > QRELS_MAX_BYTES {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    let text = String::from_utf8(body.to_vec())
+    Ok(())
+}
+
+/// A UTF-8 body of at most the permit's `limits.qrels_bytes`, within `limits.body_read_secs`.
+async fn text_body(
+    state: &AppState,
+    permit: &QrelsPermit,
+    declared: Option<u64>,
+    payload: web::Payload,
+) -> Result<String, ApiError> {
+    let max = permit.max_bytes;
+    let mut payload = payload.into_inner();
+    let expected = declared.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let body = read_body(
+        &mut payload,
+        max,
+        expected,
+        state.config.limits.body_read_secs,
+        || RunsError::TooLarge { max }.into(),
+        |e| ApiError::invalid("body", format!("cannot read: {e}")),
+    )
+    .await?;
+    let text = String::from_utf8(body.into())
         .map_err(|_| ApiError::invalid("body", "is not UTF-8 text"))?;
     if text.contains('\0') {
         return Err(ApiError::invalid("body", "contains a NUL character"));

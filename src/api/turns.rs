@@ -12,7 +12,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent};
 use crate::rerank::dense::Retrieval;
-use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
+use crate::service::{
+    Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest, TurnService,
+};
 use crate::store::{Turn, TurnSlot};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{
@@ -96,8 +98,6 @@ pub struct TurnPath {
     pub turn_id: uuid::Uuid,
 }
 
-const MAX_UTTERANCE_CHARS: usize = 10_000;
-
 impl CreateTurn {
     fn requested_settings(&self) -> RequestedSettings {
         RequestedSettings {
@@ -111,19 +111,6 @@ impl CreateTurn {
             ..RequestedSettings::default()
         }
     }
-}
-
-fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
-    if text.trim().is_empty() {
-        return Err(ApiError::invalid(field, "must not be empty"));
-    }
-    if text.chars().count() > MAX_UTTERANCE_CHARS {
-        return Err(ApiError::invalid(
-            field,
-            format!("must be at most {MAX_UTTERANCE_CHARS} characters"),
-        ));
-    }
-    Ok(())
 }
 
 /// One server-sent event.
@@ -190,7 +177,7 @@ pub async fn create(
     let route = format!("POST /v1/conversations/{conversation_id}/turns");
     let key = idempotency_key(&req, &route, &body)?;
     if let Some(u) = &body.utterance {
-        check_text("utterance", u)?;
+        TurnService::check_utterance(&state.store, "utterance", u)?;
     } else if body.regenerate.is_none() {
         return Err(ApiError::invalid(
             "utterance",
@@ -198,7 +185,8 @@ pub async fn create(
         ));
     }
     if let Some(r) = &body.rewrite {
-        check_text("rewrite", r)?;
+        // A manual rewrite is a query a person wrote: an utterance's rule.
+        TurnService::check_utterance(&state.store, "rewrite", r)?;
     }
     let settings = state.turns.resolve(
         &body.requested_settings(),

@@ -121,7 +121,7 @@ pub async fn create_token(
 ) -> Result<HttpResponse, ApiError> {
     let (info, token) = state
         .users
-        .create_token(caller.user.id, &body.0, caller.expires_at)
+        .create_token(caller.user.id, caller.token_id, &body.0, caller.expires_at)
         .await?;
     Ok(HttpResponse::Created().json(TokenEnvelope {
         token,

@@ -454,6 +454,7 @@ fn turn_error(turn: &str, e: ServiceError) -> BatchError {
         ServiceError::Store(StoreError::Invalid { field, message }) => {
             BatchError::Resume(format!("turn {turn}: not stored ({field}: {message})"))
         }
+        ServiceError::Input(e) => BatchError::Resume(format!("turn {turn}: not stored ({e})")),
         ServiceError::Store(e) => e.into(),
         ServiceError::Index(e) => e.into(),
         e @ (ServiceError::MissingUtterance

@@ -34,8 +34,23 @@ fn admin_token(config: &Config) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// Request bodies and qrels texts are buffers of megabytes: served by `mmap` they go back to the
+/// system when freed, where glibc's adaptive threshold would soon keep them in its heaps, which
+/// seldom shrink (issue 53: memory that stayed after a burst of large requests).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_large_buffers() {
+    // SAFETY: mallopt sets an allocator parameter under the allocator's own lock.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_large_buffers() {}
+
 /// Runs the server until SIGINT/SIGTERM, then shuts down cleanly.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    release_large_buffers();
     std::fs::create_dir_all(&config.home)
         .with_context(|| format!("cannot create the data directory {}", config.home.display()))?;
     let admin_token = admin_token(&config)?;

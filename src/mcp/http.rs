@@ -3,7 +3,8 @@
 //! No session is kept (every request carries the bearer token), so no `Mcp-Session-Id` is issued
 //! and `GET /mcp` (a server-to-client stream) answers 405.
 
-use actix_web::{web, HttpResponse};
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use serde_json::Value;
 
 use super::{classify, handle, Message, RpcError, INVALID_REQUEST, PARSE_ERROR};
@@ -24,10 +25,14 @@ use crate::web::AppState;
         (status = 400, description = "Not JSON, or not a JSON-RPC message: a JSON-RPC error (id null or the message's)", body = Object),
     ))]
 pub async fn post(
-    AuthUser(user): AuthUser,
+    req: HttpRequest,
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    let user = match AuthUser::from_request(&req, &mut Payload::None).await {
+        Ok(AuthUser(user)) => user,
+        Err(e) => return Ok(auth_refusal(&e, &body)),
+    };
     let message: Value = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(e) => {
@@ -52,6 +57,25 @@ pub async fn post(
         Some(reply) => HttpResponse::Ok().json(reply),
         None => HttpResponse::Accepted().finish(),
     })
+}
+
+/// JSON-RPC's code for a refused token (the implementation-defined server error range).
+pub const UNAUTHORIZED: i64 = -32001;
+
+/// A refused token: the HTTP status and `WWW-Authenticate` an MCP client's authorization flow
+/// starts from, with a JSON-RPC error body (the request's id when there is one) whose message
+/// MCP clients show, and whose `data` has convrag's error code.
+fn auth_refusal(error: &ApiError, body: &[u8]) -> HttpResponse {
+    let error = error
+        .clone()
+        .for_client(crate::web::current_request_id().as_deref());
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|m| m.get("id").cloned())
+        .unwrap_or(Value::Null);
+    let mut reply = RpcError::new(UNAUTHORIZED, error.message.clone()).response(id);
+    reply["error"]["data"] = serde_json::json!({"code": error.code.as_str()});
+    error.response_with_body(reply)
 }
 
 /// The JSON-RPC error for a body that is no message: an empty batch, or any part that is not a

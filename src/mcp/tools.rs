@@ -8,15 +8,13 @@ use uuid::Uuid;
 
 use super::{RpcError, INVALID_PARAMS};
 use crate::rerank::dense::Retrieval;
-use crate::service::chat::answer;
+use crate::service::chat::{answer, ChatTurnRequest, IncomingMessage};
 use crate::service::conversations::ConversationError;
 use crate::service::SearchRequest;
-use crate::store::{NewConversation, NewStatement, StoreError, TurnSlot, User};
+use crate::store::{NewStatement, StoreError, User};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{parse_json, parse_uuid};
 use crate::web::AppState;
-
-const MAX_SEARCH_K: usize = 50;
 
 /// The tools with their input schemas and the schemas of the structured content they return
 /// (`tools/list`; clients validate results against `outputSchema`).
@@ -29,7 +27,7 @@ pub fn definitions() -> Value {
          "description": "Search of a passage collection (BM25, the bi-encoder over its passage vectors, or both fused); returns the top passages with ids, titles, URLs and text.",
          "inputSchema": {"type": "object", "required": ["collection", "query"], "additionalProperties": false,
             "properties": {"collection": {"type": "string"}, "query": {"type": "string"},
-                "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K, "default": 5},
+                "k": {"type": "integer", "minimum": 1, "maximum": SearchRequest::MAX_K, "default": 5},
                 "retrieval": {"type": "string", "enum": ["bm25", "dense", "hybrid"], "default": "bm25"}}}},
         {"name": "ask", "title": "Ask (run a conversation turn)",
          "description": "Answers a question from a collection, personalized by the conversation's PTKB, with [n] citation markers and the cited passages. Without conversation_id a new conversation is started on `collection` (its PTKB starts as your profile); pass the returned conversation_id to continue it.",
@@ -265,16 +263,7 @@ fn not_found_as(field: &'static str) -> impl Fn(ConversationError) -> ApiError {
 const SEARCH_DEPTH: usize = 100;
 
 async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
-    if a.query.trim().is_empty() {
-        return Err(ApiError::invalid("query", "must not be empty"));
-    }
     let k = a.k.unwrap_or(5);
-    if k == 0 || k > MAX_SEARCH_K {
-        return Err(ApiError::invalid(
-            "k",
-            format!("must be between 1 and {MAX_SEARCH_K}"),
-        ));
-    }
     // The same retrieval, reranking (when a model is loaded) and fusion as a turn and as
     // `GET /v1/collections/{name}/search`.
     let request = SearchRequest {
@@ -286,6 +275,7 @@ async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
         rerank: state.turns.reranker().is_some(),
         retrieval: a.retrieval.unwrap_or_default(),
     };
+    request.check("query")?;
     let hits = state
         .turns
         .search_as(user.id, &request)
@@ -334,74 +324,63 @@ async fn search(state: &AppState, user: &User, a: SearchArgs) -> Outcome {
     }))
 }
 
-async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
-    if a.question.trim().is_empty() {
-        return Err(ApiError::invalid("question", "must not be empty"));
+/// An error naming `from` names `to` instead (the chat service's field as the tool calls it).
+fn rename_field(mut e: ApiError, from: &str, to: &str) -> ApiError {
+    if e.field.as_deref() == Some(from) {
+        e.field = Some(to.to_string());
     }
-    let id = match (&a.conversation_id, &a.collection) {
-        (Some(id), _) => conversation_id(id)?,
+    e
+}
+
+async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
+    let history = state.chat.read_history(&[IncomingMessage {
+        role: "user".to_string(),
+        text: a.question.clone(),
+    }]);
+    // The history's one message is the tool's `question`.
+    let history = history.map_err(|e| rename_field(e.into(), "messages[0].content", "question"))?;
+    let explicit = match &a.conversation_id {
+        Some(id) => Some(conversation_id(id)?),
+        None => None,
+    };
+    let collection = match (&a.collection, &state.default_collection) {
+        (Some(collection), _) => collection.clone(),
+        (None, Some(default)) => default.name().to_string(),
+        (None, None) if explicit.is_some() => String::new(),
         (None, None) => {
             return Err(ApiError::invalid(
                 "collection",
-                "is required when no conversation_id is given",
+                "is required: this server has no default collection",
             ))
         }
-        (None, Some(collection)) => {
-            state
-                .turns
-                .visible_retriever(Some(user.id), collection)
-                .await
-                .map_err(|e| match e {
-                    crate::service::ServiceError::Index(e) => collection_error(e),
-                    other => other.into(),
-                })?;
-            let title: String = a.question.chars().take(80).collect();
-            let new = NewConversation {
-                title,
-                collection: Some(collection.clone()),
-                ..Default::default()
-            };
-            state
-                .conversations
-                .create(user.id, new, None)
-                .await?
-                .0
-                .conversation
-                .id
-        }
     };
-    let turn = state
+    if explicit.is_none() {
+        state
+            .turns
+            .visible_retriever(Some(user.id), &collection)
+            .await
+            .map_err(|e| match e {
+                crate::service::ServiceError::Index(e) => collection_error(e),
+                other => other.into(),
+            })?;
+    }
+    let request = ChatTurnRequest {
+        history: &history,
+        explicit,
+        key: None,
+        options: Default::default(),
+        resends_history: false,
+    };
+    let admitted = state
         .chat
-        .run_turn(
-            user.id,
-            id,
-            TurnSlot::Next,
-            &a.question,
-            Default::default(),
-            &mut |_| {},
-        )
+        .admit(user.id, &collection, request)
         .await
         .map_err(ApiError::from)
-        .map_err(|e| match e.code {
-            ErrorCode::NotFound if e.field.is_none() => {
-                ApiError::field(ErrorCode::NotFound, "conversation_id", e.message)
-            }
-            _ => e,
-        })?;
+        .map_err(|e| rename_field(e, "messages", "question"))?;
+    let turn = state.chat.answer(admitted, &mut |_| {}).await?;
     let answer = answer(&turn);
     let mut text = answer.content.clone();
-    if !answer.passages.is_empty() {
-        text.push_str("\n\nSources:");
-        for p in &answer.passages {
-            text.push_str(&format!(
-                "\n[{}] {} {} ({})",
-                p["n"],
-                p["title"].as_str().unwrap_or_default(),
-                p["url"].as_str().unwrap_or_default(),
-                p["passage_id"].as_str().unwrap_or_default()
-            ));
-        }
-    }
+    text.push_str(&answer.sources_text());
     text.push_str(&format!(
         "\n\nconversation_id: {} (turn {})",
         turn.conversation_id, turn.seq

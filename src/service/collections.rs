@@ -80,6 +80,9 @@ pub type Result<T, E = CollectionServiceError> = std::result::Result<T, E>;
 /// body's worth of spooled files.
 pub const MAX_UPLOADS_PER_USER: usize = 2;
 pub const MAX_UPLOADS_PER_SERVER: usize = 8;
+/// A user's second (and later) upload is admitted only while fewer slots than this are taken:
+/// the rest are kept for users receiving none, so a few accounts cannot hold every slot.
+pub const SHARED_UPLOAD_SLOTS: usize = MAX_UPLOADS_PER_SERVER / 2;
 
 /// Room for multipart boundaries and part headers beyond the files' own bytes.
 const MULTIPART_OVERHEAD_PER_FILE: u64 = 4096;
@@ -521,10 +524,16 @@ impl CollectionService {
                 "the server is receiving as many uploads as it takes at once; retry shortly",
             ));
         }
+        let total = slots.total;
         let mine = slots.per_user.entry(user_id).or_insert(0);
         if *mine >= MAX_UPLOADS_PER_USER {
             return Err(CollectionServiceError::Busy(
                 "you have as many uploads in progress as one user may; retry when one is done",
+            ));
+        }
+        if *mine >= 1 && total >= SHARED_UPLOAD_SLOTS {
+            return Err(CollectionServiceError::Busy(
+                "the server is busy with other users' uploads; retry when yours is done",
             ));
         }
         *mine += 1;

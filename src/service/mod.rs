@@ -15,6 +15,7 @@ pub mod bench;
 pub mod chat;
 pub mod collections;
 pub mod conversations;
+pub mod input;
 pub mod manifests;
 pub mod rate;
 pub mod rows;
@@ -29,9 +30,9 @@ pub use collections::{
 };
 pub use rate::{RateKind, RateLimiter};
 pub use turns::{
-    Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError, SettingLimits,
-    StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest, TurnService,
-    WithoutVectors,
+    Admission, Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError,
+    SettingLimits, StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest,
+    TurnService, WithoutVectors,
 };
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

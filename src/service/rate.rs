@@ -60,12 +60,29 @@ impl RateLimiter {
         }
     }
 
-    /// Takes one token of `user_id`'s `kind` bucket at `now`, or says when to retry.
-    pub fn admit(&self, user_id: i64, kind: RateKind, now: Instant) -> Result<(), RateRefusal> {
-        let per_minute = match kind {
+    /// The limit of `kind` per minute (0: unlimited).
+    pub fn per_minute(&self, kind: RateKind) -> u32 {
+        match kind {
             RateKind::Turns => self.turns_per_minute,
             RateKind::Searches => self.searches_per_minute,
-        };
+        }
+    }
+
+    /// Takes one token of `user_id`'s `kind` bucket at `now`, or says when to retry.
+    pub fn admit(&self, user_id: i64, kind: RateKind, now: Instant) -> Result<(), RateRefusal> {
+        self.admit_n(user_id, kind, 1, now)
+    }
+
+    /// Takes `n` tokens of `user_id`'s `kind` bucket at `now` (all or none), or says when the
+    /// bucket holds them again; `n` above the per-minute limit never fits (the wait is a minute).
+    pub fn admit_n(
+        &self,
+        user_id: i64,
+        kind: RateKind,
+        n: u32,
+        now: Instant,
+    ) -> Result<(), RateRefusal> {
+        let per_minute = self.per_minute(kind);
         if per_minute == 0 {
             return Ok(());
         }
@@ -85,11 +102,12 @@ impl RateLimiter {
         let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * per_second).min(capacity);
         bucket.updated = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        let cost = f64::from(n);
+        if bucket.tokens >= cost {
+            bucket.tokens -= cost;
             Ok(())
         } else {
-            let wait = (1.0 - bucket.tokens) / per_second;
+            let wait = (cost.min(capacity) - bucket.tokens) / per_second;
             Err(RateRefusal {
                 per_minute,
                 retry_after_secs: wait.ceil().max(1.0) as u64,

@@ -3,9 +3,8 @@
 //! code of `convrag eval ranking` and `convrag eval compare`); a turn's ranking is what the run's
 //! TREC file lists for it (unique passages in rank order, scores as submitted).
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
-use std::sync::LazyLock;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
@@ -13,8 +12,7 @@ use serde::Serialize;
 
 use crate::eval::compare::{compare, CompareOptions, ScoreTable};
 use crate::eval::measures::{evaluate, EvalOptions, Measure};
-use crate::eval::trec::parse_qrels;
-use crate::eval::{EvalError, Qrels, Run};
+use crate::eval::{Qrels, Run};
 use crate::formats::trec_run::submitted_score;
 use crate::store::runs::{QrelsInfo, RunListing};
 use crate::store::{Store, StoreError, Turn};
@@ -63,6 +61,13 @@ pub enum RunsError {
     },
     #[error("{}: {reason}", field.as_str())]
     Invalid { field: RunField, reason: String },
+    /// Judgments larger than `limits.qrels_bytes` (refused from the declared length, or at the
+    /// first byte beyond it).
+    #[error("the judgments are larger than the {max} bytes allowed (limits.qrels_bytes)")]
+    TooLarge { max: usize },
+    /// A parse or check task failed (it panicked).
+    #[error("a qrels task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -263,6 +268,17 @@ fn check_qrels_text(text: &str) -> Result<()> {
     ))
 }
 
+/// Refuses a name judgments cannot have.
+fn check_name(name: &str) -> Result<()> {
+    if crate::store::require_identifier("name", name, 100).is_err() {
+        return Err(invalid(
+            RunField::Name,
+            "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        ));
+    }
+    Ok(())
+}
+
 /// One measure named by the `measure` parameter ([`MEASURE_PATTERN`]).
 pub fn one_measure(spec: &str) -> Result<Measure> {
     let bad = |reason: String| invalid(RunField::Measure, reason);
@@ -287,42 +303,59 @@ pub fn one_measure(spec: &str) -> Result<Measure> {
     }
 }
 
+/// The judged lines of qrels text as `convrag eval` reads them: line number, query, document,
+/// grade; blank and `#` lines skipped.
+fn judged_lines(text: &str) -> impl Iterator<Item = Result<(usize, &str, &str, i64)>> {
+    text.lines().enumerate().filter_map(|(i, line)| {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return None;
+        }
+        let no = i + 1;
+        let mut fields = line.split_whitespace();
+        let parts: [Option<&str>; 5] = std::array::from_fn(|_| fields.next());
+        let [Some(query), Some(_), Some(doc), Some(grade), None] = parts else {
+            let found = parts.iter().flatten().count() + fields.count();
+            return Some(Err(invalid(
+                RunField::Body,
+                format!(
+                    "line {no}: malformed qrels line: expected 4 fields `qid iter docid rel`, \
+                     found {found}"
+                ),
+            )));
+        };
+        Some(match grade.parse::<i64>() {
+            Ok(grade) => Ok((no, query, doc, grade)),
+            Err(_) => Err(invalid(
+                RunField::Body,
+                format!("line {no}: relevance `{grade}` is not an integer"),
+            )),
+        })
+    })
+}
+
 /// Parses TREC qrels text, naming the line of a problem. A pair judged on several lines is
 /// judged by the last, as pytrec_eval and ir_measures read qrels (the pattern the document
 /// states cannot say "no pair twice", and a later line correcting an earlier one is how
-/// judgments get amended).
-pub fn parse_qrels_text(name: &str, text: &str) -> Result<Qrels> {
-    let mut last: HashMap<(&str, &str), usize> = HashMap::new();
-    let lines: Vec<&str> = text.split('\n').collect();
-    for (i, line) in lines.iter().enumerate() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() == 4 && !fields[0].starts_with('#') {
-            last.insert((fields[0], fields[2]), i);
+/// judgments get amended). Builds only the judgments themselves: no copy of the text or its
+/// lines, so a parse holds about its result.
+pub fn parse_qrels_text(_name: &str, text: &str) -> Result<Qrels> {
+    let mut qrels = Qrels::default();
+    for judged in judged_lines(text) {
+        let (_, query, doc, grade) = judged?;
+        // Owned keys only for what is new: a query's string once, a document's once per query.
+        let Some(docs) = qrels.queries.get_mut(query) else {
+            let docs = HashMap::from([(doc.to_string(), grade)]);
+            qrels.queries.insert(query.to_string(), docs);
+            continue;
+        };
+        match docs.get_mut(doc) {
+            Some(old) => *old = grade,
+            None => {
+                docs.insert(doc.to_string(), grade);
+            }
         }
     }
-    // Earlier judgments of a pair become blank lines, so line numbers stay as written.
-    let kept: Vec<&str> = lines
-        .iter()
-        .enumerate()
-        .map(|(i, line)| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let superseded = fields.len() == 4
-                && !fields[0].starts_with('#')
-                && last.get(&(fields[0], fields[2])) != Some(&i);
-            if superseded {
-                ""
-            } else {
-                *line
-            }
-        })
-        .collect();
-    let text = kept.join("\n");
-    let qrels = parse_qrels(Path::new(name), &text).map_err(|e| match e {
-        EvalError::Parse { line, reason, .. } => {
-            invalid(RunField::Body, format!("line {line}: {reason}"))
-        }
-        other => invalid(RunField::Body, other.to_string()),
-    })?;
     if qrels.is_empty() {
         return Err(invalid(
             RunField::Body,
@@ -332,15 +365,105 @@ pub fn parse_qrels_text(name: &str, text: &str) -> Result<Qrels> {
     Ok(qrels)
 }
 
+/// The judged queries and (query, document) pairs of qrels text that [`check_qrels_text`]
+/// accepts, counted without building the judgments (pairs borrow from the text).
+fn count_qrels(text: &str) -> Result<(usize, usize)> {
+    let mut queries = HashSet::new();
+    let mut pairs = HashSet::new();
+    for judged in judged_lines(text) {
+        let (_, query, doc, _) = judged?;
+        queries.insert(query);
+        pairs.insert((query, doc));
+    }
+    Ok((queries.len(), pairs.len()))
+}
+
+/// Qrels texts checked or parsed at once, server-wide: each holds up to `limits.qrels_bytes`
+/// of text and its parse, so this bounds their memory whatever the number of callers.
+pub const QRELS_AT_ONCE: usize = 2;
+
+/// Leave to read and store one qrels text ([`RunService::admit_qrels`]), held until the text is
+/// stored or refused.
+pub struct QrelsPermit {
+    /// The most bytes the text may have (`limits.qrels_bytes`).
+    pub max_bytes: usize,
+    _work: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// The Runs view's reads and the uploads of judgments.
 #[derive(Clone)]
 pub struct RunService {
     store: Store,
+    /// [`QRELS_AT_ONCE`] permits: qrels texts being read, checked, parsed or stored.
+    work: Arc<tokio::sync::Semaphore>,
 }
 
 impl RunService {
     pub fn new(store: Store) -> Self {
-        RunService { store }
+        RunService {
+            store,
+            work: Arc::new(tokio::sync::Semaphore::new(QRELS_AT_ONCE)),
+        }
+    }
+
+    /// Admits judgments `name` before their body is read: a valid name, a declared length
+    /// within `limits.qrels_bytes` (413) and the user's quota (429), then one of the
+    /// [`QRELS_AT_ONCE`] permits, waited for in turn.
+    pub async fn admit_qrels(
+        &self,
+        user_id: i64,
+        name: &str,
+        declared_bytes: Option<u64>,
+    ) -> Result<QrelsPermit> {
+        check_name(name)?;
+        let max_bytes = self.store.limits().qrels_bytes;
+        if declared_bytes.is_some_and(|n| n > max_bytes as u64) {
+            return Err(RunsError::TooLarge { max: max_bytes });
+        }
+        self.store
+            .check_qrels_quota(user_id, name, declared_bytes.unwrap_or(0))
+            .await?;
+        let work = self
+            .work
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        Ok(QrelsPermit {
+            max_bytes,
+            _work: work,
+        })
+    }
+
+    /// Deletes the user's run `name` with its conversations.
+    pub async fn delete_run(&self, user_id: i64, name: &str) -> Result<()> {
+        self.store
+            .delete_run(user_id, name)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound { .. } => RunsError::NotFound {
+                    field: RunField::Run,
+                    what: "run",
+                    name: name.to_string(),
+                },
+                other => other.into(),
+            })
+    }
+
+    /// Deletes the user's judgments `name`.
+    pub async fn delete_qrels(&self, user_id: i64, name: &str) -> Result<()> {
+        check_name(name)?;
+        self.store
+            .delete_qrels(user_id, name)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound { .. } => RunsError::NotFound {
+                    field: RunField::Name,
+                    what: "judgments",
+                    name: name.to_string(),
+                },
+                other => other.into(),
+            })
     }
 
     /// The user's runs, newest first.
@@ -353,25 +476,45 @@ impl RunService {
         Ok(self.store.list_qrels(user_id).await?)
     }
 
-    /// Stores (or replaces) the user's judgments `name` from TREC qrels text.
-    pub async fn put_qrels(&self, user_id: i64, name: &str, text: &str) -> Result<QrelsInfo> {
-        if crate::store::require_identifier("name", name, 100).is_err() {
-            return Err(invalid(
-                RunField::Name,
-                "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
-            ));
+    /// Stores (or replaces) the user's judgments `name` from TREC qrels text, checked off the
+    /// request threads under the `permit` [`Self::admit_qrels`] gave.
+    pub async fn put_qrels(
+        &self,
+        permit: QrelsPermit,
+        user_id: i64,
+        name: &str,
+        text: String,
+    ) -> Result<QrelsInfo> {
+        check_name(name)?;
+        if text.len() > permit.max_bytes {
+            return Err(RunsError::TooLarge {
+                max: permit.max_bytes,
+            });
         }
-        check_qrels_text(text)?;
-        let qrels = parse_qrels_text(name, text)?;
-        let judgments: usize = qrels.queries.values().map(HashMap::len).sum();
+        let (text, counted) = tokio::task::spawn_blocking(move || {
+            let counted = check_qrels_text(&text).and_then(|()| count_qrels(&text));
+            (text, counted)
+        })
+        .await
+        .map_err(RunsError::Task)?;
+        let (queries, judgments) = counted?;
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-        Ok(self
+        let info = self
             .store
-            .put_qrels(user_id, name, text, count(qrels.len()), count(judgments))
-            .await?)
+            .put_qrels(user_id, name, &text, count(queries), count(judgments))
+            .await?;
+        drop(permit);
+        Ok(info)
     }
 
+    /// The user's judgments `name`, parsed off the request threads under one of the
+    /// [`QRELS_AT_ONCE`] permits, and held only by the request that asked.
     async fn qrels(&self, user_id: i64, name: &str) -> Result<Qrels> {
+        let _work = self
+            .work
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let text =
             self.store
                 .qrels_text(user_id, name)
@@ -381,7 +524,10 @@ impl RunService {
                     what: "judgments",
                     name: name.to_string(),
                 })?;
-        parse_qrels_text(name, &text)
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || parse_qrels_text(&name, &text))
+            .await
+            .map_err(RunsError::Task)?
     }
 
     async fn run(&self, user_id: i64, name: &str, field: RunField) -> Result<StoredRun> {

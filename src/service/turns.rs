@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use super::input::{self, InvalidInput};
 use super::rate::{RateKind, RateLimiter};
 use super::vectors::VectorBuilds;
 use super::Result;
@@ -58,6 +59,9 @@ pub enum ServiceError {
         per_minute: u32,
         retry_after_secs: u64,
     },
+    /// What the caller sent breaks the input contract ([`super::input`]).
+    #[error(transparent)]
+    Input(#[from] InvalidInput),
     /// A blocking task panicked or was cancelled.
     #[error("a task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
@@ -183,6 +187,26 @@ pub struct SearchRequest {
     pub retrieval: Retrieval,
 }
 
+impl SearchRequest {
+    /// Most results one search returns, and most first-stage candidates it reranks.
+    pub const MAX_K: usize = 1000;
+    pub const MAX_DEPTH: usize = 1000;
+
+    /// The search contract every adapter applies: a query with text and no NUL (named
+    /// `query_field`, the adapter's name for it), `k` and `depth` within their bounds.
+    pub fn check(&self, query_field: &str) -> std::result::Result<(), InvalidInput> {
+        input::required_text(query_field, &self.query, usize::MAX)?;
+        input::in_range("k", self.k, Self::MAX_K)?;
+        if self.depth > Self::MAX_DEPTH {
+            return Err(InvalidInput::new(
+                "depth",
+                format!("must be at most {}", Self::MAX_DEPTH),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What a search found, best first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOutput {
@@ -282,9 +306,13 @@ impl TurnService {
 
     /// Counts a turn or search of `user_id` against the rate limits.
     fn admit(&self, user_id: i64, kind: RateKind) -> Result<()> {
+        self.admit_n(user_id, kind, 1)
+    }
+
+    fn admit_n(&self, user_id: i64, kind: RateKind, n: u32) -> Result<()> {
         match &self.rates {
             Some(rates) => rates
-                .admit(user_id, kind, Instant::now())
+                .admit_n(user_id, kind, n, Instant::now())
                 .map_err(|refusal| ServiceError::RateLimited {
                     kind,
                     per_minute: refusal.per_minute,
@@ -292,6 +320,29 @@ impl TurnService {
                 }),
             None => Ok(()),
         }
+    }
+
+    /// Counts `turns` turns of `user_id` (a chat request's new turn and the history it
+    /// imports) against the turn rate, before anything is stored for them. More turns than
+    /// the rate allows in a minute are refused as input (`field` names what holds them):
+    /// waiting would not help.
+    pub fn admit_turns(&self, user_id: i64, turns: usize, field: &str) -> Result<Admission> {
+        let per_minute = self
+            .rates
+            .as_ref()
+            .map_or(0, |r| r.per_minute(RateKind::Turns));
+        if per_minute > 0 && turns > per_minute as usize {
+            return Err(InvalidInput::new(
+                field,
+                format!(
+                    "stores {turns} turns (its imported history and the new turn), more than the \
+                     rate of {per_minute} turns per minute allows"
+                ),
+            )
+            .into());
+        }
+        self.admit_n(user_id, RateKind::Turns, turns as u32)?;
+        Ok(Admission { _counted: () })
     }
 
     /// The stages (read-only: what is configured).
@@ -467,18 +518,14 @@ impl TurnService {
         Ok(settings)
     }
 
-    /// Refuses an utterance longer than the store's limit (400 naming `utterance`).
-    pub fn check_utterance(store: &Store, utterance: &str) -> Result<()> {
-        let max = store.limits().utterance_chars;
-        let chars = utterance.chars().count();
-        if chars > max {
-            return Err(StoreError::Invalid {
-                field: "utterance",
-                message: format!("must be at most {max} characters (got {chars})"),
-            }
-            .into());
-        }
-        Ok(())
+    /// Refuses an utterance that is blank, holds a NUL or is longer than the configured limit
+    /// (400 naming `field`): every adapter's rule for what a user says.
+    pub fn check_utterance(store: &Store, field: &str, utterance: &str) -> Result<()> {
+        Ok(input::required_text(
+            field,
+            utterance,
+            store.limits().utterance_chars,
+        )?)
     }
 
     /// Takes the conversation's lease and prepares the turn: its utterance (the replaced
@@ -493,9 +540,23 @@ impl TurnService {
         slot: TurnSlot,
         request: TurnRequest,
     ) -> Result<StartedTurn> {
-        self.admit(user_id, RateKind::Turns)?;
+        let admission = self.admit_turns(user_id, 1, "utterance")?;
+        self.begin_admitted(admission, store, user_id, conversation_id, slot, request)
+            .await
+    }
+
+    /// As [`TurnService::begin`] for a turn already counted ([`TurnService::admit_turns`]).
+    pub async fn begin_admitted(
+        &self,
+        _admission: Admission,
+        store: &Store,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+        request: TurnRequest,
+    ) -> Result<StartedTurn> {
         if let Some(utterance) = &request.utterance {
-            Self::check_utterance(store, utterance)?;
+            Self::check_utterance(store, "utterance", utterance)?;
         }
         let pending = store.begin_turn(user_id, conversation_id, slot).await?;
         self.start(store, pending, request, None).await
@@ -514,6 +575,34 @@ impl TurnService {
         request: TurnRequest,
         key: IdempotencyKey,
     ) -> Result<Begun> {
+        let admission = self.admit_turns(user_id, 1, "utterance")?;
+        self.begin_keyed_admitted(
+            admission,
+            store,
+            user_id,
+            conversation_id,
+            slot,
+            request,
+            key,
+        )
+        .await
+    }
+
+    /// As [`TurnService::begin_keyed`] for a turn already counted.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn begin_keyed_admitted(
+        &self,
+        _admission: Admission,
+        store: &Store,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+        request: TurnRequest,
+        key: IdempotencyKey,
+    ) -> Result<Begun> {
+        if let Some(utterance) = &request.utterance {
+            Self::check_utterance(store, "utterance", utterance)?;
+        }
         let pending = store.begin_turn(user_id, conversation_id, slot).await?;
         if let KeyLookup::Stored(turn) = store.idempotent_result(user_id, &key).await? {
             return Ok(Begun::Replayed(Box::new(turn)));
@@ -663,6 +752,12 @@ impl TurnService {
     }
 }
 
+/// Proof that a turn was counted against its user's rate ([`TurnService::admit_turns`]).
+#[must_use = "a turn is counted in order to begin it"]
+pub struct Admission {
+    _counted: (),
+}
+
 /// A turn begun: the conversation's lease is held and the context read.
 pub struct StartedTurn {
     pipeline: Arc<TurnPipeline>,
@@ -696,6 +791,16 @@ impl StartedTurn {
 
     pub fn settings(&self) -> &TurnSettings {
         &self.settings
+    }
+
+    /// The id the turn will be stored under.
+    pub fn turn_id(&self) -> Uuid {
+        self.pending.turn_id
+    }
+
+    /// The turn's commit also makes its provisional chat conversation permanent.
+    pub fn confirm_chat_on_commit(&mut self) {
+        self.pending.confirm_chat = true;
     }
 
     /// Runs the stages, reporting each to `on_event`, and stores the whole turn atomically.

@@ -64,17 +64,19 @@ impl UserService {
         Ok(self.store.set_user_disabled(user_id, disabled).await?)
     }
 
-    /// Another token for the same user, expiring at the latest at `not_after`, when the token
-    /// asking for it does: a token never outlives the one that made it.
+    /// Another token for the same user, minted with the user's token `parent_id`: it expires at
+    /// the latest at `not_after`, when that token does, and is revoked with it: a token never
+    /// outlives the one that made it.
     pub async fn create_token(
         &self,
         user_id: i64,
+        parent_id: i64,
         new: &NewToken,
         not_after: Option<DateTime<Utc>>,
     ) -> Result<(TokenInfo, String)> {
         Ok(self
             .store
-            .create_token_with(user_id, new, not_after)
+            .create_child_token(user_id, parent_id, new, not_after)
             .await?)
     }
 
@@ -83,6 +85,7 @@ impl UserService {
         Ok(self.store.list_tokens(user_id).await?)
     }
 
+    /// Revokes the token and, in the same transaction, every token minted from it.
     pub async fn revoke_token(&self, user_id: i64, token_id: i64) -> Result<()> {
         Ok(self.store.revoke_token(user_id, token_id).await?)
     }

@@ -147,16 +147,6 @@ impl Store {
         new: NewConversation,
         key: Option<&IdempotencyKey>,
     ) -> Result<(CreatedConversation, bool)> {
-        validate_title(&new.title)?;
-        if let Some(external_id) = &new.external_id {
-            super::require_text("external_id", external_id, 200)?;
-        }
-        if let Some(collection) = &new.collection {
-            validate_collection(collection)?;
-        }
-        if let Some(instructions) = &new.instructions {
-            validate_instructions(instructions)?;
-        }
         let id = Uuid::new_v4();
         let mut tx = self.pool().begin().await?;
         if let Some(key) = key {
@@ -166,38 +156,7 @@ impl Store {
                 return Ok((earlier, true));
             }
         }
-        check_conversation_count(&mut tx, self.limits(), user_id).await?;
-        sqlx::query(
-            "INSERT INTO conversations (id, user_id, title, external_id, collection, instructions) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(id)
-        .bind(user_id)
-        .bind(new.title.trim())
-        .bind(new.external_id.as_deref().map(str::trim))
-        .bind(&new.collection)
-        .bind(new.instructions.as_deref().map(str::trim))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| match sqlstate(&e).as_deref() {
-            Some("23505") => StoreError::Conflict {
-                field: "external_id",
-                message: format!(
-                    "you already have a conversation with external id {:?}",
-                    new.external_id.as_deref().unwrap_or_default()
-                ),
-            },
-            _ => e.into(),
-        })?;
-        insert_statements(&mut tx, self.limits(), id, 1, &new.ptkb).await?;
-        // The user's profile joins every new conversation's PTKB (texts already given are skipped).
-        let profile: Vec<_> = super::profile::profile_as_ptkb(&mut tx, user_id)
-            .await?
-            .into_iter()
-            .filter(|p| !new.ptkb.iter().any(|s| s.text.trim() == p.text))
-            .collect();
-        super::ptkb::check_new_conversation_count(self.limits(), new.ptkb.len(), profile.len())?;
-        insert_statements(&mut tx, self.limits(), id, 1, &profile).await?;
+        insert_conversation(&mut tx, self.limits(), user_id, id, &new).await?;
         // Read before committing: once the commit lands, the answer needs no more database work.
         let created = CreatedConversation {
             conversation: conversation_in(&mut tx, user_id, id).await?,
@@ -325,6 +284,60 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Writes a new conversation `id` of `user_id` in `tx`: checked, counted against the user's
+/// quota, with its given PTKB and the user's profile as statements.
+pub(crate) async fn insert_conversation(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    limits: &crate::config::Limits,
+    user_id: i64,
+    id: Uuid,
+    new: &NewConversation,
+) -> Result<()> {
+    validate_title(&new.title)?;
+    if let Some(external_id) = &new.external_id {
+        super::require_text("external_id", external_id, 200)?;
+    }
+    if let Some(collection) = &new.collection {
+        validate_collection(collection)?;
+    }
+    if let Some(instructions) = &new.instructions {
+        validate_instructions(instructions)?;
+    }
+    check_conversation_count(&mut *tx, limits, user_id).await?;
+    sqlx::query(
+        "INSERT INTO conversations (id, user_id, title, external_id, collection, instructions) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(new.title.trim())
+    .bind(new.external_id.as_deref().map(str::trim))
+    .bind(&new.collection)
+    .bind(new.instructions.as_deref().map(str::trim))
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| match sqlstate(&e).as_deref() {
+        Some("23505") => StoreError::Conflict {
+            field: "external_id",
+            message: format!(
+                "you already have a conversation with external id {:?}",
+                new.external_id.as_deref().unwrap_or_default()
+            ),
+        },
+        _ => e.into(),
+    })?;
+    insert_statements(&mut *tx, limits, id, 1, &new.ptkb).await?;
+    // The user's profile joins every new conversation's PTKB (texts already given are skipped).
+    let profile: Vec<_> = super::profile::profile_as_ptkb(&mut *tx, user_id)
+        .await?
+        .into_iter()
+        .filter(|p| !new.ptkb.iter().any(|s| s.text.trim() == p.text))
+        .collect();
+    super::ptkb::check_new_conversation_count(limits, new.ptkb.len(), profile.len())?;
+    insert_statements(&mut *tx, limits, id, 1, &profile).await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,7 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Conversation, Result, Store};
+use sqlx::Connection;
+
+use super::{Conversation, Result, Store, StoreError};
+use crate::config::Limits;
 
 /// A batch run of a user, with how many topics (conversations) and current turns it has stored.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
@@ -74,7 +77,16 @@ impl Store {
         Ok(conversations)
     }
 
-    /// Stores (or replaces) the user's judgments `name`.
+    /// Refuses judgments `name` of `bytes` bytes that the user's quota cannot take
+    /// (`limits.qrels_per_user`, `limits.qrels_bytes_per_user`; judgments of that name being
+    /// replaced do not count): 429 before the body is read, and again under the user's row lock
+    /// when it is stored.
+    pub async fn check_qrels_quota(&self, user_id: i64, name: &str, bytes: u64) -> Result<()> {
+        let mut conn = self.pool().acquire().await?;
+        qrels_quota(&mut conn, self.limits(), user_id, name, bytes).await
+    }
+
+    /// Stores (or replaces) the user's judgments `name`, within the user's quota.
     pub async fn put_qrels(
         &self,
         user_id: i64,
@@ -84,7 +96,17 @@ impl Store {
         judgments: i32,
     ) -> Result<QrelsInfo> {
         super::require_identifier("name", name, 100)?;
-        Ok(sqlx::query_as(
+        // A connection of its own, so that its buffers, grown to the text's size, are shrunk
+        // before it goes back to the pool (else every pooled connection keeps the largest
+        // text it ever sent).
+        let mut conn = self.pool().acquire().await?;
+        let mut tx = conn.begin().await?;
+        sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
+        qrels_quota(&mut tx, self.limits(), user_id, name, body.len() as u64).await?;
+        let info = sqlx::query_as(
             "INSERT INTO user_qrels (user_id, name, body, queries, judgments) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (user_id, name) DO UPDATE SET body = $3, queries = $4, judgments = $5, \
                updated_at = now() \
@@ -95,8 +117,50 @@ impl Store {
         .bind(body)
         .bind(queries)
         .bind(judgments)
-        .fetch_one(self.db())
-        .await?)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        conn.shrink_buffers();
+        Ok(info)
+    }
+
+    /// Deletes the user's run `name` and its conversations (with their turns), atomically;
+    /// `NotFound` when the user has no run of that name. Its files on the operator's disk stay.
+    pub async fn delete_run(&self, user_id: i64, name: &str) -> Result<()> {
+        let mut tx = self.pool().begin().await?;
+        let deleted = sqlx::query("DELETE FROM batch_runs WHERE user_id = $1 AND name = $2")
+            .bind(user_id)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(StoreError::NotFound { entity: "run" });
+        }
+        sqlx::query(
+            "DELETE FROM conversations c \
+             WHERE c.user_id = $1 AND left(c.external_id, length($2::text) + 1) = $2::text || '/'",
+        )
+        .bind(user_id)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes the user's judgments `name`; `NotFound` when they have none of that name.
+    pub async fn delete_qrels(&self, user_id: i64, name: &str) -> Result<()> {
+        let result = sqlx::query("DELETE FROM user_qrels WHERE user_id = $1 AND name = $2")
+            .bind(user_id)
+            .bind(name)
+            .execute(self.db())
+            .await?;
+        if result.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                entity: "judgments",
+            });
+        }
+        Ok(())
     }
 
     /// The user's judgments, by name.
@@ -111,12 +175,55 @@ impl Store {
 
     /// The text of the user's judgments `name` (`None`: none of that name).
     pub async fn qrels_text(&self, user_id: i64, name: &str) -> Result<Option<String>> {
-        Ok(
+        // As in `put_qrels`: the read buffer grows to the text, and is shrunk again.
+        let mut conn = self.pool().acquire().await?;
+        let text =
             sqlx::query_scalar("SELECT body FROM user_qrels WHERE user_id = $1 AND name = $2")
                 .bind(user_id)
                 .bind(name)
-                .fetch_optional(self.db())
-                .await?,
-        )
+                .fetch_optional(&mut *conn)
+                .await?;
+        conn.shrink_buffers();
+        Ok(text)
     }
+}
+
+/// The check of [`Store::check_qrels_quota`] on `conn`.
+async fn qrels_quota(
+    conn: &mut sqlx::PgConnection,
+    limits: &Limits,
+    user_id: i64,
+    name: &str,
+    bytes: u64,
+) -> Result<()> {
+    let (others, other_bytes): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), coalesce(sum(octet_length(body)), 0)::bigint \
+         FROM user_qrels WHERE user_id = $1 AND name <> $2",
+    )
+    .bind(user_id)
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await?;
+    let as_u64 = |n: i64| u64::try_from(n).unwrap_or(0);
+    let max_count = limits.qrels_per_user as u64;
+    if as_u64(others) >= max_count {
+        return Err(StoreError::QuotaExceeded {
+            field: "name",
+            message: format!(
+                "you keep {others} judgments, the most one user may (limits.qrels_per_user = \
+                 {max_count}); delete some first"
+            ),
+        });
+    }
+    let max_bytes = limits.qrels_bytes_per_user as u64;
+    if as_u64(other_bytes).saturating_add(bytes) > max_bytes {
+        return Err(StoreError::QuotaExceeded {
+            field: "body",
+            message: format!(
+                "your other judgments hold {other_bytes} bytes; {bytes} more would pass the \
+                 {max_bytes} bytes one user may keep (limits.qrels_bytes_per_user)"
+            ),
+        });
+    }
+    Ok(())
 }

@@ -209,6 +209,11 @@ pub struct PendingTurn {
     pub ptkb: Vec<super::Statement>,
     /// Regeneration: the utterance of the version being replaced.
     pub replaced_utterance: Option<String>,
+    /// The commit also makes the provisional chat conversation permanent (its first answer).
+    pub confirm_chat: bool,
+    /// The id the turn is stored under, chosen at the start so a streamed answer can name it
+    /// before it is stored.
+    pub turn_id: Uuid,
 }
 
 impl Store {
@@ -263,6 +268,8 @@ impl Store {
             history,
             ptkb,
             replaced_utterance,
+            confirm_chat: false,
+            turn_id: Uuid::new_v4(),
         })
     }
 
@@ -356,11 +363,19 @@ impl PendingTurn {
         if version > 1 {
             retire_current(&mut tx, conversation_id, seq).await?;
         }
-        let id = Uuid::new_v4();
+        let id = self.turn_id;
         insert_turn_row(&mut tx, id, conversation_id, seq, version, &turn).await?;
         insert_ptkb_ranking(&mut tx, id, conversation_id, seq, &turn.ptkb_ranking).await?;
         insert_passages(&mut tx, id, &turn.passages).await?;
         insert_sentences(&mut tx, id, &turn.sentences).await?;
+        if self.confirm_chat {
+            sqlx::query(
+                "UPDATE chat_conversations SET provisional = false WHERE conversation_id = $1",
+            )
+            .bind(conversation_id)
+            .execute(&mut *tx)
+            .await?;
+        }
         let stored = turn_in(&mut tx, conversation_id, id).await?;
         if let Some(key) = key {
             if let Some(earlier) =
@@ -619,6 +634,20 @@ impl Store {
     }
 
     /// One turn (any version) of one of the user's conversations.
+    /// One of the user's turns by its id alone (another user's is not found).
+    pub async fn turn_by_id(&self, user_id: i64, turn_id: Uuid) -> Result<Turn> {
+        let conversation_id: Option<Uuid> = sqlx::query_scalar(
+            "SELECT t.conversation_id FROM turns t JOIN conversations c ON c.id = t.conversation_id \
+             WHERE t.id = $1 AND c.user_id = $2",
+        )
+        .bind(turn_id)
+        .bind(user_id)
+        .fetch_optional(self.db())
+        .await?;
+        let conversation_id = conversation_id.ok_or(StoreError::NotFound { entity: "turn" })?;
+        self.turn(user_id, conversation_id, turn_id).await
+    }
+
     pub async fn turn(&self, user_id: i64, conversation_id: Uuid, turn_id: Uuid) -> Result<Turn> {
         self.conversation(user_id, conversation_id).await?;
         let row: TurnRow = sqlx::query_as(&format!(

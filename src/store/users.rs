@@ -113,6 +113,7 @@ impl NewToken {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Authenticated {
     pub user: User,
+    pub token_id: i64,
     pub token_expires_at: Option<DateTime<Utc>>,
 }
 
@@ -130,6 +131,7 @@ pub fn token_digest(token: &str) -> Vec<u8> {
 async fn insert_token(
     conn: &mut sqlx::PgConnection,
     user_id: i64,
+    parent_id: Option<i64>,
     new: &NewToken,
     not_after: Option<DateTime<Utc>>,
 ) -> Result<(TokenInfo, String)> {
@@ -137,13 +139,14 @@ async fn insert_token(
     let expires_at = new.expiry(Utc::now(), not_after)?;
     let token = generate_token();
     let info = sqlx::query_as(&format!(
-        "INSERT INTO api_tokens (user_id, token_sha256, name, expires_at) VALUES ($1, $2, $3, $4) \
-         RETURNING {TOKEN_COLUMNS}"
+        "INSERT INTO api_tokens (user_id, token_sha256, name, expires_at, parent_id) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING {TOKEN_COLUMNS}"
     ))
     .bind(user_id)
     .bind(token_digest(&token))
     .bind(name)
     .bind(expires_at)
+    .bind(parent_id)
     .fetch_one(&mut *conn)
     .await?;
     Ok((info, token))
@@ -185,7 +188,7 @@ impl Store {
             },
             _ => e.into(),
         })?;
-        let (info, token) = insert_token(&mut tx, user.id, token, not_after).await?;
+        let (info, token) = insert_token(&mut tx, user.id, None, token, not_after).await?;
         tx.commit().await?;
         Ok((user, info, token))
     }
@@ -208,7 +211,22 @@ impl Store {
     ) -> Result<(TokenInfo, String)> {
         // A transaction, so that through PgBouncer the insert runs on one server connection.
         let mut tx = self.pool().begin().await?;
-        let issued = insert_token(&mut tx, user_id, new, not_after).await?;
+        let issued = insert_token(&mut tx, user_id, None, new, not_after).await?;
+        tx.commit().await?;
+        Ok(issued)
+    }
+
+    /// As [`Store::create_token_with`], minted with the user's token `parent_id`: revoking that
+    /// token revokes this one too.
+    pub async fn create_child_token(
+        &self,
+        user_id: i64,
+        parent_id: i64,
+        new: &NewToken,
+        not_after: Option<DateTime<Utc>>,
+    ) -> Result<(TokenInfo, String)> {
+        let mut tx = self.pool().begin().await?;
+        let issued = insert_token(&mut tx, user_id, Some(parent_id), new, not_after).await?;
         tx.commit().await?;
         Ok(issued)
     }
@@ -264,6 +282,7 @@ impl Store {
         }
         Ok(Authenticated {
             user: row.user,
+            token_id: row.token_id,
             token_expires_at: row.token_expires_at,
         })
     }
@@ -317,17 +336,25 @@ impl Store {
         Ok(tokens)
     }
 
-    /// Revokes one of the user's tokens; `NotFound` when it is not theirs or already revoked.
+    /// Revokes one of the user's tokens and every token minted from it, at any depth, in one
+    /// statement (so one transaction); `NotFound` when it is not theirs or already revoked.
     pub async fn revoke_token(&self, user_id: i64, token_id: i64) -> Result<()> {
-        let result = sqlx::query(
-            "UPDATE api_tokens SET revoked_at = now() \
-             WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL",
+        // The root must be the user's and live; descendants already revoked keep their time
+        // but are walked through, since their own children may still be live.
+        let revoked: Vec<i64> = sqlx::query_scalar(
+            "WITH RECURSIVE tree AS ( \
+               SELECT id FROM api_tokens WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL \
+               UNION \
+               SELECT t.id FROM api_tokens t JOIN tree ON t.parent_id = tree.id \
+             ) \
+             UPDATE api_tokens SET revoked_at = now() \
+             WHERE id IN (SELECT id FROM tree) AND revoked_at IS NULL RETURNING id",
         )
         .bind(token_id)
         .bind(user_id)
-        .execute(self.db())
+        .fetch_all(self.db())
         .await?;
-        if result.rows_affected() == 0 {
+        if !revoked.contains(&token_id) {
             return Err(StoreError::NotFound { entity: "token" });
         }
         Ok(())

@@ -17,6 +17,7 @@ use crate::rerank::dense::DenseError;
 use crate::rerank::RerankError;
 use crate::service::chat::ChatError;
 use crate::service::conversations::ConversationError;
+use crate::service::input::InvalidInput;
 use crate::service::runs::RunsError;
 use crate::service::users::UserError;
 use crate::service::{CollectionServiceError, FileProblem, ServiceError};
@@ -197,6 +198,12 @@ impl ApiError {
 
     pub fn to_response(&self) -> HttpResponse {
         self.response_builder().json(self.envelope())
+    }
+
+    /// The error's status and headers with another body: an adapter whose protocol has its
+    /// own error shape (MCP's JSON-RPC) keeps what HTTP clients read from the status line.
+    pub fn response_with_body(&self, body: serde_json::Value) -> HttpResponse {
+        self.response_builder().json(body)
     }
 
     /// The status, with `Retry-After` when the error says when to retry.
@@ -481,6 +488,12 @@ impl From<SettingError> for ApiError {
     }
 }
 
+impl From<InvalidInput> for ApiError {
+    fn from(e: InvalidInput) -> Self {
+        ApiError::invalid(e.field, e.reason)
+    }
+}
+
 impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> Self {
         match e {
@@ -493,6 +506,7 @@ impl From<ServiceError> for ApiError {
                 "the conversation has no collection to retrieve from (PATCH it with one)",
             ),
             ServiceError::Store(e) => e.into(),
+            ServiceError::Input(e) => e.into(),
             ServiceError::RateLimited {
                 kind,
                 per_minute,
@@ -541,6 +555,10 @@ impl From<RunsError> for ApiError {
                 ApiError::field(ErrorCode::NotFound, field.as_str(), e.to_string())
             }
             RunsError::Invalid { field, reason } => ApiError::invalid(field.as_str(), reason),
+            RunsError::TooLarge { .. } => {
+                ApiError::field(ErrorCode::PayloadTooLarge, "body", e.to_string())
+            }
+            RunsError::Task(_) => ApiError::new(ErrorCode::Internal, e.to_string()),
             RunsError::Store(e) => e.into(),
         }
     }
@@ -565,6 +583,9 @@ impl From<ChatError> for ApiError {
                     "the model {model:?} does not exist (GET /v1/models lists the collections)"
                 ),
             ),
+            ChatError::UnknownResponse { field } => {
+                ApiError::field(ErrorCode::NotFound, field, "no such response")
+            }
             ChatError::UnknownConversation => ApiError::field(
                 ErrorCode::NotFound,
                 "conversation_id",

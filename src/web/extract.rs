@@ -14,9 +14,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::AppState;
-use crate::service::users::UserError;
 use crate::store::idempotency::{self, IdempotencyKey};
-use crate::store::{StoreError, User};
+use crate::store::User;
 use crate::web::error::{ApiError, ErrorCode};
 
 type LocalFuture<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
@@ -40,10 +39,9 @@ impl<T: DeserializeOwned + 'static, const NUL_ALLOWED: bool> FromRequest
 /// The bytes of a JSON body, refused when its `Content-Type` is not JSON or it is larger than
 /// `max_body_bytes`.
 fn json_body(req: &HttpRequest, payload: &mut Payload) -> LocalFuture<web::BytesMut> {
-    let limit = req
-        .app_data::<web::Data<AppState>>()
-        .map(|s| s.config.max_body_bytes)
-        .unwrap_or(1024 * 1024);
+    let state = req.app_data::<web::Data<AppState>>();
+    let limit = state.map_or(1024 * 1024, |s| s.config.max_body_bytes);
+    let deadline_secs = state.map_or(30, |s| s.config.limits.body_read_secs);
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -74,22 +72,44 @@ fn json_body(req: &HttpRequest, payload: &mut Payload) -> LocalFuture<web::Bytes
         if declared_length.is_some_and(|n| n > limit) {
             return Err(too_large());
         }
-        let mut body = web::BytesMut::new();
-        while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|e| match e {
-                actix_web::error::PayloadError::Overflow => too_large(),
-                other => ApiError::new(
-                    ErrorCode::MalformedJson,
-                    format!("cannot read body: {other}"),
-                ),
-            })?;
-            if body.len() + chunk.len() > limit {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+        let expected = declared_length.unwrap_or(0);
+        read_body(
+            &mut payload,
+            limit,
+            expected,
+            deadline_secs,
+            too_large,
+            |e| ApiError::new(ErrorCode::MalformedJson, format!("cannot read body: {e}")),
+        )
+        .await
     })
+}
+
+/// A request body of at most `limit` bytes, stopping at the first byte beyond it
+/// (`too_large`), within the body deadline (`super::deadline`: 408 naming
+/// `limits.body_read_secs`); other read errors are `unreadable`'s. `expected` (the declared
+/// length) sizes the buffer once, rather than doubling it up to twice the body.
+pub async fn read_body(
+    payload: &mut Payload,
+    limit: usize,
+    expected: usize,
+    deadline_secs: u64,
+    too_large: impl Fn() -> ApiError,
+    unreadable: impl Fn(actix_web::error::PayloadError) -> ApiError,
+) -> Result<web::BytesMut, ApiError> {
+    let mut body = web::BytesMut::with_capacity(expected.min(limit));
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| match e {
+            actix_web::error::PayloadError::Overflow => too_large(),
+            e if super::deadline::is_deadline(&e) => super::deadline::deadline_error(deadline_secs),
+            other => unreadable(other),
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A JSON body that may be left out (no body at all, or the JSON `null` the document allows
@@ -282,9 +302,10 @@ pub fn parse_uuid(name: &str, value: &str) -> Result<Uuid, ApiError> {
 /// The authenticated user of a request (`Authorization: Bearer <token>`).
 pub struct AuthUser(pub User);
 
-/// The authenticated user of a request and when the token used expires (`None`: never).
+/// The authenticated user of a request, the token used and when it expires (`None`: never).
 pub struct AuthToken {
     pub user: User,
+    pub token_id: i64,
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -330,6 +351,7 @@ impl FromRequest for AuthToken {
             let authenticated = state.users.authenticate(&token).await?;
             Ok(AuthToken {
                 user: authenticated.user,
+                token_id: authenticated.token_id,
                 expires_at: authenticated.token_expires_at,
             })
         })
@@ -378,11 +400,13 @@ impl FromRequest for AdminAuth {
                     "this operation needs the administrator token or an administrator's token",
                 )
             };
+            // An unknown, expired or revoked token (or a disabled user's) keeps its own 401 code,
+            // as on every other route: only a valid token of a non-administrator is 403.
             match state.users.authenticate(&token).await {
                 Ok(authenticated) if authenticated.user.is_admin => Ok(AdminAuth {
                     expires_at: authenticated.token_expires_at,
                 }),
-                Ok(_) | Err(UserError::Store(StoreError::Unauthorized(_))) => Err(refused()),
+                Ok(_) => Err(refused()),
                 Err(e) => Err(e.into()),
             }
         })

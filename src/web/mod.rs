@@ -2,6 +2,7 @@
 //! MCP): the state every handler reaches, the one mapping of errors to HTTP ([`error`]), request
 //! bodies and bearer authentication ([`extract`]), and the request id.
 
+pub mod deadline;
 pub mod error;
 pub mod extract;
 pub mod schema;

@@ -5,7 +5,7 @@ import re
 import openai
 import pytest
 
-from conftest import COLLECTION, TIMEOUT, URL, api, raw
+from conftest import COLLECTION, TIMEOUT, URL, api, conversation_turns, raw, use_up_turn_rate
 
 MARKER = re.compile(r"\[(\d+)\]")
 
@@ -92,6 +92,38 @@ def test_a_follow_up_is_turn_2_of_the_same_conversation(token):
     assert [t["utterance"] for t in body["turns"]] == [first_question, follow_up]
 
 
+def test_a_refused_streamed_turn_raises_rate_limit_error_before_any_chunk(token):
+    """Admission runs before the stream starts: the client sees a real 429 (its RateLimitError,
+    with Retry-After), not an error inside a 200 stream."""
+    use_up_turn_rate(token)
+    received = []
+    with pytest.raises(openai.RateLimitError) as raised:
+        stream = client(token).chat.completions.create(
+            model=COLLECTION, messages=[{"role": "user", "content": "What is a quick vegetarian dinner?"}],
+            stream=True,
+        )
+        for chunk in stream:
+            received.append(chunk)
+    assert received == []
+    error = raised.value
+    assert error.status_code == 429
+    assert error.code == "rate_limited"
+    assert "per minute" in error.message, error.message
+    assert int(error.response.headers["retry-after"]) > 0
+    assert len(conversation_turns(token)) == 1, "the refused turn stored nothing"
+
+
+def test_more_turns_than_the_rate_in_one_request_is_400_naming_messages(token):
+    messages = []
+    for i in range(60):
+        messages += [{"role": "user", "content": f"Question {i}?"}, {"role": "assistant", "content": f"Answer {i}."}]
+    messages.append({"role": "user", "content": "What is a quick vegetarian dinner?"})
+    with pytest.raises(openai.BadRequestError) as raised:
+        client(token).chat.completions.create(model=COLLECTION, messages=messages)
+    assert raised.value.param == "messages"
+    assert conversation_turns(token) == []
+
+
 def test_a_bad_key_is_401_in_openai_shape(token):
     with pytest.raises(openai.AuthenticationError) as raised:
         client("not-a-convrag-token").chat.completions.create(
@@ -134,20 +166,33 @@ def test_a_history_no_conversation_holds_is_imported(token):
     assert second["generator"] != "imported"
 
 
-def test_the_same_history_again_regenerates_and_a_key_replays(token):
+def test_one_message_is_a_new_session_a_key_replays_and_an_answered_history_regenerates(token):
     oai = client(token)
     messages = [{"role": "user", "content": "What is a quick vegetarian dinner?"}]
     first = oai.chat.completions.create(model=COLLECTION, messages=messages)
     again = oai.chat.completions.create(model=COLLECTION, messages=messages)
     a, b = first.model_extra["convrag"], again.model_extra["convrag"]
-    assert b["conversation_id"] == a["conversation_id"] and b["turn"] == 1
-    assert b["turn_id"] != a["turn_id"], "regenerate stores a new version"
-    status, body = api("GET", f"/v1/conversations/{a['conversation_id']}/turns?all_versions=true", token)
-    assert status == 200 and len(body["turns"]) == 2
+    # A single user message starts a session of its own, even a question asked before.
+    assert b["conversation_id"] != a["conversation_id"] and b["turn"] == 1
+    # A retry with the same Idempotency-Key is answered with the turn the first stored.
+    keyed = oai.chat.completions.create(
+        model=COLLECTION, messages=messages, extra_headers={"Idempotency-Key": "client-retry-1"}
+    )
     retried = oai.chat.completions.create(
         model=COLLECTION, messages=messages, extra_headers={"Idempotency-Key": "client-retry-1"}
     )
-    assert retried.model_extra["convrag"]["turn_id"] == b["turn_id"], "a keyed retry replays"
+    k = keyed.model_extra["convrag"]
+    assert retried.model_extra["convrag"]["turn_id"] == k["turn_id"], "a keyed retry replays"
+    assert retried.choices[0].message.content == keyed.choices[0].message.content
+    # The history ending with the answer to its last question asks for it anew: a new version
+    # of turn 1 of the newest conversation holding it.
+    answered = messages + [{"role": "assistant", "content": keyed.choices[0].message.content}]
+    anew = oai.chat.completions.create(model=COLLECTION, messages=answered).model_extra["convrag"]
+    assert anew["conversation_id"] == k["conversation_id"] and anew["turn"] == 1
+    assert anew["turn_id"] != k["turn_id"]
+    status, body = api("GET", f"/v1/conversations/{k['conversation_id']}/turns?all_versions=true", token)
+    assert status == 200 and len(body["turns"]) == 2
+    assert len(conversation_turns(token)) == 3
 
 
 def test_usage_counts_tokens_and_streams_with_include_usage(token):

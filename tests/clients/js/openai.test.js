@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import OpenAI from 'openai';
 
-import { COLLECTION, ORIGIN, TIMEOUT_MS, URL_, api, newUser } from './common.js';
+import {
+  COLLECTION, ORIGIN, TIMEOUT_MS, URL_, api, conversationTurns, newUser, useUpTurnRate,
+} from './common.js';
 
 const MARKER = /\[(\d+)\]/g;
 const QUESTION = 'What is a quick vegetarian dinner?';
@@ -101,22 +103,53 @@ test('a history the server never stored keeps its context', async () => {
   assert.equal(second.diagnostics.history_turns, 1, 'the question was asked in the imported context');
 });
 
-test('the same history again regenerates; an Idempotency-Key replays', async () => {
+test('one message is a new session; a key replays; an answered history regenerates', async () => {
   const token = await newUser();
   const oai = client(token);
   const messages = [{ role: 'user', content: QUESTION }];
   const first = (await oai.chat.completions.create({ model: COLLECTION, messages })).convrag;
   const again = (await oai.chat.completions.create({ model: COLLECTION, messages })).convrag;
-  assert.equal(again.conversation_id, first.conversation_id);
+  assert.notEqual(again.conversation_id, first.conversation_id, 'a session of its own');
   assert.equal(again.turn, 1);
-  assert.notEqual(again.turn_id, first.turn_id, 'a new version of turn 1');
-  const { status, body } = await api(
-    'GET', `/v1/conversations/${first.conversation_id}/turns?all_versions=true`, token);
-  assert.equal(status, 200);
-  assert.equal(body.turns.length, 2);
+  const keyed = await oai.chat.completions.create(
+    { model: COLLECTION, messages }, { headers: { 'Idempotency-Key': 'js-retry-1' } });
   const retried = await oai.chat.completions.create(
     { model: COLLECTION, messages }, { headers: { 'Idempotency-Key': 'js-retry-1' } });
-  assert.equal(retried.convrag.turn_id, again.turn_id, 'a keyed retry replays');
+  assert.equal(retried.convrag.turn_id, keyed.convrag.turn_id, 'a keyed retry replays');
+  const answered = [...messages, { role: 'assistant', content: keyed.choices[0].message.content }];
+  const anew = (await oai.chat.completions.create({ model: COLLECTION, messages: answered })).convrag;
+  assert.equal(anew.conversation_id, keyed.convrag.conversation_id);
+  assert.equal(anew.turn, 1);
+  assert.notEqual(anew.turn_id, keyed.convrag.turn_id, 'a new version of turn 1');
+  const { status, body } = await api(
+    'GET', `/v1/conversations/${anew.conversation_id}/turns?all_versions=true`, token);
+  assert.equal(status, 200);
+  assert.equal(body.turns.length, 2);
+  assert.equal((await conversationTurns(token)).length, 3);
+});
+
+test('a refused streamed turn rejects with RateLimitError before any chunk', async () => {
+  const token = await newUser();
+  await useUpTurnRate(token);
+  const received = [];
+  await assert.rejects(
+    (async () => {
+      const stream = await client(token).chat.completions.create({
+        model: COLLECTION, messages: [{ role: 'user', content: QUESTION }], stream: true,
+      });
+      for await (const chunk of stream) received.push(chunk);
+    })(),
+    (e) => {
+      assert.ok(e instanceof OpenAI.RateLimitError, String(e));
+      assert.equal(e.status, 429);
+      assert.equal(e.code, 'rate_limited');
+      assert.match(e.message, /per minute/);
+      assert.ok(Number(e.headers.get('retry-after')) > 0);
+      return true;
+    },
+  );
+  assert.deepEqual(received, []);
+  assert.equal((await conversationTurns(token)).length, 1, 'the refused turn stored nothing');
 });
 
 test('n=2 is refused in OpenAI shape naming the parameter, and nothing is stored', async () => {

@@ -272,7 +272,7 @@ async fn conversations_per_user_and_utterance_length_are_limited() {
             .len(),
         1
     );
-    // OpenAI chat: the last user message is the utterance.
+    // OpenAI chat: a user message is an utterance, named as the request holds it.
     let r = alice
         .post(
             "/v1/chat/completions",
@@ -281,7 +281,7 @@ async fn conversations_per_user_and_utterance_length_are_limited() {
         .await;
     assert_eq!(
         (r.status, r.body["error"]["param"].as_str()),
-        (400, Some("utterance")),
+        (400, Some("messages[0].content")),
         "{}",
         r.body
     );

@@ -259,7 +259,10 @@ async fn protocol_errors() {
 
     let (status, body) = rpc(&anon, json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await;
     assert_eq!(status, 401);
-    assert_eq!(body["error"]["code"], "missing_token");
+    // A JSON-RPC error, which MCP clients show; convrag's code in its data.
+    assert_eq!(body["error"]["code"], -32001);
+    assert_eq!(body["error"]["data"]["code"], "missing_token");
+    assert_eq!(body["id"], 1);
 
     let r = alice
         .raw("POST", "/mcp", "application/json", b"{not json".to_vec())

@@ -1,6 +1,8 @@
 //! The HTTP API, OpenAI-compatible chat and MCP over real HTTP against a real server.
 
+mod abuse;
 mod accounts;
+mod chat_admission;
 mod collections;
 mod errors;
 mod first_run;
@@ -8,6 +10,7 @@ mod foundation;
 mod limits;
 mod mcp;
 pub(crate) mod openai;
+mod responses;
 mod retrieval;
 mod runs;
 mod search_query;

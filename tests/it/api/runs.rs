@@ -371,5 +371,38 @@ async fn runs_are_measured_and_compared_per_turn_and_stay_private() {
     let alices = alice.get("/v1/runs/auto?qrels=fixture").await;
     assert_eq!(rewrites(&alices.body), rewrites(&report.body));
     assert_eq!(alices.body["summary"], report.body["summary"]);
+
+    // Deleting a run takes its conversations with it; another user's of that name stays.
+    let topics = |client: &Client| {
+        let client = client.with_token(client.token.as_deref().unwrap());
+        async move {
+            let r = client.get("/v1/conversations").await;
+            r.body["conversations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["external_id"].as_str().map(str::to_string))
+                .filter(|id| id.starts_with("auto/"))
+                .count()
+        }
+    };
+    assert_eq!(topics(&alice).await, 2);
+    let r = alice.send("DELETE", "/v1/runs/auto", None).await;
+    assert_eq!(r.status, 204, "{:?}", r.body);
+    assert_eq!(topics(&alice).await, 0);
+    let r = alice.get("/v1/runs/auto?qrels=fixture").await;
+    assert_eq!((r.status, r.field()), (404, "run"));
+    let r = alice.send("DELETE", "/v1/runs/auto", None).await;
+    assert_eq!((r.status, r.field()), (404, "run"));
+    let listed = alice.get("/v1/runs").await;
+    let names: Vec<&str> = listed.body["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["manual"]);
+    assert_eq!(topics(&bob).await, 2);
+    assert_eq!(bob.get("/v1/runs/auto?qrels=fixture").await.status, 200);
     server.stop().await;
 }

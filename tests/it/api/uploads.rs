@@ -44,6 +44,8 @@ async fn setup() -> Setup {
         max_collection_bytes: 1 << 20,
         max_collections: 2,
         body_idle_secs: 2,
+        deadline_secs: 4,
+        ..UploadLimits::default()
     };
     let input = home.path().join("shared.jsonl");
     std::fs::write(&input, SHARED).unwrap();
@@ -920,4 +922,93 @@ async fn documents_without_a_typed_name_are_read_by_their_contents() {
         assert!(message.contains(reason), "{message}");
     }
     s.server.stop().await;
+}
+
+/// A body that never pauses long enough for the idle timeout is still cut at the upload's
+/// overall deadline (`uploads.deadline_secs`, 4 s here, for a small declared length).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_upload_is_cut_at_its_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let token = alice.token.clone().unwrap();
+    let r = alice
+        .post("/v1/collections", json!({"name": "notes"}))
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    let started = std::time::Instant::now();
+    let mut stream = start_raw_upload(&s.server, &token, "notes", 3000, 200).await;
+    let mut buf = vec![0u8; 4096];
+    let answer = loop {
+        assert!(started.elapsed() < Duration::from_secs(20), "no answer");
+        // A byte every 0.5 s: the 2 s idle timeout never fires.
+        match tokio::time::timeout(Duration::from_millis(500), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => break String::from_utf8_lossy(&buf[..n]).to_string(),
+            Ok(_) => panic!("closed without an answer"),
+            Err(_) => {
+                let _ = stream.write_all(b"a").await;
+            }
+        }
+    };
+    let took = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("uploads.deadline_secs"), "{answer}");
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+}
+
+/// A user's second upload takes a slot only while half the server's slots are free, so a few
+/// accounts holding two uploads each leave slots to everyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_slots_are_shared_across_users() {
+    let s = setup().await;
+    let anon = Client::new(&s.server, None);
+    let mut users = Vec::new();
+    for name in ["u1", "u2", "u3", "u4"] {
+        let user = new_user(&anon, name).await;
+        let r = user.post("/v1/collections", json!({"name": "notes"})).await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        users.push(user);
+    }
+    let token = |i: usize| users[i].token.clone().unwrap();
+    // u1 and u2 take two slots each (4 of 8): stalled after their part headers.
+    let mut held = Vec::new();
+    for i in [0, 0, 1, 1] {
+        held.push(start_raw_upload(&s.server, &token(i), "notes", 2000, 200).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // u3 takes one, but not a second while others may be waiting.
+    held.push(start_raw_upload(&s.server, &token(2), "notes", 2000, 200).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = upload(
+        &users[2],
+        "notes",
+        &[("a.txt", b"a small note about otters")],
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (429, "rate_limited"), "{:?}", r.body);
+    // u4, holding none, gets one at once.
+    let r = upload(
+        &users[3],
+        "notes",
+        &[("a.txt", b"a small note about otters")],
+    )
+    .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    // The stalled ones are cut (idle timeout) and free their slots.
+    for stream in &mut held {
+        assert_eq!(raw_status(stream, Duration::from_secs(10)).await, 408);
+    }
+    let r = upload(
+        &users[2],
+        "notes",
+        &[("a.txt", b"a small note about otters")],
+    )
+    .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
 }
