@@ -400,36 +400,50 @@ impl utoipa::Modify for UserMessages {
         {
             crate::web::schema::add_keywords(
                 &mut messages.extensions,
-                json!({"contains": {"type": "object", "required": ["role"],
+                json!({"maxItems": crate::config::Limits::default().chat_messages,
+                    "contains": {"type": "object", "required": ["role"],
                     "properties": {"role": {"const": "user"}}}}),
             );
         }
         let Some(message) = crate::web::schema::component_mut(doc, "ChatMessage") else {
             return;
         };
-        let not_blank = crate::web::schema::NONBLANK;
-        // The default limits: a user message is an utterance and a message.
-        let defaults = crate::config::Limits::default();
-        let max_chars = defaults.utterance_chars.min(defaults.message_chars);
         crate::web::schema::add_keywords(
             &mut message.extensions,
             json!({
+                "allOf": [{"properties": {"content": content_schema(&["text"], false)}}],
                 "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
-                "then": {"required": ["content"], "properties": {"content": {"anyOf": [
-                    {"type": "string", "minLength": 1, "maxLength": max_chars,
-                        "pattern": not_blank},
-                    {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
-                        "properties": {"type": {"const": "text"},
-                            "text": {"type": "string", "maxLength": max_chars,
-                                "pattern": not_blank}}},
-                        // Every text part is read, so none may hold a NUL.
-                        "items": {"if": {"required": ["type"],
-                            "properties": {"type": {"const": "text"}}},
-                            "then": {"properties": {"text": {"pattern": "^[^\\u0000]*$"}}}}},
-                ]}}},
+                "then": {"required": ["content"],
+                    "properties": {"content": content_schema(&["text"], true)}},
             }),
         );
     }
+}
+
+/// The JSON Schema of a message's content as the chat service reads it, with the default
+/// limits: text, or content parts whose `part_types` are read as text; no NUL in what is read;
+/// a user's (`user`) an utterance with some text.
+pub(super) fn content_schema(part_types: &[&str], user: bool) -> Value {
+    use crate::web::schema::{NONBLANK, NOTNUL};
+    let defaults = crate::config::Limits::default();
+    let read_parts = json!({"if": {"required": ["type"], "properties": {"type": {"enum": part_types}}},
+        "then": {"properties": {"text": {"type": "string", "pattern": NOTNUL}}}});
+    if !user {
+        let max = defaults.message_chars;
+        return json!({"anyOf": [
+            {"type": "string", "maxLength": max, "pattern": NOTNUL},
+            {"type": "array", "items": read_parts},
+            {"type": "null"},
+        ]});
+    }
+    let max = defaults.utterance_chars.min(defaults.message_chars);
+    json!({"anyOf": [
+        {"type": "string", "minLength": 1, "maxLength": max, "pattern": NONBLANK},
+        {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
+            "properties": {"type": {"enum": part_types},
+                "text": {"type": "string", "maxLength": max, "pattern": NONBLANK}}},
+            "items": read_parts},
+    ]})
 }
 
 /// A message's content: a string, or content parts of which the text parts are read.

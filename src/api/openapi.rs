@@ -24,6 +24,7 @@ use utoipa::{Modify, OpenApi, PartialSchema};
 use super::assets::StaticFileNames;
 use super::collections::UploadParts;
 use super::openai::UserMessages;
+use super::responses::ResponseInputs;
 use super::runs::QrelsBody;
 use super::turns::UtteranceOrRegenerate;
 use crate::config::UploadLimits;
@@ -125,6 +126,7 @@ impl Capabilities {
         &ErrorSchemas,
         &UtteranceOrRegenerate,
         &UserMessages,
+        &ResponseInputs,
         &QrelsBody,
         &UploadParts,
         &JsonRpcBody,
@@ -166,10 +168,10 @@ impl PartialSchema for ErrorCode {
 }
 
 use ErrorCode::{
-    AdminRequired, CollectionUnavailable, Conflict, DatabaseUnavailable, IdempotencyKeyReused,
-    InvalidField, InvalidToken, MalformedJson, MissingToken, ModelUnavailable, NotFound,
-    PayloadTooLarge, QuotaExceeded, RateLimited, RequestTimeout, TokenExpired, TokenRevoked,
-    UnreadableFile, UnsupportedMediaType, UserDisabled,
+    AdminRequired, CollectionUnavailable, Conflict, ConversationBusy, DatabaseUnavailable,
+    IdempotencyKeyReused, InvalidField, InvalidToken, MalformedJson, MissingToken,
+    ModelUnavailable, NotFound, PayloadTooLarge, QuotaExceeded, RateLimited, RequestTimeout,
+    TokenExpired, TokenRevoked, UnreadableFile, UnsupportedMediaType, UserDisabled,
 };
 
 /// A user's bearer token (`extract::AuthUser`).
@@ -301,12 +303,33 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
             &[
                 NotFound,
                 Conflict,
+                ConversationBusy,
+                IdempotencyKeyReused,
                 ModelUnavailable,
                 CollectionUnavailable,
+                QuotaExceeded,
                 RateLimited,
             ],
         ],
     ),
+    (
+        "create_response",
+        &[
+            AUTH,
+            BODY,
+            &[
+                NotFound,
+                Conflict,
+                ConversationBusy,
+                IdempotencyKeyReused,
+                ModelUnavailable,
+                CollectionUnavailable,
+                QuotaExceeded,
+                RateLimited,
+            ],
+        ],
+    ),
+    ("get_response", &[AUTH, &[InvalidField, NotFound]]),
     ("list_profile_statements", &[AUTH]),
     (
         "add_profile_statement",
@@ -339,7 +362,13 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
 ];
 
 /// Operations whose errors have OpenAI's shape (their clients parse it).
-const OPENAI_SHAPED: &[&str] = &["list_models", "get_model", "chat_completions"];
+const OPENAI_SHAPED: &[&str] = &[
+    "list_models",
+    "get_model",
+    "chat_completions",
+    "create_response",
+    "get_response",
+];
 
 /// The document for a server with `capabilities`.
 pub fn document_for(capabilities: Capabilities) -> utoipa::openapi::OpenApi {
@@ -358,7 +387,7 @@ pub fn document_value(capabilities: Capabilities) -> Value {
 /// `store::require_identifier` (collection names, statement ids; lengths are separate).
 const PATTERNS: &[(&str, &str)] = &[
     ("NONBLANK", NONBLANK),
-    ("NOTNUL", "^[^\\u0000]*$"),
+    ("NOTNUL", crate::web::schema::NOTNUL),
     ("IDENTIFIER", "^[A-Za-z0-9][A-Za-z0-9._-]*$"),
     // `index::validate_name`: a collection's directory name.
     ("INDEX_NAME", "^[A-Za-z0-9_-][A-Za-z0-9._-]*$"),

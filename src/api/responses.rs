@@ -96,6 +96,54 @@ pub enum ResponseInput {
 #[allow(dead_code)]
 pub struct Object {}
 
+/// What the server requires of `input` and `instructions`, as JSON Schema: text with some
+/// non-blank character, or items of which some user message has text, none holding a NUL in
+/// what is read, within the default limits.
+pub(super) struct ResponseInputs;
+
+impl utoipa::Modify for ResponseInputs {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use super::openai::content_schema;
+        use crate::web::schema::{component_mut, keywords_only, NONBLANK, NOTNUL};
+        let Some(request) = component_mut(doc, "ResponsesRequest") else {
+            return;
+        };
+        let limits = crate::config::Limits::default();
+        let parts = ["input_text", "output_text", "text"];
+        let message = json!({"type": "object", "required": ["role"], "properties": {
+                "type": {"const": "message"},
+                "role": {"enum": ["user", "assistant", "system", "developer"]},
+                "content": content_schema(&parts, false)},
+            "if": {"properties": {"role": {"const": "user"}}},
+            "then": {"required": ["content"], "properties": {"content": content_schema(&parts, true)}}});
+        let reference = json!({"type": "object", "required": ["type", "id"], "properties": {
+            "type": {"const": "item_reference"}, "id": {"type": "string",
+                "pattern": "^msg_[0-9a-f]{32}$"}}});
+        let input = json!({"anyOf": [
+            {"type": "string", "minLength": 1,
+                "maxLength": limits.utterance_chars.min(limits.message_chars),
+                "pattern": NONBLANK},
+            {"type": "array", "minItems": 1, "maxItems": limits.chat_messages - 1,
+                "contains": {"type": "object", "required": ["role", "content"],
+                    "properties": {"role": {"const": "user"},
+                        "content": content_schema(&parts, true)}},
+                "items": {"anyOf": [message, reference]}},
+        ]});
+        request
+            .properties
+            .insert("input".to_string(), keywords_only(input).into());
+        let instructions = json!({"type": ["string", "null"], "pattern": NOTNUL,
+            "maxLength": crate::store::conversations::MAX_INSTRUCTIONS_CHARS});
+        request.properties.insert(
+            "instructions".to_string(),
+            keywords_only(instructions).into(),
+        );
+        if let Some(store) = request.properties.get_mut("store") {
+            *store = keywords_only(json!({"enum": [true, null]})).into();
+        }
+    }
+}
+
 /// A request's messages as read from `input` and `instructions`, with where each came from.
 struct ReadInput {
     messages: Vec<IncomingMessage>,

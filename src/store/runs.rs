@@ -136,14 +136,20 @@ impl Store {
         if deleted.rows_affected() == 0 {
             return Err(StoreError::NotFound { entity: "run" });
         }
-        sqlx::query(
-            "DELETE FROM conversations c \
-             WHERE c.user_id = $1 AND left(c.external_id, length($2::text) + 1) = $2::text || '/'",
-        )
-        .bind(user_id)
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
+        // Turns first: their PTKB rankings point at statement versions without cascading (as
+        // `delete_conversation` does).
+        let run_conversations = "SELECT c.id FROM conversations c WHERE c.user_id = $1 \
+             AND left(c.external_id, length($2::text) + 1) = $2::text || '/'";
+        for table_filter in [
+            format!("turns WHERE conversation_id IN ({run_conversations})"),
+            format!("conversations WHERE id IN ({run_conversations})"),
+        ] {
+            sqlx::query(&format!("DELETE FROM {table_filter}"))
+                .bind(user_id)
+                .bind(name)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }

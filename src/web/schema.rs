@@ -12,6 +12,9 @@ use utoipa::openapi::{OpenApi, RefOr, Schema};
 /// hold): `store::require_text`.
 pub const NONBLANK: &str = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000]*$";
 
+/// Any text without a NUL (which PostgreSQL text cannot hold).
+pub const NOTNUL: &str = "^[^\\u0000]*$";
+
 /// An uploaded text that `collection::documents::extract` finds something to index in: some
 /// character that neither `str::trim` (its blank check) nor the byte order mark it drops is,
 /// and no NUL.

@@ -14,15 +14,15 @@ import { COLLECTION, TIMEOUT_MS, URL_, conversationTurns, newUser, useUpTurnRate
 const QUESTION = 'What is a quick vegetarian dinner?';
 const FOLLOW_UP = 'How much protein does it have?';
 
-function provider(key) {
-  return createOpenAI({ baseURL: `${URL_}/v1`, apiKey: key });
+function provider(key, fetchFn) {
+  return createOpenAI({ baseURL: `${URL_}/v1`, apiKey: key, ...(fetchFn ? { fetch: fetchFn } : {}) });
 }
 
 // No retries (a 429 test stays quick); a turn with the small local LLM may take a while.
 const options = () => ({ maxRetries: 0, abortSignal: AbortSignal.timeout(TIMEOUT_MS) });
 
-function models(key) {
-  const openai = provider(key);
+function models(key, fetchFn) {
+  const openai = provider(key, fetchFn);
   return { responses: openai(COLLECTION), chat: openai.chat(COLLECTION) };
 }
 
@@ -47,7 +47,12 @@ function checkSources(sources) {
 for (const api of ['chat', 'responses']) {
   test(`${api}: generateText answers with sources and a follow-up keeps the conversation`, async () => {
     const token = await newUser();
-    const model = models(token)[api];
+    const sent = [];
+    const recording = async (url, init) => {
+      sent.push(JSON.parse(init.body));
+      return fetch(url, init);
+    };
+    const model = models(token, recording)[api];
     const first = await generateText({ ...options(), model, prompt: QUESTION });
     assert.match(first.text, /\[1\]/);
     assert.equal(first.finishReason, 'stop');
@@ -59,6 +64,11 @@ for (const api of ['chat', 'responses']) {
       messages: [{ role: 'user', content: QUESTION }, ...first.response.messages, { role: 'user', content: FOLLOW_UP }],
     });
     assert.ok(second.text.trim());
+    if (api === 'responses') {
+      // The stored answer goes back as a reference to the first response's output message.
+      const [, item] = sent[1].input;
+      assert.deepEqual(item, { type: 'item_reference', id: first.response.messages[0].content[0].providerOptions.openai.itemId });
+    }
     assert.deepEqual(await conversationTurns(token), [[QUESTION, FOLLOW_UP]]);
   });
 
