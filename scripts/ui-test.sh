@@ -8,10 +8,7 @@
 # driven by Playwright (playwright-core from npm) through Debian's chromium, headless; the
 # turn stream's contract, read through the page's own stream module in node (stream.test.mjs);
 # and CORS: a page on another loopback port calling the API and /mcp from chromium, allowed for
-# the origin the server is configured with and blocked for another (cors.test.mjs); and the
-# `openai` npm package (openai-node, the version tests/clients/js pins) loaded in a page on the
-# allowed origin, streaming a chat completion and surfacing a 429 as its RateLimitError
-# (openai-node-browser.test.mjs).
+# the origin the server is configured with and blocked for another (cors.test.mjs).
 #
 #   scripts/ui-test.sh                       # both LLM modes, one server each (below)
 #   scripts/ui-test.sh --llm real            # only with the real LLM
@@ -100,13 +97,6 @@ llm_mode="$llm_modes"
 # Node dependencies, exactly as locked (npm keeps its download cache in ~/.npm).
 (cd tests/ui && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
   die "npm ci in tests/ui failed"
-# openai-node for openai-node-browser.test.mjs: the client tests' pinned install (as
-# scripts/client-tests.sh makes it), its ESM build served to the page as static files.
-clients_js=tests/clients/js
-if ! cmp -s "$clients_js/package-lock.json" "$clients_js/node_modules/.package-lock.json.installed" 2>/dev/null; then
-  (cd "$clients_js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci in $clients_js failed"
-  cp "$clients_js/package-lock.json" "$clients_js/node_modules/.package-lock.json.installed"
-fi
 
 # A loopback port that was free a moment ago.
 free_port() { node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'; }
@@ -151,9 +141,6 @@ md_token="$(new_user ui-markdown)" || die "creating the user of the Markdown tes
 retrieval_token="$(new_user ui-retrieval)" || die "creating the user of the first-stage test failed"
 personal_token="$(new_user ui-personal)" || die "creating the user of the personalization test failed"
 origins_token="$(new_user ui-origins)" || die "creating the user of the search query test failed"
-# openai-node in the browser: one user streams, the other's turns are used up (a 429).
-openai_token="$(new_user ui-openai-node)" || die "creating the user of the openai-node test failed"
-openai_limited_token="$(new_user ui-openai-node-limited)" || die "creating the second user of the openai-node test failed"
 
 # Two stored batch runs of a third user for the Runs view (runs.test.mjs; their conversations
 # would fill the chat test's list): automatic and manual rewrites of the same topics over the
@@ -167,7 +154,7 @@ for run_type in automatic manual; do
     { cat "$work/run-$run_type.log" >&2; die "the $run_type batch run for the Runs view failed"; }
 done
 
-files=(stream.test.mjs chat.test.mjs markdown.test.mjs retrieval.test.mjs personalization.test.mjs search-query.test.mjs runs.test.mjs cors.test.mjs openai-node-browser.test.mjs)
+files=(stream.test.mjs chat.test.mjs markdown.test.mjs retrieval.test.mjs personalization.test.mjs search-query.test.mjs runs.test.mjs cors.test.mjs)
 [ -z "$only" ] || files=("$only")
 artifacts="$artifacts_root/llm-$llm_mode"
 rm -rf "$artifacts"
@@ -178,8 +165,6 @@ status=0
   CONVRAG_UI_RUNS_TOKEN="$runs_token" CONVRAG_UI_CORS_TOKEN="$cors_token" CONVRAG_UI_MD_TOKEN="$md_token" \
   CONVRAG_UI_RETRIEVAL_TOKEN="$retrieval_token" CONVRAG_UI_PERSONAL_TOKEN="$personal_token" \
   CONVRAG_UI_ORIGINS_TOKEN="$origins_token" \
-  CONVRAG_UI_OPENAI_TOKEN="$openai_token" CONVRAG_UI_OPENAI_LIMITED_TOKEN="$openai_limited_token" \
-  CONVRAG_UI_OPENAI_DIR="$root/$clients_js/node_modules/openai" \
   CONVRAG_UI_CORS_ALLOWED_PORT="$cors_allowed_port" CONVRAG_UI_CORS_BLOCKED_PORT="$cors_blocked_port" \
   CONVRAG_UI_COLLECTION=diet CONVRAG_UI_QRELS="$root/tests/fixtures/ui/runs_qrels.txt" \
   CONVRAG_UI_LLM="$llm_mode" \

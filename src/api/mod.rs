@@ -142,11 +142,18 @@ async fn fallback(req: HttpRequest) -> HttpResponse {
 
 /// The error of a request no route takes, with the `Allow` header of a 405.
 fn fallback_error(req: &HttpRequest) -> (ApiError, Option<header::HeaderValue>) {
-    let allowed: Vec<&str> = ROUTES
+    let matching: Vec<&(&str, &str)> = ROUTES
         .iter()
         .filter(|(_, pattern)| actix_web::dev::ResourceDef::new(*pattern).is_match(req.path()))
-        .map(|(method, _)| *method)
         .collect();
+    // A literal path (`/v1/runs/compare`) is its own resource, not the `{run}` beside it.
+    let literal = matching.iter().any(|(_, pattern)| !pattern.contains('{'));
+    let mut allowed: Vec<&str> = Vec::new();
+    for (method, pattern) in matching {
+        if (!literal || !pattern.contains('{')) && !allowed.contains(method) {
+            allowed.push(method);
+        }
+    }
     if allowed.is_empty() {
         let error = ApiError::new(
             ErrorCode::RouteNotFound,

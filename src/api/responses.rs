@@ -138,6 +138,22 @@ impl utoipa::Modify for ResponseInputs {
             "instructions".to_string(),
             keywords_only(instructions).into(),
         );
+        let id = "^(conv_)?([0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
+        let conversation = json!({"anyOf": [{"type": "string", "pattern": id},
+            {"type": "object", "required": ["id"],
+                "properties": {"id": {"type": "string", "pattern": id}}},
+            {"type": "null"}]});
+        request.properties.insert(
+            "conversation".to_string(),
+            keywords_only(conversation).into(),
+        );
+        // A conversation is named one way at a time.
+        crate::web::schema::add_keywords(
+            &mut request.extensions,
+            json!({"if": {"required": ["previous_response_id"],
+                    "properties": {"previous_response_id": {"type": "string"}}},
+                "then": {"properties": {"conversation": {"type": "null"}}}}),
+        );
         if let Some(store) = request.properties.get_mut("store") {
             *store = keywords_only(json!({"enum": [true, null]})).into();
         }

@@ -65,37 +65,3 @@ def token():
     status, body = api("POST", "/v1/users", ADMIN, {"name": f"client-{uuid.uuid4().hex[:12]}"})
     assert status == 201, body
     return body["token"]
-
-
-# The server's per-user turn rate (CONVRAG_LIMIT_TURNS_PER_MINUTE, its default in the client-test
-# server).
-TURNS_PER_MINUTE = 60
-
-
-def use_up_turn_rate(token):
-    """Spends all of this minute's turns of the user of `token` in one request: imported history
-    counts, so a new conversation carrying 59 earlier exchanges and a question costs 60 turns
-    (one of them run). The user's next turn is refused with 429 until the minute is over."""
-    messages = []
-    for i in range(TURNS_PER_MINUTE - 1):
-        messages += [
-            {"role": "user", "content": f"Earlier question {i + 1} about dinner?"},
-            {"role": "assistant", "content": f"Earlier answer {i + 1}."},
-        ]
-    messages.append({"role": "user", "content": "What is a quick vegetarian dinner?"})
-    status, body = api("POST", "/v1/chat/completions", token, {"model": COLLECTION, "messages": messages})
-    assert status == 200, body
-    assert body["convrag"]["turn"] == TURNS_PER_MINUTE, body["convrag"]
-
-
-def conversation_turns(token):
-    """The utterances of each of the user's conversations (newest first), through convrag's own
-    API."""
-    status, body = api("GET", "/v1/conversations", token)
-    assert status == 200, body
-    result = []
-    for c in body["conversations"]:
-        status, turns = api("GET", f"/v1/conversations/{c['id']}/turns", token)
-        assert status == 200, turns
-        result.append([t["utterance"] for t in turns["turns"]])
-    return result

@@ -37,38 +37,3 @@ export async function newUser() {
   if (status !== 201) throw new Error(`creating a user: ${status} ${JSON.stringify(body)}`);
   return body.token;
 }
-
-/** The server's per-user turn rate (CONVRAG_LIMIT_TURNS_PER_MINUTE, its default). */
-export const TURNS_PER_MINUTE = 60;
-
-/**
- * Spends all of this minute's turns of the user of `token` in one request: imported history
- * counts, so a new conversation carrying 59 earlier exchanges and a question costs 60 turns (one
- * of them run). The user's next turn is refused with 429 (the bucket refills one turn a second,
- * so the next request must follow at once).
- */
-export async function useUpTurnRate(token) {
-  const messages = [];
-  for (let i = 1; i < TURNS_PER_MINUTE; i++) {
-    messages.push({ role: 'user', content: `Earlier question ${i} about dinner?` });
-    messages.push({ role: 'assistant', content: `Earlier answer ${i}.` });
-  }
-  messages.push({ role: 'user', content: 'What is a quick vegetarian dinner?' });
-  const { status, body } = await api('POST', '/v1/chat/completions', token, { model: COLLECTION, messages });
-  if (status !== 200 || body.convrag.turn !== TURNS_PER_MINUTE) {
-    throw new Error(`using up the turn rate: ${status} ${JSON.stringify(body).slice(0, 500)}`);
-  }
-}
-
-/** The utterances of each of the user's conversations (newest first), through convrag's API. */
-export async function conversationTurns(token) {
-  const { status, body } = await api('GET', '/v1/conversations', token);
-  if (status !== 200) throw new Error(`listing conversations: ${status} ${JSON.stringify(body)}`);
-  const result = [];
-  for (const c of body.conversations) {
-    const turns = await api('GET', `/v1/conversations/${c.id}/turns`, token);
-    if (turns.status !== 200) throw new Error(`listing turns: ${turns.status} ${JSON.stringify(turns.body)}`);
-    result.push(turns.body.turns.map((t) => t.utterance));
-  }
-  return result;
-}
