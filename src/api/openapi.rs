@@ -621,6 +621,17 @@ impl Modify for ErrorResponses {
             for (status, codes) in by_status(groups) {
                 let schema = if openai {
                     Ref::from_schema_name("OpenAiError").into()
+                } else if id == "mcp" && matches!(status.to_string().as_str(), "401" | "403") {
+                    // A refused token is a JSON-RPC error, which MCP clients show.
+                    crate::web::schema::keywords_only(serde_json::json!({
+                        "type": "object", "required": ["jsonrpc", "id", "error"],
+                        "properties": {"jsonrpc": {"const": "2.0"},
+                            "error": {"type": "object", "required": ["code", "message", "data"],
+                                "properties": {"code": {"type": "integer"},
+                                    "message": {"type": "string"},
+                                    "data": {"type": "object", "required": ["code"],
+                                        "properties": {"code": {"type": "string"}}}}}}}))
+                    .into()
                 } else if id == "mcp" {
                     Ref::from_schema_name("Error").into()
                 } else {
