@@ -137,6 +137,15 @@ pub struct ConvragOptions {
     pub sources: Option<SourcesMode>,
 }
 
+impl ConvragOptions {
+    /// Whether `options` ask for the sources in the answer's text.
+    pub(super) fn sources_as_text(options: Option<&ConvragOptions>) -> bool {
+        options
+            .and_then(|c| c.sources)
+            .is_some_and(|s| s == SourcesMode::Text)
+    }
+}
+
 /// Where an answer's sources are given.
 #[derive(Deserialize, ToSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -180,10 +189,7 @@ pub struct StreamOptions {
 
 impl ChatRequest {
     fn sources_as_text(&self) -> bool {
-        self.convrag
-            .as_ref()
-            .and_then(|c| c.sources)
-            .is_some_and(|s| s == SourcesMode::Text)
+        ConvragOptions::sources_as_text(self.convrag.as_ref())
     }
 
     /// Refuses what convrag cannot do rather than ignoring it: several answers, a tool that
@@ -708,13 +714,19 @@ async fn chat(
         }
         tx.send(sse_data("[DONE]"));
     });
-    if let (Ok(name), Ok(value)) = (
-        header::HeaderName::from_bytes(CONVERSATION_HEADER.as_bytes()),
-        header::HeaderValue::from_str(&conversation_id.to_string()),
-    ) {
-        response.headers_mut().insert(name, value);
-    }
+    name_conversation(&mut response, conversation_id);
     Ok(response)
+}
+
+/// Names the conversation an answer belongs to in [`CONVERSATION_HEADER`] (a streamed answer's
+/// response is built before the handler can add headers the builder's way).
+pub(super) fn name_conversation(response: &mut HttpResponse, conversation_id: Uuid) {
+    if let Ok(value) = header::HeaderValue::from_str(&conversation_id.to_string()) {
+        response.headers_mut().insert(
+            header::HeaderName::from_static("x-convrag-conversation-id"),
+            value,
+        );
+    }
 }
 
 fn sse_data(data: &str) -> web::Bytes {

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::openai::{token_bound, ConvragOptions, SourcesMode, CONVERSATION_HEADER};
+use super::openai::{name_conversation, token_bound, ConvragOptions, CONVERSATION_HEADER};
 use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
@@ -194,10 +194,7 @@ impl ResponsesRequest {
     }
 
     fn sources_as_text(&self) -> bool {
-        self.convrag
-            .as_ref()
-            .and_then(|c| c.sources)
-            .is_some_and(|s| s == SourcesMode::Text)
+        ConvragOptions::sources_as_text(self.convrag.as_ref())
     }
 
     /// The conversation the request names, if any.
@@ -464,12 +461,7 @@ async fn respond(
             Err(e) => events.error(ApiError::from(e)),
         }
     });
-    if let (Ok(name), Ok(value)) = (
-        actix_web::http::header::HeaderName::from_bytes(CONVERSATION_HEADER.as_bytes()),
-        actix_web::http::header::HeaderValue::from_str(&conversation_id.to_string()),
-    ) {
-        response.headers_mut().insert(name, value);
-    }
+    name_conversation(&mut response, conversation_id);
     Ok(response)
 }
 
