@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The import rules of ARCHITECTURE.md: no file-level import cycle and no upward import in src/
-# (scripts/check_imports.py). First the checker itself is shown a small tree with a cycle and an
-# upward import, which it must refuse, so a broken checker cannot pass silently.
+# The import rules of ARCHITECTURE.md: no file-level import cycle and no upward import in src/,
+# and every module and file named in its Modules table (scripts/check_imports.py). First the
+# checker itself is shown a small tree with a cycle, an upward import, a module without a row and
+# a file its row does not name, which it must refuse, so a broken checker cannot pass silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,12 +16,13 @@ printf 'use super::a::A;\npub struct B;\n' >"$probe/store/b.rs"
 printf 'pub mod turn;\n' >"$probe/pipeline/mod.rs"
 printf 'pub struct T;\n' >"$probe/pipeline/turn.rs"
 printf 'use crate::pipeline::turn::T;\n' >>"$probe/store/a.rs"
-if report="$(python3 scripts/check_imports.py --src "$probe" 2>&1)"; then
+printf '## Modules\n\n| module | what |\n|---|---|\n| `store/` | `a` |\n' >"$probe/ARCHITECTURE.md"
+if report="$(python3 scripts/check_imports.py --src "$probe" --architecture "$probe/ARCHITECTURE.md" 2>&1)"; then
   echo "check-imports: the checker passed a tree with a cycle and an upward import" >&2
   exit 1
 fi
 case "$report" in
-  *"import cycle among store/a.rs, store/b.rs"*"upward import: store/a.rs (store) -> pipeline/turn.rs (pipeline)"*) ;;
+  *"import cycle among store/a.rs, store/b.rs"*"upward import: store/a.rs (store) -> pipeline/turn.rs (pipeline)"*"module 'pipeline' has no row"*"store/b.rs is not named in the 'store' row"*) ;;
   *) echo "check-imports: the checker's report on the probe tree is not the expected one:" >&2
      echo "$report" >&2
      exit 1 ;;

@@ -315,10 +315,57 @@ def cycles(edges, nodes):
     return out
 
 
+def architecture_problems(src, doc):
+    """Every top-level module of `src` has a row in `doc`'s Modules table, and the row names
+    each of its files and folders (a name inside backticks: `ptkb`, `rewrite/`, `service::rows`),
+    so the table cannot fall behind the tree."""
+    rows, in_modules = {}, False
+    with open(doc, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("## "):
+                in_modules = line.strip() == "## Modules"
+            elif in_modules and line.startswith("| `"):
+                cells = line.strip().strip("|").split("|")
+                first = re.match(r"\s*`([A-Za-z0-9_]+)/?`", cells[0])
+                if first:
+                    rows[first.group(1)] = "|".join(cells[1:])
+    problems = []
+    for entry in sorted(os.listdir(src)):
+        path = os.path.join(src, entry)
+        if entry in ("lib.rs", "main.rs") or not (os.path.isdir(path) or entry.endswith(".rs")):
+            continue
+        module = entry[:-3] if entry.endswith(".rs") else entry
+        if module not in rows:
+            problems.append(f"{os.path.basename(doc)}: module '{module}' has no row in the Modules table")
+            continue
+        if not os.path.isdir(path):
+            continue
+        named = set()
+        for span in re.findall(r"`([^`]+)`", rows[module]):
+            named.update(re.findall(r"[A-Za-z0-9_]+", span))
+        for child in sorted(os.listdir(path)):
+            child_path = os.path.join(path, child)
+            stem = child[:-3] if child.endswith(".rs") else child if os.path.isdir(child_path) else None
+            if stem in (None, "mod"):
+                continue
+            if stem not in named:
+                problems.append(f"{os.path.basename(doc)}: {module}/{child} is not named in the '{module}' row")
+    return problems
+
+
 def main():
     global SRC
-    if len(sys.argv) == 3 and sys.argv[1] == "--src":
-        SRC = sys.argv[2]
+    doc = None
+    args = sys.argv[1:]
+    while args:
+        if args[0] == "--src" and len(args) > 1:
+            SRC, args = args[1], args[2:]
+        elif args[0] == "--architecture" and len(args) > 1:
+            doc, args = args[1], args[2:]
+        else:
+            print(f"usage: {sys.argv[0]} [--src DIR] [--architecture FILE]", file=sys.stderr)
+            return 2
+    doc = doc or os.path.join(SRC, "..", "ARCHITECTURE.md")
     graph = Graph()
     edges = graph.edges()
     name = lambda mod: graph.files[mod]
@@ -340,13 +387,14 @@ def main():
                 problems.append(f"upward import: {name(a)} ({ta}) -> {name(b)} ({tb})")
             elif (ta, tb) in FORBIDDEN:
                 problems.append(f"forbidden import: {name(a)} ({ta}) -> {name(b)} ({tb})")
+    problems.extend(architecture_problems(SRC, doc))
     if problems:
         for p in problems:
             print(p)
         print(f"check-imports: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     count = sum(len(v) for v in edges.values())
-    print(f"check-imports: {len(graph.files)} files, {count} file-level imports, no cycle, no upward import")
+    print(f"check-imports: {len(graph.files)} files, {count} file-level imports, no cycle, no upward import, every module and file in ARCHITECTURE.md's table")
     return 0
 
 

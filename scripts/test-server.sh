@@ -6,7 +6,9 @@
 #
 # Sets: convrag (the binary), work (a scratch directory), url, admin_token, server_pid, and
 # server_home and server_database_url (for `convrag` commands against the same server's data).
-# The caller defines die() and runs from the repository root ($root).
+# The caller defines die() and runs from the repository root ($root). It may be called again
+# (another NAME) for a second server: the variables then describe the newest one (copy what the
+# caller needs of the earlier one first), and every server started is stopped on exit.
 
 start_test_server() {
   local name="$1"
@@ -16,9 +18,8 @@ start_test_server() {
   [ -x "$convrag" ] || die "no convrag binary at $convrag"
 
   work="$(mktemp -d "${TMPDIR:-/tmp}/convrag-$name.XXXXXX")"
+  test_server_works+=("$work")
   server_pid=""
-  test_database=""
-  test_db_admin_url=""
   trap stop_test_server EXIT
 
   # A data directory of its own: the fixture collection, and the real model (linked, not copied).
@@ -32,8 +33,10 @@ start_test_server() {
 
   # A fresh database on the test server.
   test_db_admin_url="$(./scripts/test-database.sh)"
+  local test_database
   test_database="convrag_${name}_$(date +%s)_$$"
   psql "$test_db_admin_url" -qc "CREATE DATABASE $test_database" >/dev/null
+  test_server_databases+=("$test_database")
   server_database_url="${test_db_admin_url%/*}/$test_database"
   local database_url="$server_database_url"
 
@@ -42,6 +45,7 @@ start_test_server() {
     RUST_LOG="${RUST_LOG:-info}" "$@" \
     "$convrag" serve --bind 127.0.0.1:0 >"$work/server.log" 2>&1 &
   server_pid=$!
+  test_server_pids+=("$server_pid")
 
   # Port 0 picks a free port; the server prints the address it bound.
   url=""
@@ -54,13 +58,24 @@ start_test_server() {
   [ -n "$url" ] || { cat "$work/server.log" >&2; die "the server did not start within 60 s"; }
 }
 
+# Every server started, its database and scratch directory (stop_test_server ends them all).
+test_server_pids=()
+test_server_databases=()
+test_server_works=()
+test_db_admin_url=""
+
 stop_test_server() {
-  if [ -n "${server_pid:-}" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  if [ -n "${test_database:-}" ]; then
-    psql "$test_db_admin_url" -qc "DROP DATABASE IF EXISTS $test_database WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
-  rm -rf "${work:-}"
+  local pid database dir
+  for pid in "${test_server_pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  for database in "${test_server_databases[@]}"; do
+    psql "$test_db_admin_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
+  done
+  for dir in "${test_server_works[@]}"; do
+    rm -rf "$dir"
+  done
 }

@@ -123,6 +123,10 @@ export class Api {
     if (!response.ok) throw await errorOf(response);
     return response.json();
   }
+  turn(conversationId, turnId) {
+    return this.request("GET", `/v1/conversations/${encodeURIComponent(conversationId)}/turns/${encodeURIComponent(turnId)}`);
+  }
+
   turns(conversationId) {
     return this.request("GET", `/v1/conversations/${encodeURIComponent(conversationId)}/turns?all_versions=true`);
   }

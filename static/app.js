@@ -21,14 +21,25 @@ import { consumeSignInLink } from "./sign-in-link.js";
 import { state } from "./state.js";
 import * as turnView from "./turn-view.js";
 
-/** Shows what the location's hash names: `#/c/{id}` a conversation, `#/new` the form, `#/runs` the runs. */
+const UUID = "[0-9a-fA-F-]{36}";
+
+/**
+ * Shows what the location's hash names: `#/c/{id}` a conversation, `#/c/{id}/t/{turn}/p/{rank}`
+ * one of its turns' passages (the link chat clients get for a citation without a web address),
+ * `#/new` the form, `#/runs` the runs.
+ */
 async function route() {
   if (!state.api) return;
   drawers.closeDrawer("sidebar");
   const hash = location.hash;
-  const chat = /^#\/c\/([0-9a-fA-F-]{36})$/.exec(hash);
+  const chat = new RegExp(`^#/c/(${UUID})$`).exec(hash);
+  const cited = new RegExp(`^#/c/(${UUID})/t/(${UUID})/p/([0-9]+)$`).exec(hash);
   if (chat) {
     await conversation.openConversation(chat[1]);
+  } else if (cited) {
+    await conversation.openConversation(cited[1]);
+    const { turn } = await state.api.turn(cited[1], cited[2]);
+    passageDialog.openPassage(turn, Number(cited[3]), null);
   } else if (hash === "#/runs") {
     state.current = null;
     renderConversationList();

@@ -4,6 +4,7 @@
 pub mod assets;
 pub mod collections;
 pub mod conversations;
+pub mod embeddings;
 pub mod health;
 pub mod metrics;
 pub mod model;
@@ -80,6 +81,7 @@ routes! {
     POST "/v1/chat/completions" => openai::chat_completions,
     POST "/v1/responses" => responses::create,
     GET "/v1/responses/{response_id}" => responses::get,
+    POST "/v1/embeddings" => embeddings::create,
     GET "/v1/profile/statements" => profile::list,
     POST "/v1/profile/statements" => profile::add,
     DELETE "/v1/profile/statements/{statement_id}" => profile::remove,
@@ -111,11 +113,11 @@ pub fn openai_shaped(path: &str) -> bool {
         || path.starts_with("/v1/responses/")
 }
 
-/// What an OpenAI client that calls an endpoint convrag does not serve (the Responses API,
-/// legacy completions, embeddings, ...) is told.
+/// What an OpenAI client that calls an endpoint convrag does not serve (legacy completions,
+/// images, audio, ...) is told.
 const OPENAI_SERVED: &str = "the OpenAI-compatible API serves GET /v1/models, \
-    GET /v1/models/{model}, POST /v1/chat/completions, POST /v1/responses and \
-    GET /v1/responses/{id}";
+    GET /v1/models/{model}, POST /v1/chat/completions, POST /v1/responses, \
+    GET /v1/responses/{id} and POST /v1/embeddings";
 
 /// Unknown path: 404 `route_not_found` (under `/v1/`, in OpenAI's error shape, naming the
 /// OpenAI endpoints served, since OpenAI clients call paths convrag does not have); known path

@@ -24,9 +24,10 @@ use crate::llm::{ChatMessage as LlmMessage, ChatRequest as LlmRequest};
 use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
-    answer, count_tokens, usage, Answer, AnswerOptions, ChatTurnRequest, ChatUsage, CitedPassage,
-    IncomingMessage, StreamedText, PLAIN_LLM_MODEL,
+    answer, count_tokens, usage, Answer, AnswerOptions, AnswerStyle, ChatTurnRequest, ChatUsage,
+    CitedPassage, IncomingMessage, PageLinks, StreamedText, PLAIN_LLM_MODEL,
 };
+use crate::service::embeddings::served_model;
 use crate::store::Turn;
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser};
@@ -521,8 +522,13 @@ impl MessageContent {
 
 /// The plain-LLM model as an OpenAI model.
 fn plain_llm_card() -> ModelCard {
+    served_card(PLAIN_LLM_MODEL.to_string())
+}
+
+/// A model of the server itself (the plain LLM, the embedding model), not a collection.
+fn served_card(id: String) -> ModelCard {
     ModelCard {
-        id: PLAIN_LLM_MODEL.to_string(),
+        id,
         object: "model",
         created: 0,
         owned_by: "convrag",
@@ -540,7 +546,8 @@ fn model_card(c: crate::service::CollectionView) -> ModelCard {
     }
 }
 
-/// `GET /v1/models`: the collections, each usable as a chat model.
+/// `GET /v1/models`: the collections, each usable as a chat model, the plain LLM when one is
+/// configured, and the embedding model (`POST /v1/embeddings`) when a bi-encoder is served.
 #[utoipa::path(get, path = "/v1/models", operation_id = "list_models", tag = "openai",
     responses((status = 200, description = "The collections as models", body = ModelList)))]
 pub async fn models(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
@@ -552,6 +559,7 @@ pub async fn models(req: HttpRequest, state: web::Data<AppState>) -> HttpRespons
         if state.chat.has_llm() {
             data.push(plain_llm_card());
         }
+        data.extend(served_model(&state.turns).map(served_card));
         Ok(HttpResponse::Ok().json(ModelList {
             object: "list",
             data,
@@ -574,6 +582,9 @@ pub async fn model(
     let result: Result<HttpResponse, ApiError> = async {
         let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
         let name = path.into_inner();
+        if served_model(&state.turns).as_deref() == Some(name.as_str()) {
+            return Ok(HttpResponse::Ok().json(served_card(name)));
+        }
         state.chat.check_model(user.id, &name).await?;
         if name == PLAIN_LLM_MODEL {
             return Ok(HttpResponse::Ok().json(plain_llm_card()));
@@ -662,7 +673,10 @@ async fn chat(
         created: chrono::Utc::now().timestamp(),
         model: body.model.clone(),
         prompt_tokens: body.messages.iter().map(ChatMessage::tokens).sum(),
-        sources_as_text: body.sources_as_text(),
+        style: AnswerStyle {
+            sources_as_text: body.sources_as_text(),
+            links: page_links(&req),
+        },
     };
 
     if !body.stream {
@@ -689,8 +703,8 @@ async fn chat(
         };
         match state.chat.answer(admitted, &mut on_event).await {
             Ok(turn) => {
-                let answer = answer(&turn);
-                let tail = match (stored, reply.sources_as_text) {
+                let answer = answer(&turn, reply.style.links.as_ref());
+                let tail = match (stored, reply.style.sources_as_text) {
                     (true, true) => format!("{}{}", answer.content, answer.sources_text()),
                     (true, false) => answer.content,
                     (false, true) => answer.sources_text(),
@@ -752,6 +766,12 @@ fn requested_conversation(
     }
 }
 
+/// Links to the page under the origin the client reached this server at.
+pub(super) fn page_links(req: &HttpRequest) -> Option<PageLinks> {
+    let info = req.connection_info();
+    PageLinks::new(&format!("{}://{}", info.scheme(), info.host()))
+}
+
 /// The fields every completion and chunk of one request share.
 #[derive(Clone)]
 struct Reply {
@@ -760,8 +780,7 @@ struct Reply {
     model: String,
     /// The request's messages' tokens by the rule of [`count_tokens`].
     prompt_tokens: usize,
-    /// `convrag.sources` is `text`: the answer ends with its numbered sources.
-    sources_as_text: bool,
+    style: AnswerStyle,
 }
 
 impl Reply {
@@ -789,13 +808,8 @@ impl Reply {
         })
     }
 
-    /// The turn's answer, with the list of its sources appended when the request asks for it.
     fn answer(&self, turn: &Turn) -> Answer {
-        let mut answer = answer(turn);
-        if self.sources_as_text {
-            answer.content.push_str(&answer.sources_text());
-        }
-        answer
+        self.style.answer(turn)
     }
 
     /// The turn's token counts (`service::chat::usage`: the LLM's, or by the rule).

@@ -23,6 +23,7 @@ use utoipa::{Modify, OpenApi, PartialSchema};
 
 use super::assets::StaticFileNames;
 use super::collections::UploadParts;
+use super::embeddings::EmbeddingInputs;
 use super::openai::UserMessages;
 use super::responses::ResponseInputs;
 use super::runs::QrelsBody;
@@ -105,6 +106,7 @@ impl Capabilities {
         super::openai::chat_completions,
         super::responses::create,
         super::responses::get,
+        super::embeddings::create,
         super::profile::list,
         super::profile::add,
         super::profile::remove,
@@ -127,6 +129,7 @@ impl Capabilities {
         &UtteranceOrRegenerate,
         &UserMessages,
         &ResponseInputs,
+        &EmbeddingInputs,
         &QrelsBody,
         &UploadParts,
         &JsonRpcBody,
@@ -330,6 +333,10 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
         ],
     ),
     ("get_response", &[AUTH, &[InvalidField, NotFound]]),
+    (
+        "create_embeddings",
+        &[AUTH, BODY, &[NotFound, ModelUnavailable, RateLimited]],
+    ),
     ("list_profile_statements", &[AUTH]),
     (
         "add_profile_statement",
@@ -368,6 +375,7 @@ const OPENAI_SHAPED: &[&str] = &[
     "chat_completions",
     "create_response",
     "get_response",
+    "create_embeddings",
 ];
 
 /// The document for a server with `capabilities`.

@@ -20,12 +20,14 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::openai::{name_conversation, token_bound, ConvragOptions, CONVERSATION_HEADER};
+use super::openai::{
+    name_conversation, page_links, token_bound, ConvragOptions, CONVERSATION_HEADER,
+};
 use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
-    answer, count_tokens, usage, Answer, AnswerOptions, ChatTurnRequest, IncomingMessage,
-    StreamedText,
+    answer, count_tokens, usage, Answer, AnswerOptions, AnswerStyle, ChatTurnRequest,
+    IncomingMessage, StreamedText,
 };
 use crate::store::Turn;
 use crate::web::error::{ApiError, ErrorCode};
@@ -253,7 +255,7 @@ impl ResponsesRequest {
                             let field = format!("{field}.id");
                             let turn_id = parse_id(id, MESSAGE_PREFIX, &field)?;
                             let turn = state.chat.stored_turn(user_id, turn_id, &field).await?;
-                            read.push("assistant", answer(&turn).content, field);
+                            read.push("assistant", answer(&turn, None).content, field);
                         }
                         // Tool calls and reasoning items: convrag calls no tools.
                         Some(_) => {}
@@ -405,7 +407,10 @@ async fn respond(
     let reply = Arc::new(ResponseReply {
         model: body.model.clone(),
         prompt_tokens: input.messages.iter().map(|m| count_tokens(&m.text)).sum(),
-        sources_as_text: body.sources_as_text(),
+        style: AnswerStyle {
+            sources_as_text: body.sources_as_text(),
+            links: page_links(&req),
+        },
         instructions: body.instructions.clone(),
         previous_response_id: body.previous_response_id.clone(),
     });
@@ -453,7 +458,7 @@ async fn respond(
                 let answer = reply.answer(&turn);
                 if stored {
                     events.delta(&message_id, &answer.content);
-                } else if reply.sources_as_text {
+                } else if reply.style.sources_as_text {
                     events.delta(&message_id, &answer.sources_text());
                 }
                 events.finish(&reply, &turn, &message_id);
@@ -486,7 +491,10 @@ pub async fn get(
         let reply = ResponseReply {
             model: model.unwrap_or_default(),
             prompt_tokens: count_tokens(&turn.utterance),
-            sources_as_text: false,
+            style: AnswerStyle {
+                sources_as_text: false,
+                links: page_links(&req),
+            },
             instructions: None,
             previous_response_id: None,
         };
@@ -501,18 +509,14 @@ struct ResponseReply {
     model: String,
     /// The request's messages' tokens by the rule of [`count_tokens`].
     prompt_tokens: usize,
-    sources_as_text: bool,
+    style: AnswerStyle,
     instructions: Option<String>,
     previous_response_id: Option<String>,
 }
 
 impl ResponseReply {
     fn answer(&self, turn: &Turn) -> Answer {
-        let mut answer = answer(turn);
-        if self.sources_as_text {
-            answer.content.push_str(&answer.sources_text());
-        }
-        answer
+        self.style.answer(turn)
     }
 
     /// The response as the stream announces it before the turn is stored.

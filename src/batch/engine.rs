@@ -442,27 +442,7 @@ impl Engine {
 
 /// A turn that was not stored, as the batch reports it.
 fn turn_error(turn: &str, e: ServiceError) -> BatchError {
-    match e {
-        ServiceError::Pipeline(source) => BatchError::Turn {
-            turn: turn.to_string(),
-            source,
-        },
-        ServiceError::Setting(e) => BatchError::Turn {
-            turn: turn.to_string(),
-            source: e.into(),
-        },
-        ServiceError::Store(StoreError::Invalid { field, message }) => {
-            BatchError::Resume(format!("turn {turn}: not stored ({field}: {message})"))
-        }
-        ServiceError::Input(e) => BatchError::Resume(format!("turn {turn}: not stored ({e})")),
-        ServiceError::Store(e) => e.into(),
-        ServiceError::Index(e) => e.into(),
-        e @ (ServiceError::MissingUtterance
-        | ServiceError::NoCollection
-        | ServiceError::LlmConfig(_)
-        | ServiceError::RateLimited { .. }
-        | ServiceError::Task(_)) => BatchError::Resume(format!("turn {turn}: {e}")),
-    }
+    super::service_error(Some(turn), e)
 }
 
 /// The `n` passages with the smallest ids: the same whatever the index's segment layout.

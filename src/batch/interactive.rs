@@ -573,13 +573,10 @@ impl Client<'_> {
                 request,
             )
             .await?;
-        let turn = started.run(&mut |_| {}).await.map_err(|e| match e {
-            crate::service::ServiceError::Pipeline(source) => BatchError::Turn {
-                turn: u.turn_id(),
-                source,
-            },
-            other => other.into(),
-        })?;
+        let turn = started
+            .run(&mut |_| {})
+            .await
+            .map_err(|e| super::service_error(Some(&u.turn_id()), e))?;
         Ok((turn, true))
     }
 

@@ -85,12 +85,41 @@ impl From<sqlx::Error> for BatchError {
 
 impl From<crate::service::ServiceError> for BatchError {
     fn from(e: crate::service::ServiceError) -> Self {
-        use crate::service::ServiceError;
-        match e {
-            ServiceError::Store(e) => e.into(),
-            ServiceError::Index(e) => e.into(),
-            other => BatchError::Resume(other.to_string()),
+        service_error(None, e)
+    }
+}
+
+/// The one mapping of the turn service's errors to the batch's, naming the turn when there is
+/// one: a pipeline or setting failure is the turn's; what the store refused is not stored.
+pub(crate) fn service_error(turn: Option<&str>, e: crate::service::ServiceError) -> BatchError {
+    use crate::service::ServiceError;
+    use crate::store::StoreError;
+    let prefix = turn.map_or(String::new(), |t| format!("turn {t}: "));
+    match (turn, e) {
+        (Some(turn), ServiceError::Pipeline(source)) => BatchError::Turn {
+            turn: turn.to_string(),
+            source,
+        },
+        (Some(turn), ServiceError::Setting(e)) => BatchError::Turn {
+            turn: turn.to_string(),
+            source: e.into(),
+        },
+        (_, ServiceError::Store(StoreError::Invalid { field, message })) => {
+            BatchError::Resume(format!("{prefix}not stored ({field}: {message})"))
         }
+        (_, ServiceError::Input(e)) => BatchError::Resume(format!("{prefix}not stored ({e})")),
+        (_, ServiceError::Store(e)) => e.into(),
+        (_, ServiceError::Index(e)) => e.into(),
+        (
+            _,
+            e @ (ServiceError::Pipeline(_)
+            | ServiceError::Setting(_)
+            | ServiceError::MissingUtterance
+            | ServiceError::NoCollection
+            | ServiceError::LlmConfig(_)
+            | ServiceError::RateLimited { .. }
+            | ServiceError::Task(_)),
+        ) => BatchError::Resume(format!("{prefix}{e}")),
     }
 }
 

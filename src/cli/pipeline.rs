@@ -17,8 +17,8 @@ use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter, TermSelection}
 use convrag::pipeline::rewrite_llm::llm_stages_from_config;
 use convrag::rerank::Reranker;
 use convrag::tune::topics::{
-    llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics, read_conversations, rewrite_topics,
-    rewrites_tsv, ProvenanceList,
+    llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics_embedded, read_conversations,
+    rewrite_topics, rewrites_tsv, ProvenanceList,
 };
 use convrag::Config;
 
@@ -89,28 +89,74 @@ pub struct PtkbOptions {
     /// bi-encoder when `--neural` > 0; the other ranker options are then ignored.
     #[arg(long, conflicts_with = "learned")]
     pub calibrated: bool,
-    /// The server's ranker with the bi-encoder: the learned ranker's order, selecting what both
-    /// it and the calibrated ranker select (with the bi-encoder when `--neural` > 0).
+    /// The learned ranker's order, selecting what both it and the calibrated ranker select (with
+    /// the bi-encoder when `--neural` > 0); the server's selection.
     #[arg(long, conflicts_with_all = ["learned", "calibrated"])]
     pub agreed: bool,
+    /// A named ranker (`--learned`, `--calibrated` and `--agreed` are `--ranker learned` and so
+    /// on); `zero-shot` and `served` always use the bi-encoder; the other ranker options are then
+    /// ignored.
+    #[arg(long, value_enum, conflicts_with_all = ["learned", "calibrated", "agreed"])]
+    pub ranker: Option<RankerArg>,
+}
+
+/// The named PTKB rankers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RankerArg {
+    /// The bi-encoder's weighted cosine with the conversation, no fitted weights; selects its
+    /// best statement (untuned).
+    ZeroShot,
+    /// What turns serve with the bi-encoder: the zero-shot order, the agreed selection.
+    Served,
+    /// Logistic model of `convrag tune ptkb` (bi-encoder features with `--neural` > 0).
+    Learned,
+    /// The calibrated ranker that abstains (`convrag tune ptkb-selection`).
+    Calibrated,
+    /// The learned order, selecting what the learned and the calibrated ranker both select.
+    Agreed,
+}
+
+impl PtkbOptions {
+    /// The named ranker, from `--ranker` or its older flags.
+    pub fn named(&self) -> Option<RankerArg> {
+        self.ranker.or(if self.agreed {
+            Some(RankerArg::Agreed)
+        } else if self.calibrated {
+            Some(RankerArg::Calibrated)
+        } else if self.learned {
+            Some(RankerArg::Learned)
+        } else {
+            None
+        })
+    }
+
+    /// Whether the ranker needs the bi-encoder whatever `--neural` says.
+    fn needs_model(&self) -> bool {
+        matches!(self.named(), Some(RankerArg::ZeroShot | RankerArg::Served))
+    }
 }
 
 impl PtkbOptions {
     /// The ranker these options describe.
     /// `model`: the neural model, needed when `neural` > 0.
     pub fn ranker(&self, model: Option<Arc<dyn Reranker>>) -> anyhow::Result<Box<dyn PtkbRanker>> {
-        if self.agreed {
-            return Ok(Box::new(convrag::pipeline::ptkb_calibrated::agreed_ranker(
-                model,
-            )?));
-        }
-        if self.calibrated {
-            return Ok(Box::new(
-                convrag::pipeline::ptkb_calibrated::calibrated_ranker(model)?,
-            ));
-        }
-        if self.learned {
-            return Ok(Box::new(convrag::pipeline::ptkb::learned_ranker(model)?));
+        use convrag::pipeline::{ptkb_calibrated, ptkb_zero_shot};
+        let bi_encoder = || model.clone().context("the ranker needs the bi-encoder");
+        match self.named() {
+            Some(RankerArg::ZeroShot) => {
+                return Ok(Box::new(ptkb_zero_shot::zero_shot_ranker(bi_encoder()?)))
+            }
+            Some(RankerArg::Served) => {
+                return Ok(Box::new(ptkb_zero_shot::served_ranker(bi_encoder()?)?))
+            }
+            Some(RankerArg::Agreed) => return Ok(Box::new(ptkb_calibrated::agreed_ranker(model)?)),
+            Some(RankerArg::Calibrated) => {
+                return Ok(Box::new(ptkb_calibrated::calibrated_ranker(model)?))
+            }
+            Some(RankerArg::Learned) => {
+                return Ok(Box::new(convrag::pipeline::ptkb::learned_ranker(model)?))
+            }
+            None => {}
         }
         let selection = Selection::parse(&self.select)?;
         let lexical = LexicalScorer {
@@ -288,8 +334,12 @@ pub fn run(config: &Config, args: PipelineArgs) -> anyhow::Result<()> {
             ptkb,
         } => {
             let topics = read_conversations(&topics)?;
-            let ranker = ptkb.ranker(neural_model(config, &ptkb)?)?;
-            let rankings = rank_topics(&topics, run_type.into(), ranker.as_ref())?;
+            let model = neural_model(config, &ptkb)?;
+            let ranker = ptkb.ranker(model.clone())?;
+            // One embedding memo for the run: each statement is encoded once, not once a turn.
+            let vectors = model.map(convrag::rerank::QueryVectors::new);
+            let rankings =
+                rank_topics_embedded(&topics, run_type.into(), ranker.as_ref(), vectors.as_ref())?;
             let run = ptkb_run(&run_name, run_type.into(), &rankings, list.into())?;
             write(&output, &run.render()?)?;
             if let Some(p) = ranking {
@@ -337,12 +387,12 @@ pub fn run(config: &Config, args: PipelineArgs) -> anyhow::Result<()> {
 
 /// The installed reranking model, when `--neural` asks for it.
 fn neural_model(config: &Config, ptkb: &PtkbOptions) -> anyhow::Result<Option<Arc<dyn Reranker>>> {
-    if ptkb.neural <= 0.0 {
+    if ptkb.neural <= 0.0 && !ptkb.needs_model() {
         return Ok(None);
     }
     convrag::rerank::load_default(config)
         .map(Some)
-        .context("--neural: no reranking model could be loaded (scripts/fetch-models.sh)")
+        .context("no reranking model could be loaded for the PTKB ranker (scripts/fetch-models.sh)")
 }
 
 /// `pipeline rewrite --llm`: the LLM's rewrites, printing each fallback and a summary.

@@ -42,6 +42,9 @@ use convrag::tune::ptkb_selection::{
     model_probabilities, selection_figures, selection_turns, small_ptkb_turns, tune_prior_shift,
     tune_selection, SelectionFigures, SelectionGrid, SelectionTurn, SmallPtkbFile, TrainOn,
 };
+use convrag::tune::ptkb_transfer::{
+    correction_wins, transfer_direction, transfer_turns, TransferTurn,
+};
 use convrag::tune::rewrite_ptkb::{
     evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
     PtkbFigures, PtkbTurn, RewriteExample, RewriteGrid, RewriteObjective, RougeMeans,
@@ -66,6 +69,9 @@ pub enum TuneCommand {
     /// Fit the calibrated PTKB ranker that abstains (served by default) and print its
     /// cross-validated ranking and selection figures.
     PtkbSelection(TunePtkbSelectionArgs),
+    /// Check whether a correction fitted on top of the zero-shot PTKB ranking transfers: fit on
+    /// each of two topic sets, rank the other, base against fitted under every label source.
+    PtkbTransfer(TunePtkbTransferArgs),
     /// Fit where the extractive answer stops (its marginal-relevance threshold) against the
     /// topics' written responses.
     Extractive(TuneExtractiveArgs),
@@ -149,6 +155,18 @@ pub struct TunePtkbSelectionArgs {
     pub output: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct TunePtkbTransferArgs {
+    /// Exactly two `TOPICS[=QRELS]` sets written by different people (iKAT 2023 train and test):
+    /// the correction is fitted on each set's `ptkb_provenance` and measured on the other's, and
+    /// against the other's `QRELS` too when given (NIST's).
+    #[arg(long, required = true, num_args = 1)]
+    pub split: Vec<String>,
+    /// L2 penalty of the correction (not tuned: a tuned one would need a third set).
+    #[arg(long, default_value_t = 10.0)]
+    pub l2: f64,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ObjectiveArg {
     Recall,
@@ -184,6 +202,7 @@ pub fn run(config: &Config, args: TuneArgs) -> anyhow::Result<()> {
         TuneCommand::Rewrite(a) => run_rewrite(a),
         TuneCommand::Ptkb(a) => run_ptkb(config, a),
         TuneCommand::PtkbSelection(a) => run_ptkb_selection(config, a),
+        TuneCommand::PtkbTransfer(a) => run_ptkb_transfer(config, a),
         TuneCommand::Extractive(a) => run_extractive(config, a),
     }
 }
@@ -302,6 +321,81 @@ fn run_ptkb(config: &Config, args: TunePtkbArgs) -> anyhow::Result<()> {
         json.push('\n');
         write_atomic(path, json.as_bytes())?;
         eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// `convrag tune ptkb-transfer`.
+fn run_ptkb_transfer(config: &Config, args: TunePtkbTransferArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.split.len() == 2,
+        "--split: give exactly two topic sets"
+    );
+    let similarity = TuningSimilarity::load(config, true)?;
+    let embedded = similarity.as_similarity().context("the bi-encoder")?;
+    struct Split {
+        name: String,
+        turns: Vec<TransferTurn>,
+        /// The topics' `ptkb_provenance` first, then `QRELS`.
+        labels: Vec<(String, Qrels)>,
+    }
+    let mut splits = Vec::new();
+    for spec in &args.split {
+        let (topics, extra) = match spec.split_once('=') {
+            Some((t, q)) => (Path::new(t), Some(Path::new(q))),
+            None => (Path::new(spec), None),
+        };
+        let conversations = read_conversations(topics)
+            .with_context(|| format!("reading topics {}", topics.display()))?;
+        let file_name = |p: &Path| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string()
+        };
+        let mut labels = vec![(
+            "organizers' (ptkb_provenance)".to_string(),
+            read_ptkb_judgments(topics)?,
+        )];
+        if let Some(q) = extra {
+            labels.push((file_name(q), read_ptkb_judgments(q)?));
+        }
+        let turns = transfer_turns(&conversations, &embedded, &Bar::items("turns", false))?;
+        splits.push(Split {
+            name: file_name(topics),
+            turns,
+            labels,
+        });
+    }
+    let mut figures = Vec::new();
+    for (fit, report) in [(&splits[0], &splits[1]), (&splits[1], &splits[0])] {
+        figures.extend(transfer_direction(
+            (&fit.name, &fit.turns, &fit.labels[0].1),
+            (&report.name, &report.turns),
+            &report.labels,
+            args.l2,
+        )?);
+    }
+    println!(
+        "nDCG@3 of every statement ranked (fitted with l2 {}):",
+        args.l2
+    );
+    for f in &figures {
+        println!(
+            "  fit {} -> {}, labels {} ({} turns): zero-shot base {:.4}, fitted {:.4} ({:+.4})",
+            f.fitted_on,
+            f.measured_on,
+            f.labels,
+            f.judged_turns,
+            f.base,
+            f.fitted,
+            f.fitted - f.base
+        );
+    }
+    if correction_wins(&figures) {
+        println!("serve: the fitted correction (it beats the base everywhere)");
+    } else {
+        println!("serve: the zero-shot base (the correction does not beat it everywhere)");
     }
     Ok(())
 }

@@ -135,6 +135,25 @@ impl Default for FieldWeights {
     }
 }
 
+/// The title field's extra weight in collections of HTML pages (BENCHMARKS.md, "Answers that
+/// hold"): a page's title (`DROP TABLE — Examples (remove a table)`) names what its passages are
+/// about, which their text often does not repeat.
+pub const HTML_TITLE_WEIGHT: f32 = 0.5;
+
+impl FieldWeights {
+    /// The weights a new collection of `format` is built with: Anserini's single field, except
+    /// that HTML pages' titles (the page and the section) count again on their own.
+    pub fn for_format(format: Format) -> Self {
+        match format {
+            Format::Html => Self {
+                title: HTML_TITLE_WEIGHT,
+                ..Self::default()
+            },
+            _ => Self::default(),
+        }
+    }
+}
+
 /// Which parts of a record make up the indexed `body` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -167,8 +186,11 @@ pub struct Manifest {
 
 /// The passage layout this build writes: 2 keeps documents' code blocks, headings, list items
 /// and tables as Markdown in the passage text; 3 writes definition terms that are code (a
-/// command's clauses and options) as code spans; 4 keeps the code in table cells as code spans.
-pub const PASSAGE_LAYOUT: u32 = 4;
+/// command's clauses and options) as code spans; 4 keeps the code in table cells as code spans;
+/// 5 puts an HTML reference page's purpose in its passages' titles, keeps admonitions (`Note`,
+/// `Tip`) in their section and a definition term's code as code spans, and leaves out sections
+/// of links alone.
+pub const PASSAGE_LAYOUT: u32 = 5;
 
 /// What has been committed: the source of truth is the tantivy commit payload.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

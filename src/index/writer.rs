@@ -65,7 +65,7 @@ impl IndexOptions {
             heap_bytes: 512 << 20,
             segmenter: SegmenterConfig::default(),
             bm25: Bm25Params::default(),
-            weights: FieldWeights::default(),
+            weights: FieldWeights::for_format(format),
             contents: vec![ContentsPart::Title, ContentsPart::Text],
             commit_bytes: 1 << 30,
             optimize: false,

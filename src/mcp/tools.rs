@@ -378,7 +378,7 @@ async fn ask(state: &AppState, user: &User, a: AskArgs) -> Outcome {
         .map_err(ApiError::from)
         .map_err(|e| rename_field(e, "messages", "question"))?;
     let turn = state.chat.answer(admitted, &mut |_| {}).await?;
-    let answer = answer(&turn);
+    let answer = answer(&turn, None);
     let mut text = answer.content.clone();
     text.push_str(&answer.sources_text());
     text.push_str(&format!(

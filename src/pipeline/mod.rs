@@ -15,6 +15,7 @@ pub mod learned;
 pub mod meaning;
 pub mod ptkb;
 pub mod ptkb_calibrated;
+pub mod ptkb_zero_shot;
 pub mod query;
 pub mod rewrite;
 pub mod rewrite_llm;

@@ -1,9 +1,9 @@
 //! Stage 1: PTKB statement ranking.
 //!
-//! The served ranker is chosen by `ptkb_calibrated::recommended_ranker` (with the bi-encoder the
-//! learned ranker's order, selecting what both it and the calibrated ranker, which may select
-//! nothing, select); this module holds the shared types and the rankers other than those of
-//! `ptkb_calibrated`.
+//! The served ranker is chosen by `ptkb_zero_shot::recommended_ranker` (with the bi-encoder the
+//! zero-shot order of `ptkb_zero_shot`, selecting what both the learned and the calibrated
+//! ranker, which may select nothing, select); this module holds the shared types and the rankers
+//! other than those of `ptkb_calibrated` and `ptkb_zero_shot`.
 //!
 //! A [`PtkbRanker`] scores every statement of the user's PTKB against the current turn in its
 //! context and returns them all, ranked, with the selected subset marked (a [`Selection`] rule:

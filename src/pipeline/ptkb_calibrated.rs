@@ -300,25 +300,6 @@ pub fn agreed_ranker(
     })
 }
 
-/// The ranker the server and batch runs use: with the bi-encoder the [`AgreedRanker`] (it
-/// abstains where nothing is relevant and holds on small PTKBs); without one the learned lexical
-/// ranker, which ranks iKAT far better than the calibrated ranker's lexical features.
-pub fn recommended_ranker(
-    model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
-) -> std::sync::Arc<dyn PtkbRanker> {
-    let Some(model) = model else {
-        return super::ptkb::recommended_lexical_ranker();
-    };
-    match agreed_ranker(Some(model)) {
-        Ok(ranker) => std::sync::Arc::new(ranker),
-        Err(e) => {
-            // Unreachable with the committed weights (unit-tested); never stop a turn for it.
-            tracing::error!(error = %e, "PTKB weights unusable; ranking lexically");
-            std::sync::Arc::new(super::ptkb::default_ranker())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,6 +114,11 @@ pub trait Reranker: Send + Sync {
     /// Identifies the model (name and checksum), e.g. for run tags and stored turns.
     fn model_id(&self) -> String;
 
+    /// Whether [`Reranker::embed_queries`] gives vectors (a bi-encoder) rather than `None`.
+    fn embeds(&self) -> bool {
+        false
+    }
+
     /// A bi-encoder's embeddings of query texts, one per text; `None` from a model that scores
     /// pairs (a cross-encoder has no query vector).
     fn embed_queries(&self, _texts: &[&str]) -> Result<Option<Vec<Vec<f32>>>> {

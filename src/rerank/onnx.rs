@@ -576,6 +576,10 @@ impl Reranker for OnnxReranker {
         }
     }
 
+    fn embeds(&self) -> bool {
+        self.manifest.kind == ModelKind::BiEncoder
+    }
+
     fn embed_queries(&self, texts: &[&str]) -> Result<Option<Vec<Vec<f32>>>> {
         if self.manifest.kind != ModelKind::BiEncoder {
             return Ok(None);

@@ -885,6 +885,56 @@ impl Answer {
     }
 }
 
+/// Where a cited passage without a web address can be opened: the chat page's view of it
+/// (`{origin}/#/c/{conversation}/t/{turn}/p/{rank}`), so every citation a client shows leads
+/// somewhere its user (signed in with the same token) can read the passage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageLinks {
+    origin: String,
+}
+
+impl PageLinks {
+    /// Links under `origin` (`http(s)://host[:port]`, as the client reached the server);
+    /// `None` for anything else.
+    pub fn new(origin: &str) -> Option<Self> {
+        let origin = origin.trim_end_matches('/');
+        let host = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"))?;
+        let plain = |c: char| c.is_ascii_alphanumeric() || ".-:[]".contains(c);
+        (!host.is_empty() && host.chars().all(plain)).then(|| Self {
+            origin: origin.to_string(),
+        })
+    }
+
+    fn passage(&self, turn: &Turn, rank: i32) -> String {
+        format!(
+            "{}/#/c/{}/t/{}/p/{rank}",
+            self.origin, turn.conversation_id, turn.id
+        )
+    }
+}
+
+/// How an adapter renders a turn's answer for its client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnswerStyle {
+    /// The answer ends with its numbered sources (`convrag.sources: "text"`), for clients
+    /// that drop annotations.
+    pub sources_as_text: bool,
+    /// Passages without a web address link to the page.
+    pub links: Option<PageLinks>,
+}
+
+impl AnswerStyle {
+    pub fn answer(&self, turn: &Turn) -> Answer {
+        let mut answer = answer(turn, self.links.as_ref());
+        if self.sources_as_text {
+            answer.content.push_str(&answer.sources_text());
+        }
+        answer
+    }
+}
+
 /// A passage's URL when it is one a client can open (`http(s)`); a blank or made-up one is
 /// left out.
 fn real_url(url: Option<&str>) -> Option<String> {
@@ -894,8 +944,12 @@ fn real_url(url: Option<&str>) -> Option<String> {
 }
 
 /// A stored turn's answer: its sentences with markers numbered by [`CitationNumbers`], one
-/// citation per cited passage, and the cited passages.
-pub fn answer(turn: &Turn) -> Answer {
+/// citation per cited passage, and the cited passages; a passage without a web address links
+/// to the page when `links` is given.
+pub fn answer(turn: &Turn, links: Option<&PageLinks>) -> Answer {
+    let url = |p: &crate::store::turns::TurnPassage| {
+        real_url(p.url.as_deref()).or_else(|| links.map(|l| l.passage(turn, p.rank)))
+    };
     let mut numbers = CitationNumbers::default();
     let mut content = String::new();
     let mut citations: Vec<Citation> = Vec::new();
@@ -936,7 +990,7 @@ pub fn answer(turn: &Turn) -> Answer {
                     start_index: start,
                     end_index: start + marker.chars().count(),
                     n,
-                    url: passage.and_then(|p| real_url(p.url.as_deref())),
+                    url: passage.and_then(url),
                     title: passage.and_then(|p| p.title.clone()).unwrap_or_default(),
                 });
             }
@@ -957,7 +1011,7 @@ pub fn answer(turn: &Turn) -> Answer {
                 passage_id: p.passage_id.clone(),
                 collection: p.collection.clone(),
                 title: p.title.clone(),
-                url: real_url(p.url.as_deref()),
+                url: url(p),
                 text: p.text.clone(),
                 score: p.score,
             })

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod chat;
 pub mod collections;
 pub mod conversations;
+pub mod embeddings;
 pub mod input;
 pub mod manifests;
 pub mod rate;

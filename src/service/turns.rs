@@ -244,7 +244,7 @@ impl TurnService {
             None => (None, None),
         };
         let pipeline = TurnPipeline::new(
-            crate::pipeline::ptkb_calibrated::recommended_ranker(reranker.clone()),
+            crate::pipeline::ptkb_zero_shot::recommended_ranker(reranker.clone()),
             reranker,
             llm,
         )
@@ -307,6 +307,11 @@ impl TurnService {
     /// Counts a turn or search of `user_id` against the rate limits.
     fn admit(&self, user_id: i64, kind: RateKind) -> Result<()> {
         self.admit_n(user_id, kind, 1)
+    }
+
+    /// Counts one search of `user_id` against the rate of searches.
+    pub fn admit_searches(&self, user_id: i64) -> Result<()> {
+        self.admit(user_id, RateKind::Searches)
     }
 
     fn admit_n(&self, user_id: i64, kind: RateKind, n: u32) -> Result<()> {

@@ -4,6 +4,7 @@
 //!
 //! * [`rewrite_ptkb`]: the rewrite term selector and the PTKB statement model.
 //! * [`ptkb_selection`]: the calibrated PTKB ranker that abstains (Platt scaling on folds).
+//! * [`ptkb_transfer`]: whether a correction of the zero-shot PTKB ranking transfers across topic sets.
 //! * [`answers`]: where the extractive answer stops.
 //! * [`folds`]: cross-validation folds by topic.
 //! * [`topics`]: the PTKB and rewrite stages over topic files.
@@ -14,5 +15,6 @@
 pub mod answers;
 pub mod folds;
 pub mod ptkb_selection;
+pub mod ptkb_transfer;
 pub mod rewrite_ptkb;
 pub mod topics;

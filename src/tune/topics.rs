@@ -45,11 +45,27 @@ pub fn rank_topics(
     run_type: RunType,
     ranker: &dyn PtkbRanker,
 ) -> Result<Vec<(String, PtkbRanking)>> {
+    rank_topics_embedded(topics, run_type, ranker, None)
+}
+
+/// [`rank_topics`] with every text embedded through `vectors` when given: one memo for the whole
+/// run, so a statement, which recurs in every turn of its conversation, is encoded once. The
+/// rankings are those of [`PtkbRanker::rank`].
+pub fn rank_topics_embedded(
+    topics: &[IkatTopic],
+    run_type: RunType,
+    ranker: &dyn PtkbRanker,
+    vectors: Option<&crate::rerank::QueryVectors>,
+) -> Result<Vec<(String, PtkbRanking)>> {
     let mut out = Vec::new();
     for (topic, i) in distinct_turns(topics) {
         let ctx = ConversationContext::from_ikat(topic, i, run_type)
             .expect("index within the topic's turns");
-        out.push((topic.turn_key(&topic.turns[i]), ranker.rank(&ctx)?));
+        let ranking = match vectors {
+            Some(v) => ranker.rank_embedded(&ctx, v)?,
+            None => ranker.rank(&ctx)?,
+        };
+        out.push((topic.turn_key(&topic.turns[i]), ranking));
     }
     Ok(out)
 }

@@ -17,6 +17,7 @@ use crate::rerank::dense::DenseError;
 use crate::rerank::RerankError;
 use crate::service::chat::ChatError;
 use crate::service::conversations::ConversationError;
+use crate::service::embeddings::EmbeddingError;
 use crate::service::input::InvalidInput;
 use crate::service::runs::RunsError;
 use crate::service::users::UserError;
@@ -257,7 +258,12 @@ impl ApiError {
         } else {
             "invalid_request_error"
         };
-        serde_json::json!({"error": {"message": self.message, "type": kind, "param": self.field, "code": code}})
+        // OpenAI's own 429s name no parameter.
+        let param = match self.code {
+            ErrorCode::RateLimited => None,
+            _ => self.field.as_deref(),
+        };
+        serde_json::json!({"error": {"message": self.message, "type": kind, "param": param, "code": code}})
     }
 
     pub fn to_openai_response(&self) -> HttpResponse {
@@ -569,6 +575,22 @@ impl From<UserError> for ApiError {
         match e {
             UserError::Store(e) => e.into(),
             UserError::Collections(e) => e.into(),
+        }
+    }
+}
+
+impl From<EmbeddingError> for ApiError {
+    fn from(e: EmbeddingError) -> Self {
+        match e {
+            EmbeddingError::NoModel | EmbeddingError::UnknownModel { .. } => {
+                let message = e.to_string();
+                let message = message.strip_prefix("model: ").unwrap_or(&message);
+                ApiError::field(ErrorCode::NotFound, "model", message)
+            }
+            EmbeddingError::Input(e) => e.into(),
+            EmbeddingError::Service(e) => e.into(),
+            EmbeddingError::Model(e) => e.into(),
+            EmbeddingError::Task(_) => ApiError::new(ErrorCode::Internal, e.to_string()),
         }
     }
 }

@@ -82,6 +82,9 @@ pub struct HtmlPassage {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HtmlDocument {
     pub title: String,
+    /// What the page is for, in its own words, when it says so in one line: a DocBook reference
+    /// page's purpose (`DROP TABLE — remove a table` gives `remove a table`). Empty otherwise.
+    pub purpose: String,
     pub sections: Vec<Section>,
 }
 
@@ -122,7 +125,45 @@ pub fn parse(html: &str) -> HtmlDocument {
             section.headings.insert(0, title.clone());
         }
     }
-    HtmlDocument { title, sections }
+    let purpose = purpose_of(&document, &title);
+    HtmlDocument {
+        title,
+        purpose,
+        sections,
+    }
+}
+
+/// A reference page's one-line purpose: the paragraph of DocBook's `refnamediv` (its
+/// `refpurpose`), without the page's name when it starts with it. A "how do I" question says
+/// what it wants done ("remove a table"), which the command's name (`DROP TABLE`) and its
+/// synopsis and examples rarely say: with the purpose in every passage's title, the page's
+/// synopsis and examples can be found by the words of the task.
+fn purpose_of(document: &Html, title: &str) -> String {
+    let Some(namediv) = document
+        .root_element()
+        .descendants()
+        .filter_map(ElementRef::wrap)
+        .find(|e| e.value().classes().any(|c| c == "refnamediv"))
+    else {
+        return String::new();
+    };
+    let Some(line) = namediv
+        .children()
+        .filter_map(ElementRef::wrap)
+        .find(|e| e.value().name() == "p")
+        .map(|p| collapse_whitespace(&p.text().collect::<String>()))
+    else {
+        return String::new();
+    };
+    // "DROP TABLE — remove a table", or several names before the dash ("CREATE USER — …").
+    let purpose = match line.split_once(" — ") {
+        Some((name, rest)) if !name.is_empty() => rest.trim(),
+        _ => line.trim(),
+    };
+    if purpose.eq_ignore_ascii_case(title) {
+        return String::new();
+    }
+    purpose.to_string()
 }
 
 /// Cuts a parsed page into passages; `doc_id` (the file's relative path) prefixes every id.
@@ -138,6 +179,14 @@ pub fn passages(doc: &HtmlDocument, doc_id: &str, segmenter: &SegmenterConfig) -
             }
         } else {
             format!("{} — {heading}", doc.title)
+        };
+        // The page's purpose after its title: "DROP TABLE — Examples (remove a table)", what
+        // BM25 (the title is part of a passage's indexed contents) and the reranker (which reads
+        // the title before the text) match a task's words with.
+        let title = if doc.purpose.is_empty() {
+            title
+        } else {
+            format!("{title} ({})", doc.purpose)
         };
         for (n, p) in segment_document(&section.text, segmenter)
             .into_iter()
@@ -204,7 +253,8 @@ fn cell_text(cell: ElementRef<'_>) -> String {
 
 /// A definition term as a heading's text: a code span when all of its text is code (a command's
 /// clause or option, `<code>GENERATED … AS IDENTITY</code>`), so an answer that names it shows it
-/// as code.
+/// as code; otherwise its code parts as code spans (a configuration parameter's
+/// `` `listen_addresses` (`string`) ``), the rest as text.
 fn term_heading(dt: ElementRef<'_>, term: &str) -> String {
     let all_code = dt.descendants().all(|node| match node.value() {
         Node::Text(text) => {
@@ -218,7 +268,12 @@ fn term_heading(dt: ElementRef<'_>, term: &str) -> String {
         _ => true,
     });
     if !all_code {
-        return term.to_string();
+        let mixed = collapse_whitespace(&cell_text(dt));
+        return if mixed.is_empty() {
+            term.to_string()
+        } else {
+            mixed
+        };
     }
     code_span(term)
 }
@@ -229,10 +284,23 @@ fn code_span(code: &str) -> String {
     format!("{fence}{code}{fence}")
 }
 
+/// Classes of admonitions (DocBook's `<div class="note"><h3>Note</h3>…</div>`): their heading
+/// is a label, not a section. Taken for one, it named the rest of its section "Note" (most of
+/// psql's meta-commands read as `psql — Tip`).
+const ADMONITION_CLASSES: &[&str] = &["note", "tip", "warning", "caution", "important"];
+
 #[derive(Default)]
 struct Walker {
     sections: Vec<Section>,
     current: Section,
+    /// Inside an admonition, whose heading is left out.
+    admonitions: usize,
+    /// Inside a link (`<a>`), how deep.
+    links: usize,
+    /// The current section has text of its own, not only the text of links: a section of links
+    /// alone (a reference page's "See Also", an index) is navigation, left out; its few words
+    /// made a short passage that every word of its page's title matches.
+    own_text: bool,
     /// (level, text) of the headings above the current position.
     heading_stack: Vec<(u8, String)>,
     used_anchors: HashSet<String>,
@@ -257,7 +325,17 @@ impl Walker {
             .filter(|id| !id.trim().is_empty() && name != "body" && name != "html");
         let anchor = own_id.or(anchor);
         if let Some(level) = heading_level(name) {
-            self.start_section(level, element, anchor);
+            if self.admonitions == 0 {
+                self.start_section(level, element, anchor);
+            }
+            return;
+        }
+        if name == "div" && value.classes().any(|c| ADMONITION_CLASSES.contains(&c)) {
+            self.admonitions += 1;
+            self.current.text.push_str("\n\n");
+            self.visit_children(element, anchor);
+            self.current.text.push_str("\n\n");
+            self.admonitions -= 1;
             return;
         }
         match name {
@@ -273,6 +351,7 @@ impl Walker {
             _ if INLINE_CODE.contains(&name) => {
                 let code = collapse_whitespace(&element.text().collect::<String>());
                 if !code.is_empty() {
+                    self.own_text |= self.links == 0;
                     self.current.text.push_str(&code_span(&code));
                 }
                 return;
@@ -281,10 +360,13 @@ impl Walker {
             _ => {}
         }
         let block = BLOCK_ELEMENTS.contains(&name);
+        let link = name == "a";
         if block {
             self.current.text.push_str("\n\n");
         }
+        self.links += usize::from(link);
         self.visit_children(element, anchor);
+        self.links -= usize::from(link);
         if block {
             self.current.text.push_str("\n\n");
         }
@@ -323,6 +405,7 @@ impl Walker {
 
     /// A block of its own, blank lines around it.
     fn push_block(&mut self, text: &str) {
+        self.own_text |= self.links == 0;
         self.current.text.push_str("\n\n");
         self.current.text.push_str(text);
         self.current.text.push_str("\n\n");
@@ -387,6 +470,8 @@ impl Walker {
             .chars()
             .last()
             .is_none_or(char::is_whitespace);
+        // Punctuation between links ("ALTER TABLE, CREATE TABLE") is not text of its own.
+        self.own_text |= self.links == 0 && text.chars().any(char::is_alphanumeric);
         let mut words = text.split_whitespace().peekable();
         if words.peek().is_none() {
             if !text.is_empty() && !ends_with_space {
@@ -433,7 +518,8 @@ impl Walker {
     fn finish_section(&mut self) {
         let text = tidy_lines(&self.current.text);
         let mut section = std::mem::take(&mut self.current);
-        if !text.is_empty() {
+        let own_text = std::mem::take(&mut self.own_text);
+        if !text.is_empty() && own_text {
             if section.anchor.is_empty() {
                 section.anchor = self.unique_anchor("top".to_string());
             }
@@ -546,6 +632,8 @@ mod tests {
     fn reads_title_sections_and_drops_navigation_of_a_manual_page() {
         let doc = parse(&fixture("tutorial-select.html"));
         assert_eq!(doc.title, "2.5. Querying a Table");
+        // A chapter's page states no purpose of its own.
+        assert_eq!(doc.purpose, "");
         assert_eq!(doc.sections.len(), 1);
         let section = &doc.sections[0];
         assert_eq!(section.anchor, "TUTORIAL-SELECT");
@@ -595,7 +683,12 @@ mod tests {
             .iter()
             .find(|p| p.id == "sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY:1")
             .expect("the concurrently section's first passage");
-        assert_eq!(first.title, "CREATE INDEX — Building Indexes Concurrently");
+        // Every passage's title carries the reference page's purpose.
+        assert_eq!(doc.purpose, "define a new index");
+        assert_eq!(
+            first.title,
+            "CREATE INDEX — Building Indexes Concurrently (define a new index)"
+        );
         let ids: HashSet<&str> = passages.iter().map(|p| p.id.as_str()).collect();
         assert_eq!(ids.len(), passages.len(), "ids are unique");
         // Parsing again gives the same ids.
@@ -751,7 +844,7 @@ mod tests {
         );
         let text = &doc.sections[0].text;
         assert!(text.contains("#### `-t --tuples-only`\n"), "{text}");
-        assert!(text.contains("#### name of the index\n"), "{text}");
+        assert!(text.contains("#### name of the `index`\n"), "{text}");
     }
 
     #[test]
@@ -783,6 +876,37 @@ mod tests {
             .any(|u| u.kind == crate::text::sentences::UnitKind::Code
                 && u.text
                     .contains("CREATE INDEX CONCURRENTLY sales_quantity_index")));
+    }
+
+    #[test]
+    fn an_admonition_stays_in_its_section() {
+        let doc = parse(
+            "<html><body><h1>psql</h1><h2 id=\"meta\">Meta-Commands</h2><p>First.</p>\
+             <div class=\"tip\"><h3 class=\"title\">Tip</h3><p>A tip.</p></div>\
+             <p>Later commands.</p></body></html>",
+        );
+        let meta = doc.sections.iter().find(|s| s.anchor == "meta").unwrap();
+        assert_eq!(meta.text, "First.\n\nA tip.\n\nLater commands.");
+        assert!(doc
+            .sections
+            .iter()
+            .all(|s| s.headings.last().map(String::as_str) != Some("Tip")));
+    }
+
+    #[test]
+    fn a_section_of_links_alone_is_navigation() {
+        let doc = parse(
+            "<html><body><h1>DROP TABLE</h1><p>Removes a table.</p>\
+             <h2>See Also</h2><span class=\"simplelist\"><a href=\"a.html\">ALTER TABLE</a>, \
+             <a href=\"c.html\">CREATE TABLE</a></span>\
+             <h2>Notes</h2><p>See <a href=\"a.html\">ALTER TABLE</a>.</p></body></html>",
+        );
+        let headings: Vec<&str> = doc
+            .sections
+            .iter()
+            .filter_map(|s| s.headings.last().map(String::as_str))
+            .collect();
+        assert_eq!(headings, vec!["DROP TABLE", "Notes"]);
     }
 
     #[test]

@@ -220,11 +220,9 @@ async fn citations_are_numbered_from_one_with_one_annotation_per_passage_and_sou
     let annotations = message["annotations"].as_array().unwrap();
     assert_eq!(annotations.len(), seen.len(), "one per cited passage");
     for a in annotations {
-        let url = &a["url_citation"]["url"];
-        assert!(
-            url.is_null() || url.as_str().unwrap().starts_with("https://example.org/"),
-            "{a}"
-        );
+        // Every fixture passage has its web address.
+        let url = a["url_citation"]["url"].as_str().unwrap();
+        assert!(url.starts_with("https://example.org/"), "{a}");
     }
     let passages = r.body["convrag"]["passages"].as_array().unwrap();
     let listed: Vec<u64> = passages.iter().map(|p| p["n"].as_u64().unwrap()).collect();
@@ -250,7 +248,11 @@ async fn openai_endpoints_not_served_answer_404_in_openai_shape_and_sdk_headers_
     let s = setup_with(|c| c.cors_origins = vec!["http://app.example".to_string()]).await;
     let anon = Client::new(&s.server, None);
     let alice = new_user(&anon, "alice").await;
-    for path in ["/v1/completions", "/v1/audio/speech", "/v1/embeddings"] {
+    for path in [
+        "/v1/completions",
+        "/v1/audio/speech",
+        "/v1/images/generations",
+    ] {
         let r = alice
             .post(path, json!({"model": "diet", "input": "hi"}))
             .await;
@@ -258,7 +260,11 @@ async fn openai_endpoints_not_served_answer_404_in_openai_shape_and_sdk_headers_
         assert_eq!(r.body["error"]["type"], "invalid_request_error");
         assert_eq!(r.body["error"]["code"], "route_not_found");
         let message = r.body["error"]["message"].as_str().unwrap();
-        assert!(message.contains("POST /v1/chat/completions"), "{message}");
+        assert!(
+            message.contains("POST /v1/chat/completions")
+                && message.contains("POST /v1/embeddings"),
+            "{message}"
+        );
     }
     // openai-node's preflight from an allowed origin asks for its own headers.
     let response = alice
@@ -332,4 +338,81 @@ async fn a_refused_mcp_token_is_a_json_rpc_error_with_401() {
     assert_eq!(body["error"]["code"], -32001);
     assert_eq!(body["error"]["data"]["code"], "invalid_token");
     assert!(!body["error"]["message"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_passage_without_a_web_address_links_to_its_view_in_the_page() {
+    let s = setup_with(|config| {
+        let dir = config.home.join("notes-input");
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("notes.jsonl");
+        std::fs::write(
+            &input,
+            concat!(
+                r#"{"id": "n1", "title": "Sourdough starter", "text": "Feed a sourdough starter with equal weights of flour and water every day to keep it active."}"#,
+                "\n",
+                r#"{"id": "n2", "title": "Proofing", "text": "Dough proofs faster in a warm kitchen; a cold proof in the fridge overnight gives more flavour."}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        let mut options = convrag::index::IndexOptions::new("notes", convrag::collection::Format::Jsonl);
+        options.inputs = vec![input];
+        options.threads = 1;
+        options.heap_bytes = 16 << 20;
+        convrag::index::index_collection(&config.collections_dir(), &options).unwrap();
+    })
+    .await;
+    let anon = Client::new(&s.server, None);
+    let alice = new_user(&anon, "alice").await;
+    let question = user("How often do I feed a sourdough starter?");
+    let r = alice
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "notes", "messages": [question], "convrag": {"sources": "text"}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let conversation = r.body["convrag"]["conversation_id"].as_str().unwrap();
+    let turn = r.body["convrag"]["turn_id"].as_str().unwrap();
+    let page = format!("{}/#/c/{conversation}/t/{turn}/p/", alice.base);
+    let annotations = r.body["choices"][0]["message"]["annotations"]
+        .as_array()
+        .unwrap();
+    assert!(!annotations.is_empty(), "{:?}", r.body);
+    let stored = alice
+        .get(&format!("/v1/conversations/{conversation}/turns/{turn}"))
+        .await;
+    for a in annotations {
+        let url = a["url_citation"]["url"].as_str().unwrap();
+        let rank: i64 = url.strip_prefix(&page).expect(url).parse().unwrap();
+        // The link names a passage of the turn it cites.
+        let passages = stored.body["turn"]["passages"].as_array().unwrap();
+        assert!(passages.iter().any(|p| p["rank"] == rank), "{url}");
+    }
+    // The Sources list gives the same links.
+    let content = r.body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.contains(&page), "{content}");
+
+    // The Responses API cites them as url_citation too (every passage has an address now).
+    let r = alice
+        .post(
+            "/v1/responses",
+            json!({"model": "notes", "input": "What does a cold proof give?"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    for a in r.body["output"][0]["content"][0]["annotations"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(a["type"], "url_citation", "{a}");
+        assert!(
+            a["url"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{}/#/c/", alice.base)),
+            "{a}"
+        );
+    }
 }

@@ -4,6 +4,7 @@ mod abuse;
 mod accounts;
 mod chat_admission;
 mod collections;
+mod embeddings;
 mod errors;
 mod first_run;
 mod foundation;

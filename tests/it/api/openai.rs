@@ -13,7 +13,8 @@ use convrag::index::{index_collection, IndexOptions};
 use convrag::web::AppState;
 use serde_json::{json, Value};
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
+pub(crate) const FIXTURE: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
 
 pub struct Setup {
     _db: TestDb,

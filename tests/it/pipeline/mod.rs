@@ -5,5 +5,6 @@ mod generate_llm_server;
 mod manual_questions;
 mod ptkb_ikat;
 mod ptkb_small;
+mod ptkb_zero_shot;
 mod rewrite_rouge;
 mod tune;

@@ -328,3 +328,31 @@ fn the_committed_learned_ptkb_models_are_the_tuning_output() {
     );
     assert_same_weights(&fitted, &committed, 1e-6, "ptkb_model");
 }
+
+/// `convrag tune ptkb-transfer` on iKAT 2023 train and test (BENCHMARKS.md, "PTKB ranking that
+/// transfers"): the correction fitted on either split does not beat the zero-shot base on the
+/// other everywhere, so the base is what turns serve.
+#[test]
+fn the_ptkb_transfer_check_keeps_the_zero_shot_base() {
+    let d = |rel: &str| {
+        crate::common::shared_data(rel)
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let test = format!(
+        "{}={}",
+        d("ikat/official/2023_test_topics.json"),
+        d("ikat/qrels/2023_ptkb_qrels_nist.txt")
+    );
+    let train = d("ikat/official/2023_train_topics.json");
+    let r = tune(&["tune", "ptkb-transfer", "--split", &train, "--split", &test]);
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    eprintln!("{stdout}");
+    assert_eq!(stdout.matches("zero-shot base").count(), 4, "{stdout}");
+    assert!(stdout.contains("zero-shot base 0.7343"), "{stdout}");
+    assert!(stdout.contains("serve: the zero-shot base"), "{stdout}");
+    let one = tune(&["tune", "ptkb-transfer", "--split", &train]);
+    assert!(!one.status.success());
+}
