@@ -376,9 +376,10 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     assert.equal(v2.settings.generator, "llm");
     assert.equal(v2.settings.rewriter, "llm");
     // The rewrite: refused either way, and the page gives the reason. SmolLM2-135M (seed 42,
-    // temperature 0) restates the question, then labels a rewrite that talks to the user.
+    // temperature 0), shown the statements in the zero-shot ranker's order, lists them instead of
+    // rewriting, keeping none of the utterance's content words.
     const rewriteFallback = v2.diagnostics.rewrite_fallback;
-    assert.equal(rewriteFallback && rewriteFallback.kind, LLM_MODE === "real" ? "question_back" : "llm_error", diagnostics);
+    assert.equal(rewriteFallback && rewriteFallback.kind, LLM_MODE === "real" ? "dropped_content" : "llm_error", diagnostics);
     assert.equal(v2.diagnostics.rewrite_method, "history");
     const method = await second.locator(".why .why-body p.muted.small", { hasText: "method:" }).first().textContent();
     assert.equal(method, `method: history (the language model's rewrite was not used: ${rewriteFallback.reason})`);
