@@ -329,6 +329,27 @@ async fn request_metrics(
     result
 }
 
+/// Binds an `HttpServer` and starts it, with its own signal handling only when asked; the bound
+/// address and the server future. A macro because a function over `HttpServer<F, I, S, B>` must
+/// name bounds on types of `actix-http` and `actix-service`, which are not our dependencies.
+macro_rules! start {
+    ($server:expr, $bind:expr, $handle_signals:expr, $what:literal) => {{
+        let server = $server;
+        let server = if $handle_signals {
+            server
+        } else {
+            server.disable_signals()
+        };
+        let server = server.bind($bind)?;
+        let addr = server
+            .addrs()
+            .first()
+            .copied()
+            .ok_or_else(|| std::io::Error::other(concat!($what, " bound to no address")))?;
+        Ok((addr, server.run()))
+    }};
+}
+
 /// A listener serving only `GET /metrics`, without a token: for `--metrics-bind`, an address
 /// that only the monitoring system reaches.
 pub fn metrics_server(
@@ -343,18 +364,7 @@ pub fn metrics_server(
     })
     .workers(1)
     .shutdown_timeout(2);
-    let server = if handle_signals {
-        server
-    } else {
-        server.disable_signals()
-    };
-    let server = server.bind(bind)?;
-    let addr = server
-        .addrs()
-        .first()
-        .copied()
-        .ok_or_else(|| std::io::Error::other("metrics server bound to no address"))?;
-    Ok((addr, server.run()))
+    start!(server, bind, handle_signals, "metrics server")
 }
 
 /// Binds and starts an HTTP server for `state` on `bind` (port 0 picks a free port).
@@ -382,18 +392,7 @@ pub fn http_server(
     })
     .workers(workers.max(1))
     .shutdown_timeout(10);
-    let server = if handle_signals {
-        server
-    } else {
-        server.disable_signals()
-    };
-    let server = server.bind(bind)?;
-    let addr = server
-        .addrs()
-        .first()
-        .copied()
-        .ok_or_else(|| std::io::Error::other("server bound to no address"))?;
-    Ok((addr, server.run()))
+    start!(server, bind, handle_signals, "server")
 }
 
 /// A running server in the background of the current tokio runtime (tests and embedding).

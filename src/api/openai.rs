@@ -15,6 +15,7 @@ use crate::web::sse;
 use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
@@ -24,11 +25,11 @@ use crate::llm::{ChatMessage as LlmMessage, ChatRequest as LlmRequest};
 use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
 use crate::service::chat::{
-    answer, count_tokens, usage, Answer, AnswerOptions, AnswerStyle, ChatTurnRequest, ChatUsage,
-    CitedPassage, IncomingMessage, PageLinks, StreamedText, PLAIN_LLM_MODEL,
+    answer, count_tokens, usage, AdmittedChat, Answer, AnswerOptions, AnswerStyle, ChatTurnRequest,
+    ChatUsage, CitedPassage, IncomingMessage, PageLinks, StreamedText, PLAIN_LLM_MODEL,
 };
 use crate::service::embeddings::served_model;
-use crate::store::Turn;
+use crate::store::{Turn, User};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{idempotency_key, parse_uuid, ApiJson, AuthUser};
 use crate::web::AppState;
@@ -188,20 +189,84 @@ pub struct StreamOptions {
     pub include_usage: bool,
 }
 
-impl ChatRequest {
-    fn sources_as_text(&self) -> bool {
-        ConvragOptions::sources_as_text(self.convrag.as_ref())
+/// A request body of the endpoints that answer a turn (chat completions, responses).
+pub(super) trait AnswerRequest: DeserializeOwned + 'static {
+    /// The model (a collection) asked.
+    fn model(&self) -> &str;
+
+    fn convrag(&self) -> Option<&ConvragOptions>;
+
+    /// Refuses what convrag cannot do rather than ignoring it.
+    fn check_parameters(&self) -> Result<(), ApiError>;
+
+    /// How the answer is written for the client of `req`.
+    fn answer_style(&self, req: &HttpRequest) -> AnswerStyle {
+        AnswerStyle {
+            sources_as_text: ConvragOptions::sources_as_text(self.convrag()),
+            links: page_links(req),
+        }
+    }
+}
+
+/// Refuses a `temperature` or `top_p` outside OpenAI's ranges.
+pub(super) fn check_sampling(temperature: Option<f64>, top_p: Option<f64>) -> Result<(), ApiError> {
+    if temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+        return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
+    }
+    if top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+        return Err(ApiError::invalid("top_p", "must be between 0 and 1"));
+    }
+    Ok(())
+}
+
+/// The authenticated caller and its request body, its parameters and model checked.
+pub(super) async fn read_request<T: AnswerRequest>(
+    req: &HttpRequest,
+    payload: &mut Payload,
+    state: &AppState,
+) -> Result<(User, T), ApiError> {
+    let AuthUser(user) = AuthUser::from_request(req, &mut Payload::None).await?;
+    // Unread parts (other OpenAI parameters, other roles' messages, tool items) may hold anything.
+    let body = ApiJson::<T, true>::from_request(req, payload).await?.0;
+    body.check_parameters()?;
+    state.chat.check_model(user.id, body.model()).await?;
+    Ok((user, body))
+}
+
+/// The messages of a request as its idempotency key hashes them.
+pub(super) fn keyed_messages(messages: &[IncomingMessage]) -> Value {
+    messages
+        .iter()
+        .map(|m| json!({"role": m.role, "text": m.text}))
+        .collect()
+}
+
+/// The whole (not streamed) answer of `admitted`, as `render` writes the turn, naming its
+/// conversation.
+pub(super) async fn whole_answer<B: Serialize>(
+    state: &AppState,
+    admitted: AdmittedChat,
+    render: impl FnOnce(&Turn) -> B,
+) -> Result<HttpResponse, ApiError> {
+    let conversation_id = admitted.conversation_id;
+    let turn = state.chat.answer(admitted, &mut |_| {}).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((CONVERSATION_HEADER, conversation_id.to_string()))
+        .json(render(&turn)))
+}
+
+impl AnswerRequest for ChatRequest {
+    fn model(&self) -> &str {
+        &self.model
     }
 
-    /// Refuses what convrag cannot do rather than ignoring it: several answers, a tool that
-    /// must be called, a structured answer.
+    fn convrag(&self) -> Option<&ConvragOptions> {
+        self.convrag.as_ref()
+    }
+
+    /// Refuses several answers, a tool that must be called, a structured answer.
     fn check_parameters(&self) -> Result<(), ApiError> {
-        if self.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-            return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
-        }
-        if self.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
-            return Err(ApiError::invalid("top_p", "must be between 0 and 1"));
-        }
+        check_sampling(self.temperature, self.top_p)?;
         if let Some(i) = self
             .tools
             .iter()
@@ -276,7 +341,9 @@ impl ChatRequest {
         }
         Ok(())
     }
+}
 
+impl ChatRequest {
     /// The sampling parameters the LLM gets when it generates.
     fn sampling(&self) -> Result<Sampling, ApiError> {
         let stop = match &self.stop {
@@ -628,13 +695,7 @@ async fn chat(
     mut payload: Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
-    // Unread parts (other OpenAI parameters, other roles' messages) may hold anything.
-    let body = ApiJson::<ChatRequest, true>::from_request(&req, &mut payload)
-        .await?
-        .0;
-    body.check_parameters()?;
-    state.chat.check_model(user.id, &body.model).await?;
+    let (user, body) = read_request::<ChatRequest>(&req, &mut payload, &state).await?;
     if body.model == PLAIN_LLM_MODEL {
         return plain_completion(&state, &body).await;
     }
@@ -644,8 +705,7 @@ async fn chat(
     let key = idempotency_key(
         &req,
         "POST /v1/chat/completions",
-        &json!({"model": body.model, "messages": incoming.iter()
-            .map(|m| json!({"role": m.role, "text": m.text})).collect::<Vec<_>>()}),
+        &json!({"model": body.model, "messages": keyed_messages(&incoming)}),
     )?;
     let options = AnswerOptions {
         max_words: body.max_tokens.or(body.max_completion_tokens),
@@ -673,17 +733,11 @@ async fn chat(
         created: chrono::Utc::now().timestamp(),
         model: body.model.clone(),
         prompt_tokens: body.messages.iter().map(ChatMessage::tokens).sum(),
-        style: AnswerStyle {
-            sources_as_text: body.sources_as_text(),
-            links: page_links(&req),
-        },
+        style: body.answer_style(&req),
     };
 
     if !body.stream {
-        let turn = state.chat.answer(admitted, &mut |_| {}).await?;
-        return Ok(HttpResponse::Ok()
-            .insert_header((CONVERSATION_HEADER, conversation_id.to_string()))
-            .json(reply.completion(&turn)));
+        return whole_answer(&state, admitted, |turn| reply.completion(turn)).await;
     }
 
     let include_usage = body

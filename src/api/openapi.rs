@@ -203,6 +203,17 @@ const BODY: &[ErrorCode] = &[
     RequestTimeout,
     UnsupportedMediaType,
 ];
+/// A turn answered in OpenAI's shape (chat completions, responses): the conversation's admission.
+const ANSWER: &[ErrorCode] = &[
+    NotFound,
+    Conflict,
+    ConversationBusy,
+    IdempotencyKeyReused,
+    ModelUnavailable,
+    CollectionUnavailable,
+    QuotaExceeded,
+    RateLimited,
+];
 
 /// The error codes each operation (by `operationId`) can answer with, beyond `internal`.
 pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
@@ -298,40 +309,8 @@ pub const ERRORS: &[(&str, &[&[ErrorCode]])] = &[
     ),
     ("list_models", &[AUTH]),
     ("get_model", &[AUTH, &[NotFound, CollectionUnavailable]]),
-    (
-        "chat_completions",
-        &[
-            AUTH,
-            BODY,
-            &[
-                NotFound,
-                Conflict,
-                ConversationBusy,
-                IdempotencyKeyReused,
-                ModelUnavailable,
-                CollectionUnavailable,
-                QuotaExceeded,
-                RateLimited,
-            ],
-        ],
-    ),
-    (
-        "create_response",
-        &[
-            AUTH,
-            BODY,
-            &[
-                NotFound,
-                Conflict,
-                ConversationBusy,
-                IdempotencyKeyReused,
-                ModelUnavailable,
-                CollectionUnavailable,
-                QuotaExceeded,
-                RateLimited,
-            ],
-        ],
-    ),
+    ("chat_completions", &[AUTH, BODY, ANSWER]),
+    ("create_response", &[AUTH, BODY, ANSWER]),
     ("get_response", &[AUTH, &[InvalidField, NotFound]]),
     (
         "create_embeddings",

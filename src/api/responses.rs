@@ -21,7 +21,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::openai::{
-    name_conversation, page_links, token_bound, ConvragOptions, CONVERSATION_HEADER,
+    check_sampling, keyed_messages, name_conversation, page_links, read_request, token_bound,
+    whole_answer, AnswerRequest, ConvragOptions,
 };
 use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
@@ -31,7 +32,7 @@ use crate::service::chat::{
 };
 use crate::store::Turn;
 use crate::web::error::{ApiError, ErrorCode};
-use crate::web::extract::{idempotency_key, ApiJson, AuthUser};
+use crate::web::extract::{idempotency_key, AuthUser};
 use crate::web::sse::{self, FrameSender};
 use crate::web::AppState;
 
@@ -169,7 +170,15 @@ struct ReadInput {
     fields: Vec<String>,
 }
 
-impl ResponsesRequest {
+impl AnswerRequest for ResponsesRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn convrag(&self) -> Option<&ConvragOptions> {
+        self.convrag.as_ref()
+    }
+
     fn check_parameters(&self) -> Result<(), ApiError> {
         if self.store == Some(false) {
             return Err(ApiError::invalid(
@@ -177,12 +186,7 @@ impl ResponsesRequest {
                 "convrag stores every answer with its provenance: omit store or set it to true",
             ));
         }
-        if self.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-            return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
-        }
-        if self.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
-            return Err(ApiError::invalid("top_p", "must be between 0 and 1"));
-        }
+        check_sampling(self.temperature, self.top_p)?;
         if self.max_output_tokens == Some(0) {
             return Err(ApiError::invalid("max_output_tokens", "must be at least 1"));
         }
@@ -194,11 +198,9 @@ impl ResponsesRequest {
         }
         Ok(())
     }
+}
 
-    fn sources_as_text(&self) -> bool {
-        ConvragOptions::sources_as_text(self.convrag.as_ref())
-    }
-
+impl ResponsesRequest {
     /// The conversation the request names, if any.
     async fn explicit_conversation(
         &self,
@@ -368,13 +370,7 @@ async fn respond(
     mut payload: Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let AuthUser(user) = AuthUser::from_request(&req, &mut Payload::None).await?;
-    // Unread parts (other parameters, tool items) may hold anything.
-    let body = ApiJson::<ResponsesRequest, true>::from_request(&req, &mut payload)
-        .await?
-        .0;
-    body.check_parameters()?;
-    state.chat.check_model(user.id, &body.model).await?;
+    let (user, body) = read_request::<ResponsesRequest>(&req, &mut payload, &state).await?;
     let explicit = body.explicit_conversation(&state, user.id).await?;
     let input = body.read_input(&state, user.id).await?;
     let history = state
@@ -384,8 +380,8 @@ async fn respond(
     let key = idempotency_key(
         &req,
         "POST /v1/responses",
-        &json!({"model": body.model, "conversation": explicit, "input": input.messages.iter()
-            .map(|m| json!({"role": m.role, "text": m.text})).collect::<Vec<_>>()}),
+        &json!({"model": body.model, "conversation": explicit,
+            "input": keyed_messages(&input.messages)}),
     )?;
     let request = ChatTurnRequest {
         history: &history,
@@ -407,18 +403,12 @@ async fn respond(
     let reply = Arc::new(ResponseReply {
         model: body.model.clone(),
         prompt_tokens: input.messages.iter().map(|m| count_tokens(&m.text)).sum(),
-        style: AnswerStyle {
-            sources_as_text: body.sources_as_text(),
-            links: page_links(&req),
-        },
+        style: body.answer_style(&req),
         instructions: body.instructions.clone(),
         previous_response_id: body.previous_response_id.clone(),
     });
     if !body.stream {
-        let turn = state.chat.answer(admitted, &mut |_| {}).await?;
-        return Ok(HttpResponse::Ok()
-            .insert_header((CONVERSATION_HEADER, conversation_id.to_string()))
-            .json(reply.response(&turn)));
+        return whole_answer(&state, admitted, |turn| reply.response(turn)).await;
     }
     let mut response = sse::stream(|tx| async move {
         let events = Arc::new(ResponseEvents::new(tx));

@@ -163,11 +163,7 @@ pub async fn disable(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let user = state
-        .users
-        .set_disabled(parse_id("user_id", &path)?, true)
-        .await?;
-    Ok(HttpResponse::Ok().json(UserEnvelope { user }))
+    set_disabled(&state, &path, true).await
 }
 
 /// `POST /v1/users/{user_id}/enable` (administrator): the user's tokens work again.
@@ -179,9 +175,18 @@ pub async fn enable(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    set_disabled(&state, &path, false).await
+}
+
+/// Disables or enables the user the path names, answering with the user.
+async fn set_disabled(
+    state: &AppState,
+    path: &str,
+    disabled: bool,
+) -> Result<HttpResponse, ApiError> {
     let user = state
         .users
-        .set_disabled(parse_id("user_id", &path)?, false)
+        .set_disabled(parse_id("user_id", path)?, disabled)
         .await?;
     Ok(HttpResponse::Ok().json(UserEnvelope { user }))
 }

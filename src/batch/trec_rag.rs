@@ -260,22 +260,17 @@ pub fn render_2024(
     stored: &[Vec<Turn>],
     references: usize,
 ) -> Result<Vec<Rag24Answer>> {
-    topics
-        .iter()
-        .zip(stored)
-        .map(|(topic, turns)| {
-            let (refs, sentences) = answer_parts(&turns[0], references)?;
-            let answer = sentences
-                .into_iter()
-                .map(|(text, cites)| Sentence {
-                    text,
-                    // 2024 asks for no order; the generator's order is kept.
-                    citations: cites.into_iter().map(|(i, _)| i).collect(),
-                })
-                .collect();
-            Ok(Rag24Answer::new(run_id, topic, refs, answer))
-        })
-        .collect()
+    answers(topics, stored, references, |topic, refs, sentences| {
+        let answer = sentences
+            .into_iter()
+            .map(|(text, cites)| Sentence {
+                text,
+                // 2024 asks for no order; the generator's order is kept.
+                citations: cites.into_iter().map(|(i, _)| i).collect(),
+            })
+            .collect();
+        Rag24Answer::new(run_id, topic, refs, answer)
+    })
 }
 
 /// TREC RAG 2025 answers in Format 1 (convertible to Format 2 and to the checker's layout).
@@ -287,12 +282,24 @@ pub fn render_2025(
     stored: &[Vec<Turn>],
     references: usize,
 ) -> Result<Vec<Rag25Answer>> {
+    answers(topics, stored, references, |topic, refs, sentences| {
+        Rag25Answer::new(metadata.clone(), topic, refs, sentences)
+    })
+}
+
+/// Each topic's answer from its one stored turn's [`answer_parts`], as `answer` writes them.
+fn answers<A>(
+    topics: &[Topic],
+    stored: &[Vec<Turn>],
+    references: usize,
+    answer: impl Fn(&Topic, Vec<String>, Vec<CitedSentence>) -> A,
+) -> Result<Vec<A>> {
     topics
         .iter()
         .zip(stored)
         .map(|(topic, turns)| {
             let (refs, sentences) = answer_parts(&turns[0], references)?;
-            Ok(Rag25Answer::new(metadata.clone(), topic, refs, sentences))
+            Ok(answer(topic, refs, sentences))
         })
         .collect()
 }
@@ -578,12 +585,6 @@ pub(super) fn plan(service: &TurnService, a: TrecRagOptions) -> Result<PlannedRu
         jobs: a.common.jobs,
         output: a.output.clone(),
     };
-    let output = a.output;
-    let trec_output = a.trec_output;
-    let references = a.references;
-    let task = a.task;
-    let format2 = a.format == AnswerLayout::Format2;
-    let checker_layout = a.checker_layout;
     let metadata = Rag25Metadata {
         team_id: a.team_id.unwrap_or_default(),
         run_id: run_name.clone(),
@@ -595,13 +596,13 @@ pub(super) fn plan(service: &TurnService, a: TrecRagOptions) -> Result<PlannedRu
     let render = RagRender {
         run_name,
         topics,
-        output,
-        trec_output,
-        references,
-        task,
+        output: a.output,
+        trec_output: a.trec_output,
+        references: a.references,
+        task: a.task,
         year2025,
-        format2,
-        checker_layout,
+        format2: a.format == AnswerLayout::Format2,
+        checker_layout: a.checker_layout,
         metadata,
     };
     let render: Render = Box::new(move |stored: &[Vec<Turn>]| render.render(stored));

@@ -9,6 +9,8 @@ use convrag::pipeline::turn::TurnSettings;
 use convrag::rerank::dense::Retrieval;
 use convrag::service::bench::{summarize, BenchOptions, TurnBench};
 
+use super::progress::Bar;
+
 #[derive(Debug, Args, Clone)]
 pub struct BenchTurnsArgs {
     /// iKAT topics file (contexts built as for automatic runs).
@@ -36,27 +38,6 @@ pub struct BenchTurnsArgs {
     /// Write the per-turn timings of both passes as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-/// Progress of a pass on stderr.
-struct BarProgress(indicatif::ProgressBar);
-
-impl convrag::progress::Progress for BarProgress {
-    fn set_length(&self, total: u64) {
-        self.0.set_length(total);
-    }
-    fn set_position(&self, done: u64) {
-        self.0.set_position(done);
-    }
-    fn inc(&self, n: u64) {
-        self.0.inc(n);
-    }
-    fn set_message(&self, message: String) {
-        self.0.set_message(message);
-    }
-    fn finish(&self) {
-        self.0.finish_and_clear();
-    }
 }
 
 pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
@@ -90,7 +71,7 @@ pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
     );
     let mut report = serde_json::Map::new();
     for pass in ["cold", "warm"] {
-        let bar = BarProgress(indicatif::ProgressBar::new(0).with_style(
+        let bar = Bar::new(indicatif::ProgressBar::new(0).with_style(
             indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ETA {eta}")?,
         ));
         let result = bench.run_pass(&runtime, pass, &bar)?;

@@ -13,7 +13,7 @@ use convrag::eval::ptkb::{
     read_ptkb_run_with_topics,
 };
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
-use convrag::eval::trec::{read_qrels, read_run};
+use convrag::eval::trec::{read_qrels, read_run, Qrels};
 use convrag::eval::EvalError;
 use convrag::formats::atomic::write_atomic;
 
@@ -35,6 +35,32 @@ pub struct OutputArgs {
     /// Write the output to this file (atomically) instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// Where PTKB judgments come from (`eval ptkb`, `compare-ptkb`).
+#[derive(Debug, Args, Clone)]
+pub struct PtkbJudgedArgs {
+    /// PTKB qrels (`9-1_3 0 <statement id> <0|1>`).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "topics",
+        required_unless_present = "topics"
+    )]
+    qrels: Option<PathBuf>,
+    /// iKAT topics file; judgments from each turn's `ptkb_provenance`.
+    #[arg(long, value_name = "FILE")]
+    topics: Option<PathBuf>,
+}
+
+impl PtkbJudgedArgs {
+    fn judgments(&self) -> anyhow::Result<Qrels> {
+        Ok(match (&self.qrels, &self.topics) {
+            (Some(q), _) => read_ptkb_judgments(q)?,
+            (None, Some(t)) => ptkb_qrels_from_topics(t)?,
+            (None, None) => return Err(EvalError::Usage("give --qrels or --topics".into()).into()),
+        })
+    }
 }
 
 /// Options shared by the `compare*` subcommands.
@@ -109,17 +135,8 @@ pub enum CompareCommand {
     },
     /// Compare PTKB statement rankings (per judged turn, as `eval ptkb`).
     ComparePtkb {
-        /// PTKB qrels (`9-1_3 0 <statement id> <0|1>`).
-        #[arg(
-            long,
-            value_name = "FILE",
-            conflicts_with = "topics",
-            required_unless_present = "topics"
-        )]
-        qrels: Option<PathBuf>,
-        /// iKAT topics file; judgments from each turn's `ptkb_provenance`.
-        #[arg(long, value_name = "FILE")]
-        topics: Option<PathBuf>,
+        #[command(flatten)]
+        judged: PtkbJudgedArgs,
         /// Measures (default: ndcg_cut.3, recip_rank, P.1, set_F).
         #[arg(short = 'm', long = "metric", value_name = "MEASURE")]
         metrics: Vec<String>,
@@ -167,17 +184,8 @@ pub enum EvalCommand {
     },
     /// PTKB statement ranking and selection (iKAT).
     Ptkb {
-        /// PTKB qrels (`9-1_3 0 <statement id> <0|1>`).
-        #[arg(
-            long,
-            value_name = "FILE",
-            conflicts_with = "topics",
-            required_unless_present = "topics"
-        )]
-        qrels: Option<PathBuf>,
-        /// iKAT topics file; judgments from each turn's `ptkb_provenance`.
-        #[arg(long, value_name = "FILE")]
-        topics: Option<PathBuf>,
+        #[command(flatten)]
+        judged: PtkbJudgedArgs,
         /// iKAT run file (first response's ptkb_provenance, in order; a 2025 JSONL submission
         /// with --topics) or a TREC/JSON run.
         #[arg(long, value_name = "FILE")]
@@ -291,20 +299,14 @@ fn run_compare(command: CompareCommand) -> anyhow::Result<()> {
             )
         }
         CompareCommand::ComparePtkb {
-            qrels,
-            topics,
+            judged,
             metrics,
             compare,
         } => {
             let measures = measures_or(&metrics, &["ndcg_cut.3", "recip_rank", "P.1", "set_F"])?;
-            let judgments = match (&qrels, &topics) {
-                (Some(q), _) => read_ptkb_judgments(q)?,
-                (None, Some(t)) => ptkb_qrels_from_topics(t)?,
-                (None, None) => {
-                    return Err(EvalError::Usage("give --qrels or --topics".into()).into())
-                }
-            };
-            let runs = compare.read(|run| read_ptkb_run_with_topics(run, topics.as_deref()))?;
+            let judgments = judged.judgments()?;
+            let runs =
+                compare.read(|run| read_ptkb_run_with_topics(run, judged.topics.as_deref()))?;
             report(ScoreTable::ptkb(&judgments, &runs, &measures)?, &compare)
         }
         CompareCommand::CompareRewrite {
@@ -373,8 +375,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             emit(&out, e.to_trec_text(out.per_query), e.to_json())
         }
         EvalCommand::Ptkb {
-            qrels,
-            topics,
+            judged,
             run,
             metrics,
             out,
@@ -384,14 +385,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             } else {
                 Measure::parse_all(&metrics)?
             };
-            let judgments = match (&qrels, &topics) {
-                (Some(q), _) => read_ptkb_judgments(q)?,
-                (None, Some(t)) => ptkb_qrels_from_topics(t)?,
-                (None, None) => {
-                    return Err(EvalError::Usage("give --qrels or --topics".into()).into())
-                }
-            };
-            let r = read_ptkb_run_with_topics(&run, topics.as_deref())?;
+            let judgments = judged.judgments()?;
+            let r = read_ptkb_run_with_topics(&run, judged.topics.as_deref())?;
             let rep = evaluate_ptkb(&judgments, &r, &measures);
             emit(&out, rep.to_text(out.per_query), rep.to_json())
         }

@@ -56,12 +56,12 @@ pub struct IndexArgs {
     /// Default BM25 b of the collection.
     #[arg(long, default_value_t = 0.4)]
     pub b: f32,
-    /// Default extra weight of title matches.
-    #[arg(long, default_value_t = 0.0)]
-    pub title_weight: f32,
-    /// Default extra weight of headings matches.
-    #[arg(long, default_value_t = 0.0)]
-    pub headings_weight: f32,
+    /// Default extra weight of title matches (absent: the format's, 0.5 for HTML, else 0).
+    #[arg(long)]
+    pub title_weight: Option<f32>,
+    /// Default extra weight of headings matches (absent: the format's, 0).
+    #[arg(long)]
+    pub headings_weight: Option<f32>,
     /// Parts of a record indexed as its searchable contents.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "title,text")]
     pub contents: Vec<ContentsPart>,
@@ -178,10 +178,12 @@ pub fn run_index(config: &Config, args: IndexArgs) -> anyhow::Result<()> {
         k1: args.k1,
         b: args.b,
     };
+    // The format's weights unless given, as every other indexing path uses them.
+    let format_weights = opts.weights;
     opts.weights = FieldWeights {
         body: 1.0,
-        title: args.title_weight,
-        headings: args.headings_weight,
+        title: args.title_weight.unwrap_or(format_weights.title),
+        headings: args.headings_weight.unwrap_or(format_weights.headings),
     };
     opts.contents = args.contents;
     opts.commit_bytes = args.commit_mb << 20;

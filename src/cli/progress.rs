@@ -6,9 +6,30 @@ use convrag::progress::{Progress, SharedProgress};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// A progress bar on standard error.
-pub struct Bar(ProgressBar);
+pub struct Bar {
+    bar: ProgressBar,
+    /// The job resumes work done before: its ETA restarts with each position reported.
+    resuming: bool,
+}
 
 impl Bar {
+    /// `bar` as a [`Progress`].
+    pub fn new(bar: ProgressBar) -> Self {
+        Bar {
+            bar,
+            resuming: false,
+        }
+    }
+
+    /// For a job that resumes: the estimate comes from this invocation's pace, not from what
+    /// was done before.
+    pub fn resuming(self) -> Self {
+        Bar {
+            resuming: true,
+            ..self
+        }
+    }
+
     /// A bar counting `unit`s (passages, turns), with rate and ETA; hidden when `quiet`.
     pub fn items(unit: &str, quiet: bool) -> Self {
         let template =
@@ -35,12 +56,12 @@ impl Bar {
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
-        Self(bar)
+        Self::new(bar)
     }
 
     /// Redrawn regularly, so a job that reports nothing for a while still shows its elapsed time.
     pub fn ticking(self) -> Self {
-        self.0
+        self.bar
             .enable_steady_tick(std::time::Duration::from_millis(250));
         self
     }
@@ -52,18 +73,21 @@ impl Bar {
 
 impl Progress for Bar {
     fn set_length(&self, total: u64) {
-        self.0.set_length(total);
+        self.bar.set_length(total);
     }
     fn set_position(&self, done: u64) {
-        self.0.set_position(done);
+        self.bar.set_position(done);
+        if self.resuming {
+            self.bar.reset_eta();
+        }
     }
     fn inc(&self, n: u64) {
-        self.0.inc(n);
+        self.bar.inc(n);
     }
     fn set_message(&self, message: String) {
-        self.0.set_message(message);
+        self.bar.set_message(message);
     }
     fn finish(&self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }

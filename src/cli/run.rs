@@ -17,10 +17,12 @@ use convrag::batch::BatchError;
 use convrag::config::Config;
 use convrag::formats::ikat::RunType;
 use convrag::pipeline::turn::{GeneratorChoice, RewriterChoice};
-use convrag::progress::{Progress, SharedProgress};
+use convrag::progress::SharedProgress;
 use convrag::rerank::dense::Retrieval;
 use convrag::rerank::Fusion;
 use convrag::service::TurnService;
+
+use super::progress::Bar;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -422,29 +424,6 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Draws a batch run's progress on stderr (nothing with `--quiet`).
-struct BarProgress(indicatif::ProgressBar);
-
-impl Progress for BarProgress {
-    fn set_length(&self, total: u64) {
-        self.0.set_length(total);
-    }
-    fn set_position(&self, done: u64) {
-        self.0.set_position(done);
-        // The estimate should come from this invocation's pace, not from the resumed turns.
-        self.0.reset_eta();
-    }
-    fn inc(&self, n: u64) {
-        self.0.inc(n);
-    }
-    fn set_message(&self, message: String) {
-        self.0.set_message(message);
-    }
-    fn finish(&self) {
-        self.0.finish_and_clear();
-    }
-}
-
 pub(crate) fn progress_bar(quiet: bool) -> SharedProgress {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     let bar = if quiet {
@@ -459,7 +438,8 @@ pub(crate) fn progress_bar(quiet: bool) -> SharedProgress {
         .expect("valid template")
         .progress_chars("=> "),
     );
-    Arc::new(BarProgress(bar))
+    // The estimate should come from this invocation's pace, not from the resumed turns.
+    Bar::new(bar).resuming().shared()
 }
 
 #[cfg(test)]

@@ -82,20 +82,46 @@ impl ConversationContext {
     }
 }
 
-/// A context of `utterance` after earlier utterances that had no response, for unit tests.
+/// A context of `utterance` after earlier turns (utterance, response) with a PTKB of `ptkb`
+/// (ids "1", "2", …), for unit tests.
 #[cfg(test)]
-pub(crate) fn with_history(utterance: &str, history: &[&str]) -> ConversationContext {
+pub(crate) fn with_turns(
+    utterance: &str,
+    history: &[(&str, Option<&str>)],
+    ptkb: &[&str],
+) -> ConversationContext {
     ConversationContext {
         utterance: utterance.into(),
         history: history
             .iter()
-            .map(|u| HistoryTurn {
+            .map(|(u, r)| HistoryTurn {
                 utterance: u.to_string(),
-                response: None,
+                response: r.map(str::to_string),
+            })
+            .collect(),
+        ptkb: ptkb
+            .iter()
+            .enumerate()
+            .map(|(i, t)| PtkbStatement {
+                id: (i + 1).to_string(),
+                text: t.to_string(),
             })
             .collect(),
         ..Default::default()
     }
+}
+
+/// [`with_turns`] after earlier utterances that had no response, for unit tests.
+#[cfg(test)]
+pub(crate) fn with_ptkb(utterance: &str, history: &[&str], ptkb: &[&str]) -> ConversationContext {
+    let history: Vec<(&str, Option<&str>)> = history.iter().map(|u| (*u, None)).collect();
+    with_turns(utterance, &history, ptkb)
+}
+
+/// [`with_ptkb`] without a PTKB, for unit tests.
+#[cfg(test)]
+pub(crate) fn with_history(utterance: &str, history: &[&str]) -> ConversationContext {
+    with_ptkb(utterance, history, &[])
 }
 
 #[cfg(test)]

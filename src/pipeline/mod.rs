@@ -13,6 +13,7 @@ pub mod context;
 pub mod generate;
 pub mod learned;
 pub mod meaning;
+pub mod page_examples;
 pub mod ptkb;
 pub mod ptkb_calibrated;
 pub mod ptkb_zero_shot;

@@ -19,7 +19,7 @@
 //! - [`HybridScorer`]: a weighted sum of min-max-normalized scores of several scorers, so neural
 //!   and lexical evidence combine without either's scale dominating.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -54,6 +54,37 @@ pub trait StatementScorer: Send + Sync {
         _vectors: &QueryVectors,
     ) -> Result<Vec<f32>> {
         self.score_statements(ctx)
+    }
+}
+
+/// A scorer over an optional bi-encoder: every [`StatementScorer`] method goes through
+/// [`ModelScorer::scores_with`], with the turn's embedded texts where they are its model's.
+pub trait ModelScorer: Send + Sync {
+    /// The model it scores with, if any.
+    fn similarity(&self) -> Option<&dyn TextSimilarity>;
+
+    /// Scores in `ctx.ptkb` order, with `similarity` standing in for [`ModelScorer::similarity`].
+    fn scores_with(
+        &self,
+        ctx: &ConversationContext,
+        similarity: Option<&dyn TextSimilarity>,
+    ) -> Result<Vec<f32>>;
+}
+
+impl<M: ModelScorer> StatementScorer for M {
+    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
+        self.scores_with(ctx, self.similarity())
+    }
+
+    fn score_statements_embedded(
+        &self,
+        ctx: &ConversationContext,
+        vectors: &QueryVectors,
+    ) -> Result<Vec<f32>> {
+        match embedded_similarity(self.similarity(), vectors) {
+            Some(embedded) => self.scores_with(ctx, Some(&embedded)),
+            None => self.score_statements(ctx),
+        }
     }
 }
 
@@ -247,6 +278,54 @@ impl<S> ScoringRanker<S> {
         statements.sort_by(|a, b| b.score.total_cmp(&a.score));
         self.selection.apply(&mut statements);
         Ok(PtkbRanking { statements })
+    }
+}
+
+/// Which statements an [`OrderedRanker`] marks selected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// Those both its rankers select.
+    Both,
+    /// Those its selecting ranker selects, whatever the ordering one selects.
+    Selection,
+}
+
+/// Statements in one ranker's order and scores, selected by another's: the served rankers
+/// combine a ranker that orders well with one that selects well.
+pub struct OrderedRanker<O, S> {
+    pub order: O,
+    pub selection: S,
+    pub agreement: Agreement,
+}
+
+impl<O, S> OrderedRanker<O, S> {
+    /// `ranking` (the ordering ranker's) with the selection marked by [`Self::agreement`].
+    pub fn combine(&self, mut ranking: PtkbRanking, selection: &PtkbRanking) -> PtkbRanking {
+        let chosen: HashSet<&str> = selection.selected().map(|s| s.id.as_str()).collect();
+        for statement in &mut ranking.statements {
+            let chosen = chosen.contains(statement.id.as_str());
+            statement.selected = match self.agreement {
+                Agreement::Both => statement.selected && chosen,
+                Agreement::Selection => chosen,
+            };
+        }
+        ranking
+    }
+}
+
+impl<O: PtkbRanker, S: PtkbRanker> PtkbRanker for OrderedRanker<O, S> {
+    fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking> {
+        let selection = self.selection.rank(ctx)?;
+        Ok(self.combine(self.order.rank(ctx)?, &selection))
+    }
+
+    fn rank_embedded(
+        &self,
+        ctx: &ConversationContext,
+        vectors: &QueryVectors,
+    ) -> Result<PtkbRanking> {
+        let selection = self.selection.rank_embedded(ctx, vectors)?;
+        Ok(self.combine(self.order.rank_embedded(ctx, vectors)?, &selection))
     }
 }
 
@@ -604,14 +683,52 @@ pub struct StatementModel {
     pub threshold: f64,
 }
 
-/// [`StatementModel`] scores: with the bi-encoder when `similarity` is set.
-pub struct LearnedScorer {
-    pub model: StatementModel,
+/// A fitted model of whether each statement is relevant to the turn.
+pub trait StatementProbability: Send + Sync {
+    /// Each statement's probability in `ctx.ptkb` order, with the bi-encoder's features when
+    /// `similarity` is set.
+    fn probabilities(
+        &self,
+        ctx: &ConversationContext,
+        similarity: Option<&dyn TextSimilarity>,
+    ) -> Result<Vec<f32>>;
+}
+
+/// A fitted model's probabilities as scores: with the bi-encoder when `similarity` is set.
+pub struct FittedScorer<M> {
+    pub model: M,
     pub similarity: Option<Box<dyn TextSimilarity>>,
 }
 
-impl LearnedScorer {
-    fn scores(
+impl<M> FittedScorer<M> {
+    /// `model` over the features of the neural `reranker`, if any.
+    pub fn new(model: M, reranker: Option<Arc<dyn Reranker>>) -> Self {
+        FittedScorer {
+            model,
+            similarity: reranker.map(|m| Box::new(ModelSimilarity(m)) as Box<dyn TextSimilarity>),
+        }
+    }
+}
+
+impl<M: StatementProbability> ModelScorer for FittedScorer<M> {
+    fn similarity(&self) -> Option<&dyn TextSimilarity> {
+        self.similarity.as_deref()
+    }
+
+    fn scores_with(
+        &self,
+        ctx: &ConversationContext,
+        similarity: Option<&dyn TextSimilarity>,
+    ) -> Result<Vec<f32>> {
+        self.model.probabilities(ctx, similarity)
+    }
+}
+
+/// [`StatementModel`] scores.
+pub type LearnedScorer = FittedScorer<StatementModel>;
+
+impl StatementProbability for StatementModel {
+    fn probabilities(
         &self,
         ctx: &ConversationContext,
         similarity: Option<&dyn TextSimilarity>,
@@ -619,25 +736,8 @@ impl LearnedScorer {
         let rows = statement_features(ctx, similarity)?;
         Ok(rows
             .iter()
-            .map(|x| self.model.model.probability(x) as f32)
+            .map(|x| self.model.probability(x) as f32)
             .collect())
-    }
-}
-
-impl StatementScorer for LearnedScorer {
-    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
-        self.scores(ctx, self.similarity.as_deref())
-    }
-
-    fn score_statements_embedded(
-        &self,
-        ctx: &ConversationContext,
-        vectors: &QueryVectors,
-    ) -> Result<Vec<f32>> {
-        match embedded_similarity(self.similarity.as_deref(), vectors) {
-            Some(embedded) => self.scores(ctx, Some(&embedded)),
-            None => self.score_statements(ctx),
-        }
     }
 }
 
@@ -650,16 +750,26 @@ pub fn statement_feature_names(with_model: bool) -> Vec<&'static str> {
     v
 }
 
+/// Committed weights parsed from one of the JSON texts `[lexical, model]`: the model one
+/// `with_model` (over the bi-encoder's features too). `what` names them in the error.
+pub fn committed_weights<T: serde::de::DeserializeOwned>(
+    with_model: bool,
+    [lexical, model]: [&str; 2],
+    what: &str,
+) -> Result<T> {
+    let json = if with_model { model } else { lexical };
+    serde_json::from_str(json)
+        .map_err(|e| PipelineError::Input(format!("committed {what} weights: {e}")))
+}
+
 /// The committed learned statement model (`src/pipeline/weights/ptkb_{model,lexical}.json`,
 /// written by `convrag tune ptkb` from training topics only).
 pub fn committed_statement_model(with_model: bool) -> Result<StatementModel> {
-    let json = if with_model {
-        include_str!("weights/ptkb_model.json")
-    } else {
-        include_str!("weights/ptkb_lexical.json")
-    };
-    let m: StatementModel = serde_json::from_str(json)
-        .map_err(|e| PipelineError::Input(format!("committed PTKB weights: {e}")))?;
+    let json = [
+        include_str!("weights/ptkb_lexical.json"),
+        include_str!("weights/ptkb_model.json"),
+    ];
+    let m: StatementModel = committed_weights(with_model, json, "PTKB")?;
     m.model
         .check_features(&statement_feature_names(with_model))?;
     Ok(m)
@@ -672,10 +782,7 @@ pub fn learned_ranker(
     let weights = committed_statement_model(model.is_some())?;
     let threshold = weights.threshold as f32;
     Ok(ScoringRanker {
-        scorer: LearnedScorer {
-            model: weights,
-            similarity: model.map(|m| Box::new(ModelSimilarity(m)) as Box<dyn TextSimilarity>),
-        },
+        scorer: FittedScorer::new(weights, model),
         // The tuned probability threshold, and (not tuned: a guard for PTKBs much smaller than
         // iKAT's, where the probabilities of all statements rise) at least half the best
         // statement's probability, at most three statements.
@@ -688,13 +795,21 @@ pub fn learned_ranker(
 }
 
 /// The learned ranker without a model (the server's ranker when no bi-encoder is installed).
-pub fn recommended_lexical_ranker() -> std::sync::Arc<dyn PtkbRanker> {
-    match learned_ranker(None) {
-        Ok(ranker) => std::sync::Arc::new(ranker),
+pub fn recommended_lexical_ranker() -> Arc<dyn PtkbRanker> {
+    or_default_ranker(learned_ranker(None), "learned PTKB")
+}
+
+/// `ranker`, or the [`default_ranker`] when its committed weights (`what`) are unusable.
+pub fn or_default_ranker<R: PtkbRanker + 'static>(
+    ranker: Result<R>,
+    what: &str,
+) -> Arc<dyn PtkbRanker> {
+    match ranker {
+        Ok(ranker) => Arc::new(ranker),
         Err(e) => {
             // Unreachable with the committed weights (unit-tested); never stop a turn for it.
-            tracing::error!(error = %e, "learned PTKB weights unusable; ranking lexically");
-            std::sync::Arc::new(default_ranker())
+            tracing::error!(error = %e, "{what} weights unusable; ranking lexically");
+            Arc::new(default_ranker())
         }
     }
 }
@@ -767,30 +882,7 @@ mod tests {
         }
     }
 
-    use crate::pipeline::context::{HistoryTurn, PtkbStatement};
-
-    fn ctx(utterance: &str, history: &[&str], ptkb: &[&str]) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|u| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: None,
-                })
-                .collect(),
-            ptkb: ptkb
-                .iter()
-                .enumerate()
-                .map(|(i, t)| PtkbStatement {
-                    id: (i + 1).to_string(),
-                    text: t.to_string(),
-                })
-                .collect(),
-            manual_rewrite: None,
-            instructions: None,
-        }
-    }
+    use crate::pipeline::context::with_ptkb as ctx;
 
     const PTKB: &[&str] = &[
         "I'm vegetarian.",
@@ -861,6 +953,49 @@ mod tests {
         assert_eq!(sel(&v), 1);
         assert!(Selection::parse("top:x").is_err());
         assert!(Selection::parse("bogus").is_err());
+    }
+
+    #[test]
+    fn ordered_ranker_keeps_the_order_and_selects_by_agreement() {
+        let ranking = |order: &[(&str, bool)]| PtkbRanking {
+            statements: order
+                .iter()
+                .enumerate()
+                .map(|(i, (id, selected))| RankedStatement {
+                    id: id.to_string(),
+                    text: format!("statement {id}"),
+                    score: 1.0 - i as f32 / 10.0,
+                    selected: *selected,
+                })
+                .collect(),
+        };
+        let ranker = |agreement| OrderedRanker {
+            order: (),
+            selection: (),
+            agreement,
+        };
+        let ids = |r: &PtkbRanking| -> Vec<String> {
+            r.statements.iter().map(|s| s.id.clone()).collect()
+        };
+        let chosen =
+            |r: &PtkbRanking| -> Vec<String> { r.selected().map(|s| s.id.clone()).collect() };
+        // The agreed ranker: the learned order, what both select.
+        let learned = ranking(&[("2", true), ("1", true), ("3", false)]);
+        let calibrated = ranking(&[("1", true), ("3", true), ("2", false)]);
+        let agreed = ranker(Agreement::Both).combine(learned.clone(), &calibrated);
+        assert_eq!(ids(&agreed), ["2", "1", "3"], "the learned order");
+        assert_eq!(agreed.statements[0].score, learned.statements[0].score);
+        assert_eq!(chosen(&agreed), ["1"], "selected by both");
+        let none = ranking(&[("1", false), ("2", false), ("3", false)]);
+        let nothing = ranker(Agreement::Both).combine(learned, &none);
+        assert_eq!(nothing.selected().count(), 0);
+        // The served ranker: the base order, the agreed ranker's selection.
+        let base = ranking(&[("3", true), ("1", false), ("2", false)]);
+        let agreed = ranking(&[("1", true), ("2", false), ("3", false)]);
+        let served = ranker(Agreement::Selection).combine(base.clone(), &agreed);
+        assert_eq!(ids(&served), ["3", "1", "2"]);
+        assert_eq!(served.statements[0].score, base.statements[0].score);
+        assert_eq!(chosen(&served), ["1"], "the selection's, not the base's");
     }
 
     #[test]

@@ -25,12 +25,12 @@ use serde::{Deserialize, Serialize};
 use super::context::ConversationContext;
 use super::learned::LogisticModel;
 use super::ptkb::{
-    statement_cosines, LearnedScorer, ModelSimilarity, PtkbRanker, PtkbRanking, ScoringRanker,
-    Selection, StatementScorer, TextSimilarity,
+    committed_weights, statement_cosines, Agreement, FittedScorer, LearnedScorer, OrderedRanker,
+    ScoringRanker, Selection, StatementProbability, TextSimilarity,
 };
 use super::rewrite::lexicon;
 use super::terms;
-use super::{PipelineError, Result};
+use super::Result;
 
 /// Statement features without a model, independent of the other statements.
 pub const CALIBRATED_LEXICAL_FEATURES: &[&str] = &["overlap_utterance", "overlap_history"];
@@ -177,14 +177,11 @@ impl CalibratedModel {
     }
 }
 
-/// [`CalibratedModel`] probabilities, with the bi-encoder when `similarity` is set.
-pub struct CalibratedScorer {
-    pub model: CalibratedModel,
-    pub similarity: Option<Box<dyn TextSimilarity>>,
-}
+/// [`CalibratedModel`] probabilities.
+pub type CalibratedScorer = FittedScorer<CalibratedModel>;
 
-impl CalibratedScorer {
-    fn scores(
+impl StatementProbability for CalibratedModel {
+    fn probabilities(
         &self,
         ctx: &ConversationContext,
         similarity: Option<&dyn TextSimilarity>,
@@ -193,38 +190,19 @@ impl CalibratedScorer {
         let turn = turn_features(ctx);
         Ok(rows
             .iter()
-            .map(|x| self.model.probability(x, &turn) as f32)
+            .map(|x| self.probability(x, &turn) as f32)
             .collect())
-    }
-}
-
-impl StatementScorer for CalibratedScorer {
-    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
-        self.scores(ctx, self.similarity.as_deref())
-    }
-
-    fn score_statements_embedded(
-        &self,
-        ctx: &ConversationContext,
-        vectors: &crate::rerank::QueryVectors,
-    ) -> Result<Vec<f32>> {
-        match super::ptkb::embedded_similarity(self.similarity.as_deref(), vectors) {
-            Some(embedded) => self.scores(ctx, Some(&embedded)),
-            None => self.score_statements(ctx),
-        }
     }
 }
 
 /// The committed calibrated model (`src/pipeline/weights/ptkb_calibrated_{model,lexical}.json`,
 /// written by `convrag tune ptkb-selection` from training topics only).
 pub fn committed_calibrated_model(with_model: bool) -> Result<CalibratedModel> {
-    let json = if with_model {
-        include_str!("weights/ptkb_calibrated_model.json")
-    } else {
-        include_str!("weights/ptkb_calibrated_lexical.json")
-    };
-    let m: CalibratedModel = serde_json::from_str(json)
-        .map_err(|e| PipelineError::Input(format!("committed calibrated PTKB weights: {e}")))?;
+    let json = [
+        include_str!("weights/ptkb_calibrated_lexical.json"),
+        include_str!("weights/ptkb_calibrated_model.json"),
+    ];
+    let m: CalibratedModel = committed_weights(with_model, json, "calibrated PTKB")?;
     m.model
         .check_features(&calibrated_feature_names(with_model))?;
     m.platt.check_features(&["log_odds"])?;
@@ -240,10 +218,7 @@ pub fn calibrated_ranker(
     let weights = committed_calibrated_model(model.is_some())?;
     let threshold = weights.threshold as f32;
     Ok(ScoringRanker {
-        scorer: CalibratedScorer {
-            model: weights,
-            similarity: model.map(|m| Box::new(ModelSimilarity(m)) as Box<dyn TextSimilarity>),
-        },
+        scorer: FittedScorer::new(weights, model),
         selection: Selection::Threshold(threshold),
     })
 }
@@ -256,104 +231,25 @@ pub fn calibrated_ranker(
 /// allergy an eating-out question was about, and the rewrite took its word). Asking both keeps
 /// the abstention and the precision: iKAT 2023 test micro F1 0.239 against 0.213 learned and
 /// 0.208 calibrated alone; small made-up PTKBs precision 0.875, recall 0.800 (BENCHMARKS.md).
-pub struct AgreedRanker {
-    pub learned: ScoringRanker<LearnedScorer>,
-    pub calibrated: ScoringRanker<CalibratedScorer>,
-}
-
-impl AgreedRanker {
-    fn agreed(mut ranking: PtkbRanking, calibrated: &PtkbRanking) -> PtkbRanking {
-        let chosen: HashSet<&str> = calibrated.selected().map(|s| s.id.as_str()).collect();
-        for statement in &mut ranking.statements {
-            statement.selected &= chosen.contains(statement.id.as_str());
-        }
-        ranking
-    }
-}
-
-impl PtkbRanker for AgreedRanker {
-    fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking> {
-        let calibrated = self.calibrated.rank(ctx)?;
-        Ok(Self::agreed(self.learned.rank(ctx)?, &calibrated))
-    }
-
-    fn rank_embedded(
-        &self,
-        ctx: &ConversationContext,
-        vectors: &crate::rerank::QueryVectors,
-    ) -> Result<PtkbRanking> {
-        let calibrated = self.calibrated.rank_embedded(ctx, vectors)?;
-        Ok(Self::agreed(
-            self.learned.rank_embedded(ctx, vectors)?,
-            &calibrated,
-        ))
-    }
-}
+pub type AgreedRanker =
+    OrderedRanker<ScoringRanker<LearnedScorer>, ScoringRanker<CalibratedScorer>>;
 
 /// The agreed ranker with the committed weights of both.
 pub fn agreed_ranker(
     model: Option<std::sync::Arc<dyn crate::rerank::Reranker>>,
 ) -> Result<AgreedRanker> {
-    Ok(AgreedRanker {
-        learned: super::ptkb::learned_ranker(model.clone())?,
-        calibrated: calibrated_ranker(model)?,
+    Ok(OrderedRanker {
+        order: super::ptkb::learned_ranker(model.clone())?,
+        selection: calibrated_ranker(model)?,
+        agreement: Agreement::Both,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::context::{HistoryTurn, PtkbStatement};
-
-    fn ctx(utterance: &str, history: &[&str], ptkb: &[&str]) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|u| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: None,
-                })
-                .collect(),
-            ptkb: ptkb
-                .iter()
-                .enumerate()
-                .map(|(i, t)| PtkbStatement {
-                    id: (i + 1).to_string(),
-                    text: t.to_string(),
-                })
-                .collect(),
-            manual_rewrite: None,
-            instructions: None,
-        }
-    }
-
-    #[test]
-    fn agreed_selection_keeps_the_learned_order_and_what_both_select() {
-        use crate::pipeline::ptkb::RankedStatement;
-        let ranking = |selected: &[(&str, bool)]| PtkbRanking {
-            statements: selected
-                .iter()
-                .enumerate()
-                .map(|(i, (id, selected))| RankedStatement {
-                    id: id.to_string(),
-                    text: format!("statement {id}"),
-                    score: 1.0 - i as f32 / 10.0,
-                    selected: *selected,
-                })
-                .collect(),
-        };
-        let learned = ranking(&[("2", true), ("1", true), ("3", false)]);
-        let calibrated = ranking(&[("1", true), ("3", true), ("2", false)]);
-        let agreed = AgreedRanker::agreed(learned.clone(), &calibrated);
-        let ids: Vec<&str> = agreed.statements.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, ["2", "1", "3"], "the learned order");
-        assert_eq!(agreed.statements[0].score, learned.statements[0].score);
-        let chosen: Vec<&str> = agreed.selected().map(|s| s.id.as_str()).collect();
-        assert_eq!(chosen, ["1"], "selected by both");
-        let none = ranking(&[("1", false), ("2", false), ("3", false)]);
-        assert_eq!(AgreedRanker::agreed(learned, &none).selected().count(), 0);
-    }
+    use crate::pipeline::context::with_ptkb as ctx;
+    use crate::pipeline::ptkb::{PtkbRanker, PtkbRanking};
 
     #[test]
     fn committed_calibrated_models_match_their_features() {
@@ -380,7 +276,7 @@ mod tests {
                 ],
             ))
             .unwrap();
-        let score = |r: &crate::pipeline::ptkb::PtkbRanking| {
+        let score = |r: &PtkbRanking| {
             r.statements
                 .iter()
                 .find(|s| s.text == "I am vegetarian.")

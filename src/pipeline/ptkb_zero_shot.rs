@@ -6,16 +6,13 @@
 //! it on held-out iKAT 2023 topics in both directions, so the base orders what turns serve
 //! ([`ServedRanker`]: the base's order, the agreed ranker's selection).
 
-use std::collections::HashSet;
-
 use super::context::ConversationContext;
 use super::ptkb::{
-    embedded_similarity, statement_cosines, ModelSimilarity, PtkbRanker, PtkbRanking,
-    ScoringRanker, Selection, StatementScorer, TextSimilarity,
+    statement_cosines, Agreement, ModelScorer, ModelSimilarity, OrderedRanker, PtkbRanker,
+    ScoringRanker, Selection, TextSimilarity,
 };
 use super::ptkb_calibrated::{agreed_ranker, AgreedRanker};
 use super::Result;
-use crate::rerank::QueryVectors;
 
 /// How much each part of the conversation counts. Set before any figure was seen and never
 /// fitted: the utterance 1, each earlier utterance half the one after it, the previous response
@@ -77,29 +74,21 @@ pub struct ZeroShotScorer {
     pub weights: ConversationWeights,
 }
 
-impl ZeroShotScorer {
-    fn scores(&self, ctx: &ConversationContext, model: &dyn TextSimilarity) -> Result<Vec<f32>> {
+impl ModelScorer for ZeroShotScorer {
+    fn similarity(&self) -> Option<&dyn TextSimilarity> {
+        Some(self.similarity.as_ref())
+    }
+
+    fn scores_with(
+        &self,
+        ctx: &ConversationContext,
+        similarity: Option<&dyn TextSimilarity>,
+    ) -> Result<Vec<f32>> {
         if ctx.ptkb.is_empty() {
             return Ok(Vec::new());
         }
+        let model = similarity.unwrap_or(self.similarity.as_ref());
         Ok(ConversationCosines::of(ctx, model)?.weighted(&self.weights))
-    }
-}
-
-impl StatementScorer for ZeroShotScorer {
-    fn score_statements(&self, ctx: &ConversationContext) -> Result<Vec<f32>> {
-        self.scores(ctx, self.similarity.as_ref())
-    }
-
-    fn score_statements_embedded(
-        &self,
-        ctx: &ConversationContext,
-        vectors: &QueryVectors,
-    ) -> Result<Vec<f32>> {
-        match embedded_similarity(Some(self.similarity.as_ref()), vectors) {
-            Some(embedded) => self.scores(ctx, &embedded),
-            None => self.score_statements(ctx),
-        }
     }
 }
 
@@ -120,45 +109,14 @@ pub fn zero_shot_ranker(
 /// What turns serve with the bi-encoder: the zero-shot order and scores, a statement selected
 /// when the [`AgreedRanker`] selects it (the learned and the calibrated ranker both do), so which
 /// statements are used, and where nothing is, stays as measured for that rule.
-pub struct ServedRanker {
-    pub order: ScoringRanker<ZeroShotScorer>,
-    pub selection: AgreedRanker,
-}
-
-impl ServedRanker {
-    fn served(mut ranking: PtkbRanking, selection: &PtkbRanking) -> PtkbRanking {
-        let chosen: HashSet<&str> = selection.selected().map(|s| s.id.as_str()).collect();
-        for statement in &mut ranking.statements {
-            statement.selected = chosen.contains(statement.id.as_str());
-        }
-        ranking
-    }
-}
-
-impl PtkbRanker for ServedRanker {
-    fn rank(&self, ctx: &ConversationContext) -> Result<PtkbRanking> {
-        let selection = self.selection.rank(ctx)?;
-        Ok(Self::served(self.order.rank(ctx)?, &selection))
-    }
-
-    fn rank_embedded(
-        &self,
-        ctx: &ConversationContext,
-        vectors: &QueryVectors,
-    ) -> Result<PtkbRanking> {
-        let selection = self.selection.rank_embedded(ctx, vectors)?;
-        Ok(Self::served(
-            self.order.rank_embedded(ctx, vectors)?,
-            &selection,
-        ))
-    }
-}
+pub type ServedRanker = OrderedRanker<ScoringRanker<ZeroShotScorer>, AgreedRanker>;
 
 /// The served ranker with the bi-encoder `model` and the committed weights of the selection.
 pub fn served_ranker(model: std::sync::Arc<dyn crate::rerank::Reranker>) -> Result<ServedRanker> {
-    Ok(ServedRanker {
+    Ok(OrderedRanker {
         order: zero_shot_ranker(model.clone()),
         selection: agreed_ranker(Some(model))?,
+        agreement: Agreement::Selection,
     })
 }
 
@@ -173,48 +131,14 @@ pub fn recommended_ranker(
     let Some(model) = model else {
         return super::ptkb::recommended_lexical_ranker();
     };
-    match served_ranker(model) {
-        Ok(ranker) => std::sync::Arc::new(ranker),
-        Err(e) => {
-            // Unreachable with the committed weights (unit-tested); never stop a turn for it.
-            tracing::error!(error = %e, "PTKB weights unusable; ranking lexically");
-            std::sync::Arc::new(super::ptkb::default_ranker())
-        }
-    }
+    super::ptkb::or_default_ranker(served_ranker(model), "PTKB")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::context::{HistoryTurn, PtkbStatement};
-    use crate::pipeline::ptkb::{RankedStatement, TermCosine};
-
-    fn ctx(
-        utterance: &str,
-        history: &[(&str, Option<&str>)],
-        ptkb: &[&str],
-    ) -> ConversationContext {
-        ConversationContext {
-            utterance: utterance.into(),
-            history: history
-                .iter()
-                .map(|(u, r)| HistoryTurn {
-                    utterance: u.to_string(),
-                    response: r.map(str::to_string),
-                })
-                .collect(),
-            ptkb: ptkb
-                .iter()
-                .enumerate()
-                .map(|(i, t)| PtkbStatement {
-                    id: (i + 1).to_string(),
-                    text: t.to_string(),
-                })
-                .collect(),
-            manual_rewrite: None,
-            instructions: None,
-        }
-    }
+    use crate::pipeline::context::with_turns as ctx;
+    use crate::pipeline::ptkb::{StatementScorer, TermCosine};
 
     fn scorer() -> ZeroShotScorer {
         ZeroShotScorer {
@@ -269,33 +193,5 @@ mod tests {
             .score_statements(&ctx("hello", &[], &[]))
             .unwrap()
             .is_empty());
-    }
-
-    #[test]
-    fn served_keeps_the_base_order_and_the_agreed_selection() {
-        let ranking = |order: &[(&str, bool)]| PtkbRanking {
-            statements: order
-                .iter()
-                .enumerate()
-                .map(|(i, (id, selected))| RankedStatement {
-                    id: id.to_string(),
-                    text: String::new(),
-                    score: 1.0 - i as f32 / 10.0,
-                    selected: *selected,
-                })
-                .collect(),
-        };
-        let base = ranking(&[("3", true), ("1", false), ("2", false)]);
-        let agreed = ranking(&[("1", true), ("2", false), ("3", false)]);
-        let served = ServedRanker::served(base.clone(), &agreed);
-        let ids: Vec<&str> = served.statements.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, ["3", "1", "2"]);
-        assert_eq!(served.statements[0].score, base.statements[0].score);
-        let chosen: Vec<&str> = served.selected().map(|s| s.id.as_str()).collect();
-        assert_eq!(
-            chosen,
-            ["1"],
-            "the agreed ranker's selection, not the base's"
-        );
     }
 }

@@ -19,6 +19,7 @@ use super::generate::{
     Sampling, WordLimit,
 };
 use super::meaning::{sentence_cache_key, sentence_meaning};
+use super::page_examples::{most_shared_words, shared_words, with_page_examples, PagePassage};
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -26,7 +27,7 @@ use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
 use crate::rerank::dense::{FirstStage, FirstStageHit, Retrieval, SourceRanks};
-use crate::rerank::{Fusion, OwnedPassage, QueryVectors, Reranker};
+use crate::rerank::{Fusion, OwnedPassage, PassageRef, QueryVectors, Reranker};
 
 /// Which generator answers a turn.
 #[derive(
@@ -100,6 +101,10 @@ pub struct TurnSettings {
     /// `None` follows the cross-validated rule (`extractive_stop.json`).
     #[serde(default)]
     pub keep_context: Option<bool>,
+    /// The answer's passages bring the Examples of their first pages ([`super::page_examples`]):
+    /// chat answers, written for a reader. Batch runs rank passages only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub page_examples: bool,
     /// A chat client's sampling parameters for the LLM generator.
     #[serde(default, skip_serializing_if = "Sampling::is_empty")]
     pub sampling: Sampling,
@@ -122,6 +127,7 @@ impl Default for TurnSettings {
             ptkb_query_weight: 0.15,
             ptkb_in_rerank_query: true,
             keep_context: None,
+            page_examples: false,
             sampling: Sampling::default(),
         }
     }
@@ -627,8 +633,10 @@ impl TurnPipeline {
         output: &mut TurnOutput,
         timings: &mut StageTimings,
     ) -> Result<()> {
+        let mut pages = None;
         let (collection, candidates) = match source {
             PassageSource::Collection(target) => {
+                pages = Some(Arc::clone(&target.retriever));
                 // The rewrite at weight 1, each selected statement's content words at
                 // `ptkb_query_weight`.
                 let query = output.query.weighted();
@@ -661,7 +669,7 @@ impl TurnPipeline {
                     model,
                     rerank_query(output, settings),
                     candidates,
-                    collection,
+                    collection.clone(),
                     settings.fusion,
                     vectors,
                 )
@@ -672,6 +680,22 @@ impl TurnPipeline {
             }
             _ => candidates,
         };
+        if let (true, Some(pages)) = (settings.page_examples, pages) {
+            let chooser = ExampleChooser {
+                words: output.rewrite.text.clone(),
+                model: self.reranker.clone().filter(|_| settings.rerank),
+                query: rerank_query(output, settings),
+                collection,
+            };
+            let keep = settings.passages;
+            passages = tokio::task::spawn_blocking(move || {
+                with_page_examples(pages.as_ref(), passages, keep, &mut |hits| {
+                    chooser.choose(hits)
+                })
+            })
+            .await
+            .map_err(join_error)??;
+        }
         passages.truncate(settings.passages);
         output.passages = passages;
         Ok(())
@@ -893,6 +917,64 @@ fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
         score,
         ordinal: hit.ordinal,
         ranks: SourceRanks::default(),
+    }
+}
+
+/// Chooses a reference page's example for a turn: among the examples that share a word with
+/// the rewrite, the one the reranking model scores highest against the reranker's query (the
+/// one sharing most words without a model).
+struct ExampleChooser {
+    words: String,
+    model: Option<Arc<dyn Reranker>>,
+    query: String,
+    collection: Option<String>,
+}
+
+impl ExampleChooser {
+    fn choose(&self, examples: &[Hit]) -> Result<Option<usize>> {
+        let Some(model) = &self.model else {
+            return Ok(most_shared_words(&self.words, examples));
+        };
+        let sharing: Vec<usize> = shared_words(&self.words, examples)
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, _)| i)
+            .collect();
+        let texts: Vec<String> = sharing.iter().map(|&i| examples[i].model_text()).collect();
+        let refs: Vec<PassageRef<'_>> = sharing
+            .iter()
+            .zip(&texts)
+            .map(|(&i, text)| PassageRef {
+                id: &examples[i].id,
+                text,
+                ordinal: examples[i].ordinal,
+            })
+            .collect();
+        if refs.is_empty() {
+            return Ok(None);
+        }
+        let scores = model.rerank(&self.query, &refs, self.collection.as_deref())?;
+        Ok(sharing
+            .into_iter()
+            .zip(scores)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|(i, _)| i))
+    }
+}
+
+impl PagePassage for RankedPassage {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn score(&self) -> f32 {
+        self.score
+    }
+    fn example(hit: Hit, score: f32) -> Self {
+        RankedPassage {
+            retrieval_score: 0.0,
+            ..ranked(hit, None, score)
+        }
     }
 }
 

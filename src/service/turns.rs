@@ -294,6 +294,7 @@ impl TurnService {
                 ..defaults.limit
             },
             keep_context: Some(true),
+            page_examples: true,
             ..defaults
         }
     }

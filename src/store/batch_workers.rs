@@ -108,18 +108,9 @@ impl Store {
         worker: &str,
         topic_id: &str,
     ) -> Result<bool> {
-        Ok(sqlx::query(&format!(
-            "UPDATE batch_topic_leases SET done_at = clock_timestamp(), lease_until = NULL \
-             WHERE run_id = {RUN_ID} AND worker = $3 AND topic_id = $4 AND done_at IS NULL"
-        ))
-        .bind(user_id)
-        .bind(run)
-        .bind(worker)
-        .bind(topic_id)
-        .execute(self.db())
-        .await?
-        .rows_affected()
-            == 1)
+        let held = (user_id, run, worker, topic_id);
+        let set = "done_at = clock_timestamp(), lease_until = NULL";
+        Ok(self.update_held_topic(held, set).await? == 1)
     }
 
     /// Gives a topic back (claimable at once) if `worker` holds it.
@@ -130,8 +121,21 @@ impl Store {
         worker: &str,
         topic_id: &str,
     ) -> Result<()> {
-        sqlx::query(&format!(
-            "UPDATE batch_topic_leases SET worker = NULL, lease_until = NULL \
+        let held = (user_id, run, worker, topic_id);
+        self.update_held_topic(held, "worker = NULL, lease_until = NULL")
+            .await?;
+        Ok(())
+    }
+
+    /// Sets `set` on the open lease row of the topic that the worker holds, in
+    /// `(user_id, run, worker, topic_id)`; the rows changed (0 when it no longer holds it).
+    async fn update_held_topic(
+        &self,
+        (user_id, run, worker, topic_id): (i64, &str, &str, &str),
+        set: &str,
+    ) -> Result<u64> {
+        Ok(sqlx::query(&format!(
+            "UPDATE batch_topic_leases SET {set} \
              WHERE run_id = {RUN_ID} AND worker = $3 AND topic_id = $4 AND done_at IS NULL"
         ))
         .bind(user_id)
@@ -139,8 +143,8 @@ impl Store {
         .bind(worker)
         .bind(topic_id)
         .execute(self.db())
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected())
     }
 
     /// Topics of the run that are not done yet.

@@ -210,28 +210,18 @@ impl Store {
                     .to_string(),
             });
         }
-        let documents = current.documents + size.files;
-        if documents > limits.documents {
-            return Err(StoreError::Invalid {
-                field: "files",
-                message: format!(
-                    "the collection would hold {documents} documents, more than the {} allowed \
-                     (uploads.max_documents)",
-                    limits.documents
-                ),
-            });
-        }
-        let bytes = current.bytes + size.bytes;
-        if bytes > limits.bytes {
-            return Err(StoreError::Invalid {
-                field: "files",
-                message: format!(
-                    "the collection would hold {bytes} bytes, more than the {} allowed \
-                     (uploads.max_collection_bytes)",
-                    limits.bytes
-                ),
-            });
-        }
+        within_limit(
+            current.documents + size.files,
+            limits.documents,
+            "documents",
+            "uploads.max_documents",
+        )?;
+        within_limit(
+            current.bytes + size.bytes,
+            limits.bytes,
+            "bytes",
+            "uploads.max_collection_bytes",
+        )?;
         let row = sqlx::query_as(&format!(
             "UPDATE collections SET status = 'building', files_total = $2, files_done = 0, \
              error = NULL, updated_at = now() WHERE id = $1 RETURNING {COLUMNS}"
@@ -339,4 +329,23 @@ impl Store {
             .await?;
         Ok(())
     }
+}
+
+/// Refuses an upload after which the collection would hold `total` `unit`s, above `limit` (the
+/// setting `setting`).
+fn within_limit<T: PartialOrd + std::fmt::Display>(
+    total: T,
+    limit: T,
+    unit: &str,
+    setting: &str,
+) -> Result<()> {
+    if total > limit {
+        return Err(StoreError::Invalid {
+            field: "files",
+            message: format!(
+                "the collection would hold {total} {unit}, more than the {limit} allowed ({setting})"
+            ),
+        });
+    }
+    Ok(())
 }

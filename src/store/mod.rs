@@ -393,19 +393,6 @@ pub(crate) fn require_text(field: &'static str, value: &str, max: usize) -> Resu
     Ok(())
 }
 
-/// Checks a text that must not be blank and whose length a configured limit bounds.
-pub(crate) fn require_text_within(field: &'static str, value: &str, max: usize) -> Result<()> {
-    require_text(field, value, usize::MAX)?;
-    let chars = value.chars().count();
-    if chars > max {
-        return Err(StoreError::Invalid {
-            field,
-            message: format!("must be at most {max} characters (got {chars})"),
-        });
-    }
-    Ok(())
-}
-
 /// `n` and the noun, singular for one: "1 statement", "2 statements".
 pub(crate) fn count_of(n: usize, noun: &str) -> String {
     if n == 1 {

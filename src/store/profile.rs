@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::ptkb::NewStatement;
-use super::{count_of, require_text_within, Result, Store, StoreError};
+use super::{count_of, require_text, Result, Store, StoreError};
 
 /// One statement of a user's profile.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow, PartialEq, utoipa::ToSchema)]
@@ -50,7 +50,7 @@ impl Store {
         text: &str,
     ) -> Result<ProfileStatement> {
         let limits = self.limits();
-        require_text_within("text", text, limits.statement_chars)?;
+        require_text("text", text, limits.statement_chars)?;
         let mut tx = self.pool().begin().await?;
         // Serializes concurrent additions of one user so the limit holds.
         sqlx::query("SELECT id FROM users WHERE id = $1 FOR UPDATE")

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::lease::{lock_owned, next_seq};
-use super::{count_of, require_text_within, sqlstate, Result, Store, StoreError};
+use super::{count_of, require_text, sqlstate, Result, Store, StoreError};
 use crate::config::Limits;
 
 /// One version of a PTKB statement.
@@ -72,15 +72,13 @@ pub(crate) async fn insert_statements(
     let mut ids = Vec::with_capacity(statements.len());
     let mut texts = Vec::with_capacity(statements.len());
     for (i, statement) in statements.iter().enumerate() {
-        require_text_within("text", &statement.text, limits.statement_chars).map_err(
-            |e| match e {
-                StoreError::Invalid { message, .. } => StoreError::Invalid {
-                    field: "ptkb",
-                    message: format!("statement {}: text {message}", i + 1),
-                },
-                other => other,
+        require_text("text", &statement.text, limits.statement_chars).map_err(|e| match e {
+            StoreError::Invalid { message, .. } => StoreError::Invalid {
+                field: "ptkb",
+                message: format!("statement {}: text {message}", i + 1),
             },
-        )?;
+            other => other,
+        })?;
         let id = match &statement.id {
             Some(id) => {
                 validate_statement_id(id)?;
@@ -282,7 +280,7 @@ impl Store {
         new: &NewStatement,
     ) -> Result<Statement> {
         // The request's field is `text` (in a new conversation's list it is `ptkb`).
-        require_text_within("text", &new.text, self.limits().statement_chars)?;
+        require_text("text", &new.text, self.limits().statement_chars)?;
         let mut tx = self.pool().begin().await?;
         lock_owned(&mut tx, user_id, conversation_id).await?;
         let seq = next_seq(&mut tx, conversation_id).await?;
@@ -307,7 +305,7 @@ impl Store {
         statement_id: &str,
         text: &str,
     ) -> Result<Statement> {
-        require_text_within("text", text, self.limits().statement_chars)?;
+        require_text("text", text, self.limits().statement_chars)?;
         self.when_free(|| self.edit_statement_now(user_id, conversation_id, statement_id, text))
             .await
     }

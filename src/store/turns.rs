@@ -50,8 +50,8 @@ pub struct Sentence {
     pub citations: Vec<i32>,
 }
 
-/// A stored turn with all its stage outputs.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// A stored turn with all its stage outputs (the row of `turns`, then what [`assemble`] adds).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
 pub struct Turn {
     pub id: Uuid,
     pub conversation_id: Uuid,
@@ -70,8 +70,11 @@ pub struct Turn {
     pub timings_ms: serde_json::Value,
     pub diagnostics: serde_json::Value,
     pub created_at: DateTime<Utc>,
+    #[sqlx(skip)]
     pub ptkb_ranking: Vec<RankedStatement>,
+    #[sqlx(skip)]
     pub passages: Vec<TurnPassage>,
+    #[sqlx(skip)]
     pub sentences: Vec<Sentence>,
 }
 
@@ -117,27 +120,6 @@ pub struct NewTurnPassage {
     pub bm25_rank: Option<i32>,
     pub dense_rank: Option<i32>,
     pub fused_rank: Option<i32>,
-}
-
-#[derive(sqlx::FromRow)]
-struct TurnRow {
-    id: Uuid,
-    conversation_id: Uuid,
-    seq: i32,
-    version: i32,
-    is_current: bool,
-    external_turn_id: Option<String>,
-    utterance: String,
-    reference_rewrite: Option<String>,
-    reference_ptkb: Option<Vec<String>>,
-    canonical_response: Option<String>,
-    rewritten_utterance: Option<String>,
-    response_text: Option<String>,
-    generator: Option<String>,
-    settings: serde_json::Value,
-    timings_ms: serde_json::Value,
-    diagnostics: serde_json::Value,
-    created_at: DateTime<Utc>,
 }
 
 /// Where a new turn goes: a new position, or a new version of an existing one.
@@ -417,7 +399,7 @@ async fn check_position_free(
 
 /// One stored turn read through `tx` (so before its commit).
 async fn turn_in(tx: &mut Tx, conversation_id: Uuid, turn_id: Uuid) -> Result<Turn> {
-    let row: TurnRow = sqlx::query_as(&format!(
+    let row: Turn = sqlx::query_as(&format!(
         "{SELECT_TURN} WHERE conversation_id = $1 AND id = $2"
     ))
     .bind(conversation_id)
@@ -619,7 +601,7 @@ impl Store {
         all_versions: bool,
     ) -> Result<Vec<Turn>> {
         self.conversation(user_id, conversation_id).await?;
-        let rows: Vec<TurnRow> = sqlx::query_as(&format!(
+        let rows: Vec<Turn> = sqlx::query_as(&format!(
             "{SELECT_TURN} WHERE conversation_id = $1 AND ($2 OR is_current) ORDER BY seq, version"
         ))
         .bind(conversation_id)
@@ -650,23 +632,15 @@ impl Store {
 
     pub async fn turn(&self, user_id: i64, conversation_id: Uuid, turn_id: Uuid) -> Result<Turn> {
         self.conversation(user_id, conversation_id).await?;
-        let row: TurnRow = sqlx::query_as(&format!(
-            "{SELECT_TURN} WHERE conversation_id = $1 AND id = $2"
-        ))
-        .bind(conversation_id)
-        .bind(turn_id)
-        .fetch_optional(self.db())
-        .await?
-        .ok_or(StoreError::NotFound { entity: "turn" })?;
         let mut tx = self.pool().begin().await?;
-        let turn = assemble(&mut tx, vec![row]).await?.remove(0);
+        let turn = turn_in(&mut tx, conversation_id, turn_id).await?;
         tx.commit().await?;
         Ok(turn)
     }
 }
 
 /// The turns of `rows` with their rankings, passages, sentences and citations.
-async fn assemble(conn: &mut sqlx::PgConnection, rows: Vec<TurnRow>) -> Result<Vec<Turn>> {
+async fn assemble(conn: &mut sqlx::PgConnection, rows: Vec<Turn>) -> Result<Vec<Turn>> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let rankings: Vec<(Uuid, String, String, f64, i32, bool)> = sqlx::query_as(
         "SELECT r.turn_id, s.statement_id, s.text, r.score, r.rank, r.selected \
@@ -704,36 +678,26 @@ async fn assemble(conn: &mut sqlx::PgConnection, rows: Vec<TurnRow>) -> Result<V
     .fetch_all(&mut *conn)
     .await?;
 
-    let mut by_turn_rank: HashMap<Uuid, Vec<RankedStatement>> = HashMap::new();
-    for (turn_id, id, text, score, rank, selected) in rankings {
-        by_turn_rank
-            .entry(turn_id)
-            .or_default()
-            .push(RankedStatement {
+    let mut by_turn_rank = by_turn(rankings.into_iter().map(
+        |(turn_id, id, text, score, rank, selected)| {
+            let statement = RankedStatement {
                 id,
                 text,
                 score,
                 rank,
                 selected,
-            });
-    }
-    let mut by_turn_passages: HashMap<Uuid, Vec<TurnPassage>> = HashMap::new();
-    for row in passages {
-        by_turn_passages
-            .entry(row.turn_id)
-            .or_default()
-            .push(row.passage);
-    }
-    let mut by_turn_sentences: HashMap<Uuid, Vec<Sentence>> = HashMap::new();
-    for (turn_id, _, text) in sentences {
-        by_turn_sentences
-            .entry(turn_id)
-            .or_default()
-            .push(Sentence {
-                text,
-                citations: Vec::new(),
-            });
-    }
+            };
+            (turn_id, statement)
+        },
+    ));
+    let mut by_turn_passages = by_turn(passages.into_iter().map(|r| (r.turn_id, r.passage)));
+    let mut by_turn_sentences = by_turn(sentences.into_iter().map(|(turn_id, _, text)| {
+        let sentence = Sentence {
+            text,
+            citations: Vec::new(),
+        };
+        (turn_id, sentence)
+    }));
     for (turn_id, position, rank) in citations {
         if let Some(sentence) = by_turn_sentences
             .get_mut(&turn_id)
@@ -748,25 +712,18 @@ async fn assemble(conn: &mut sqlx::PgConnection, rows: Vec<TurnRow>) -> Result<V
             ptkb_ranking: by_turn_rank.remove(&r.id).unwrap_or_default(),
             passages: by_turn_passages.remove(&r.id).unwrap_or_default(),
             sentences: by_turn_sentences.remove(&r.id).unwrap_or_default(),
-            id: r.id,
-            conversation_id: r.conversation_id,
-            seq: r.seq,
-            version: r.version,
-            is_current: r.is_current,
-            external_turn_id: r.external_turn_id,
-            utterance: r.utterance,
-            reference_rewrite: r.reference_rewrite,
-            reference_ptkb: r.reference_ptkb,
-            canonical_response: r.canonical_response,
-            rewritten_utterance: r.rewritten_utterance,
-            response_text: r.response_text,
-            generator: r.generator,
-            settings: r.settings,
-            timings_ms: r.timings_ms,
-            diagnostics: r.diagnostics,
-            created_at: r.created_at,
+            ..r
         })
         .collect())
+}
+
+/// `rows` grouped by their turn, each turn's in the order given.
+fn by_turn<T>(rows: impl IntoIterator<Item = (Uuid, T)>) -> HashMap<Uuid, Vec<T>> {
+    let mut grouped: HashMap<Uuid, Vec<T>> = HashMap::new();
+    for (turn_id, row) in rows {
+        grouped.entry(turn_id).or_default().push(row);
+    }
+    grouped
 }
 
 const SELECT_TURN: &str = "SELECT id, conversation_id, seq, version, is_current, external_turn_id, utterance, \

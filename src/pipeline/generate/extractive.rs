@@ -232,6 +232,17 @@ pub fn is_dependent(sentence: &str) -> bool {
 }
 
 /// Whether `sentence` is an aside: wholly in parentheses ("(Bear in mind that …)").
+/// A question asking how to do something ("How do I …", "how can we …", "How to …").
+fn asks_how(question: &str) -> bool {
+    let lower = question.trim().to_lowercase();
+    let mut words = lower.split_whitespace();
+    words.next() == Some("how")
+        && matches!(
+            words.next(),
+            Some("do" | "does" | "can" | "could" | "should" | "would" | "to" | "might")
+        )
+}
+
 fn is_aside(sentence: &str) -> bool {
     let t = sentence.trim();
     t.starts_with('(') && (t.ends_with(')') || t.ends_with(").") || t.ends_with(".)"))
@@ -310,6 +321,8 @@ impl ExtractiveGenerator {
         }
 
         let mut chosen: Vec<(usize, Vec<usize>)> = Vec::new(); // (candidate, citations)
+                                                               // Where each step's units start in `chosen`, so a step can be taken back whole.
+        let mut steps: Vec<usize> = Vec::new();
         let mut remaining: Vec<usize> = (0..candidates.len())
             .filter(|&i| candidates[i].selectable)
             .collect();
@@ -378,6 +391,7 @@ impl ExtractiveGenerator {
             if words_with(&added) > limit.max_words {
                 continue; // too long for what is left; a shorter one may still fit
             }
+            steps.push(chosen.len());
             for k in added {
                 covered.extend(candidates[k].contributions.iter().map(|(t, _)| t.clone()));
                 remaining.retain(|&r| r != k);
@@ -397,6 +411,9 @@ impl ExtractiveGenerator {
                         .then(b.cmp(&a))
                 });
             chosen.extend(best.map(|i| (i, vec![candidates[i].passage])));
+        }
+        if reading && asks_how(&request.query) {
+            self.show_a_command(&candidates, &mut chosen, &steps, limit);
         }
         // Reading order: by passage rank, then by position within the passage.
         chosen.sort_by_key(|(ci, _)| (candidates[*ci].passage, candidates[*ci].position));
@@ -418,6 +435,59 @@ impl ExtractiveGenerator {
                 ..Diagnostics::default()
             },
         })
+    }
+
+    /// A reader asking how to do something is answered with a command: when the answer shows
+    /// no code block, the most relevant sentence bringing one whose code holds the question's
+    /// words comes in, with its context, in place of the last steps chosen it needs room for.
+    fn show_a_command(
+        &self,
+        candidates: &[Candidate],
+        chosen: &mut Vec<(usize, Vec<usize>)>,
+        steps: &[usize],
+        limit: WordLimit,
+    ) {
+        if chosen
+            .iter()
+            .any(|(k, _)| candidates[*k].kind == UnitKind::Code)
+        {
+            return;
+        }
+        let best = (0..candidates.len())
+            .filter(|&i| {
+                let c = &candidates[i];
+                c.selectable && c.code_after && c.code_match > 0.0
+            })
+            .max_by(|&a, &b| {
+                candidates[a]
+                    .relevance
+                    .total_cmp(&candidates[b].relevance)
+                    .then(b.cmp(&a))
+            });
+        let Some((group, _)) = best.and_then(|ci| self.group_of(candidates, ci, true)) else {
+            return;
+        };
+        let words = |chosen: &[(usize, Vec<usize>)]| {
+            limit.count(
+                chosen
+                    .iter()
+                    .map(|(k, _)| candidates[*k].text.as_str())
+                    .chain(group.iter().map(|k| candidates[*k].text.as_str())),
+            )
+        };
+        if limit.count(group.iter().map(|k| candidates[*k].text.as_str())) > limit.max_words {
+            return;
+        }
+        let mut kept = chosen.clone();
+        for &start in steps.iter().rev() {
+            if words(&kept) <= limit.max_words {
+                break;
+            }
+            kept.truncate(start);
+        }
+        kept.retain(|(k, _)| !group.contains(k));
+        kept.extend(group.iter().map(|&k| (k, vec![candidates[k].passage])));
+        *chosen = kept;
     }
 
     /// The units that go into the answer with sentence `ci`, in order: the sentence it leans on
@@ -1174,6 +1244,50 @@ mod tests {
             answer.response_text(),
             "To search a table, run:\n\n```\nSELECT title FROM pgweb WHERE body @@ 'friend';\n```"
         );
+    }
+
+    #[test]
+    fn a_reader_asking_how_gets_a_command_in_place_of_the_last_prose() {
+        let prose = passage(
+            "ddl-drop.html#d:1",
+            "Removing a table removes the table's rows and the table's indexes. \
+             A removed table cannot be restored, so remove a table only when the table is unused. \
+             Removing a table also removes the views of the table.",
+        );
+        let example = passage(
+            "sql-droptable.html#examples:1",
+            "Films are kept for a year.\n\nTo destroy one, films:\n\n```\nDROP TABLE films;\n```",
+        );
+        let answer = |question: &str| {
+            let req = GenerationRequest::new(
+                question,
+                vec![prose.clone(), example.clone()],
+                WordLimit {
+                    max_words: 30,
+                    measure: WordMeasure::Ikat,
+                },
+            );
+            reader().generate_sync(&req).unwrap()
+        };
+        // The same words without asking how: prose alone fills the answer.
+        let plain = answer("Remove a table?");
+        assert!(
+            !plain.response_text().contains("```"),
+            "{}",
+            plain.response_text()
+        );
+        let how = answer("How do I remove a table?");
+        let text = how.response_text();
+        assert!(text.contains("```\nDROP TABLE films;\n```"), "{text}");
+        assert!(text.starts_with("Removing a table removes"), "{text}");
+        assert!(how.diagnostics.words <= 30);
+        // Cited to the example's passage (the second).
+        assert!(how
+            .sentences
+            .iter()
+            .any(|s| s.text.contains("DROP TABLE") && s.citations == [1]));
+        assert!(asks_how("how can we list tables") && asks_how("How to vacuum?"));
+        assert!(!asks_how("How many rows are there?") && !asks_how("Show me how"));
     }
 
     /// The reader's answer to `question` over `text` with room for `expected` only: which of the

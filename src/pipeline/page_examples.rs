@@ -1,0 +1,306 @@
+//! A reference page's example beside its passages, for answers written for a reader.
+//!
+//! A "how do I" question is answered by a command, and reference pages (a manual's SQL
+//! commands, a program's man page) show their commands in an Examples section whose prose
+//! rarely repeats the question's words: the ranking finds the page's synopsis or description
+//! and leaves the example out. So for each of the first [`PAGES`] pages of the answer's
+//! passages, the page's Examples passage that shares most of the query's words is put right
+//! after the page's best passage, unless one is there already. The generator still decides
+//! whether it answers.
+//!
+//! A page is what a passage id names before `#` (`sql-droptable.html#description:1`); its
+//! examples are the passages of its section anchored `examples` (HTML collections slug a
+//! heading without a stable id: `sql-droptable.html#examples:1`, `:2`, …). Collections whose
+//! ids name no page, or pages without such a section, are left as they are.
+
+use std::collections::HashSet;
+
+use super::Result;
+use crate::index::{Hit, Retriever};
+use crate::text::porter_nltk::stem;
+use crate::text::terms::terms;
+
+/// A passage of a ranking, as this step reads and makes them.
+pub trait PagePassage: Sized {
+    fn id(&self) -> &str;
+    fn score(&self) -> f32;
+    /// An example brought in after a passage scored `score`: it takes that score, so the
+    /// ranking stays in order, and carries no model score of its own.
+    fn example(hit: Hit, score: f32) -> Self;
+}
+
+/// Pages (in order of their best passage) whose example is brought in: a question's page is
+/// nearly always among the first few, and each example displaces the last passage.
+pub const PAGES: usize = 3;
+
+/// Passages of an Examples section read at the most (a section longer than this is rare).
+const MAX_EXAMPLE_PASSAGES: usize = 8;
+
+/// The page a passage id names, when it names one.
+fn page_of(id: &str) -> Option<&str> {
+    id.split_once('#')
+        .map(|(page, _)| page)
+        .filter(|page| !page.is_empty())
+}
+
+fn stems(text: &str) -> HashSet<String> {
+    terms(text).iter().map(|t| stem(t)).collect()
+}
+
+/// The passages of `page`'s Examples section, in order (none without one).
+fn examples_of(retriever: &dyn Retriever, page: &str) -> crate::index::Result<Vec<Hit>> {
+    let mut examples = Vec::new();
+    for n in 1..=MAX_EXAMPLE_PASSAGES {
+        match retriever.passage(&format!("{page}#examples:{n}"))? {
+            Some(hit) => examples.push(hit),
+            None => break,
+        }
+    }
+    Ok(examples)
+}
+
+/// How many of `query`'s words each example shares (an example sharing none does not answer
+/// it, whatever a model says).
+pub fn shared_words(query: &str, examples: &[Hit]) -> Vec<usize> {
+    let query = stems(query);
+    examples
+        .iter()
+        .map(|hit| stems(&hit.text).intersection(&query).count())
+        .collect()
+}
+
+/// Without a model: the example sharing most of the query's words (the first of a tie).
+pub fn most_shared_words(query: &str, examples: &[Hit]) -> Option<usize> {
+    let shared = shared_words(query, examples);
+    let most = *shared.iter().max()?;
+    (most > 0).then(|| shared.iter().position(|&n| n == most))?
+}
+
+/// `passages` with the example of each of their first [`PAGES`] pages after the page's best
+/// passage, cut to `keep`. `choose` picks a page's example among its Examples passages (an
+/// index into them; `None`: none answers).
+pub fn with_page_examples<P: PagePassage>(
+    retriever: &dyn Retriever,
+    passages: Vec<P>,
+    keep: usize,
+    choose: &mut dyn FnMut(&[Hit]) -> Result<Option<usize>>,
+) -> Result<Vec<P>> {
+    let window = passages.len().min(keep);
+    let present: HashSet<&str> = passages[..window].iter().map(|p| p.id()).collect();
+    let mut pages: Vec<&str> = Vec::new();
+    let mut examples: Vec<(usize, P)> = Vec::new();
+    for (at, passage) in passages[..window].iter().enumerate() {
+        let Some(page) = page_of(passage.id()) else {
+            continue;
+        };
+        if pages.contains(&page) {
+            continue;
+        }
+        pages.push(page);
+        let has_example = present
+            .iter()
+            .any(|id| id.starts_with(page) && id[page.len()..].starts_with("#examples:"));
+        if !has_example {
+            let mut hits = examples_of(retriever, page)?;
+            if let Some(chosen) = choose(&hits)?.filter(|&i| i < hits.len()) {
+                examples.push((at, P::example(hits.swap_remove(chosen), passage.score())));
+            }
+        }
+        if pages.len() == PAGES {
+            break;
+        }
+    }
+    if examples.is_empty() {
+        return Ok(passages);
+    }
+    let mut out = Vec::with_capacity(passages.len() + examples.len());
+    let mut examples = examples.into_iter().peekable();
+    for (at, passage) in passages.into_iter().enumerate() {
+        out.push(passage);
+        while let Some((_, example)) = examples.next_if(|(after, _)| *after == at) {
+            out.push(example);
+        }
+    }
+    out.truncate(keep);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{SearchOptions, WeightedQuery};
+    use std::collections::BTreeMap;
+
+    /// Passages by id: a collection with no search of its own.
+    struct Pages(BTreeMap<String, String>);
+
+    impl Retriever for Pages {
+        fn search_with(
+            &self,
+            _: &WeightedQuery,
+            _: &SearchOptions,
+        ) -> crate::index::Result<Vec<Hit>> {
+            Ok(Vec::new())
+        }
+        fn passage(&self, id: &str) -> crate::index::Result<Option<Hit>> {
+            Ok(self.0.get(id).map(|text| Hit {
+                text: text.clone(),
+                title: format!("title of {id}"),
+                ..Hit::id_only(id.to_string(), 0.0, None)
+            }))
+        }
+        fn num_passages(&self) -> u64 {
+            self.0.len() as u64
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Ranked {
+        id: String,
+        score: f32,
+        brought: bool,
+    }
+
+    impl PagePassage for Ranked {
+        fn id(&self) -> &str {
+            &self.id
+        }
+        fn score(&self) -> f32 {
+            self.score
+        }
+        fn example(hit: Hit, score: f32) -> Self {
+            Ranked {
+                id: hit.id,
+                score,
+                brought: true,
+            }
+        }
+    }
+
+    fn ranked(id: &str, score: f32) -> Ranked {
+        Ranked {
+            id: id.to_string(),
+            score,
+            brought: false,
+        }
+    }
+
+    /// The first of the examples sharing most words with `query`.
+    fn by_words(query: &str) -> impl FnMut(&[Hit]) -> Result<Option<usize>> + '_ {
+        move |hits| Ok(most_shared_words(query, hits))
+    }
+
+    #[test]
+    fn examples_are_matched_by_the_words_they_share() {
+        let hits: Vec<Hit> = ["drop a table", "drop the table films", "a view"]
+            .iter()
+            .map(|text| Hit {
+                text: text.to_string(),
+                ..Hit::id_only(text.to_string(), 0.0, None)
+            })
+            .collect();
+        assert_eq!(shared_words("how to drop tables", &hits), [2, 2, 0]);
+        assert_eq!(most_shared_words("how to drop tables", &hits), Some(0));
+        assert_eq!(most_shared_words("a view of it", &hits), Some(2));
+        assert_eq!(most_shared_words("vacuum", &hits), None);
+    }
+
+    fn ids(passages: &[Ranked]) -> Vec<&str> {
+        passages.iter().map(|p| p.id.as_str()).collect()
+    }
+
+    fn manual() -> Pages {
+        Pages(BTreeMap::from([
+            (
+                "sql-dropview.html#examples:1".to_string(),
+                "This command will remove the view called kinds:\n\n```\nDROP VIEW kinds;\n```"
+                    .to_string(),
+            ),
+            (
+                "sql-droptable.html#examples:1".to_string(),
+                "To destroy two tables, films and distributors:\n\n```\nDROP TABLE films, distributors;\n```"
+                    .to_string(),
+            ),
+            (
+                "sql-droptable.html#examples:2".to_string(),
+                "To remove a table only if it exists:\n\n```\nDROP TABLE IF EXISTS films;\n```"
+                    .to_string(),
+            ),
+        ]))
+    }
+
+    #[test]
+    fn the_example_sharing_most_words_follows_its_pages_best_passage() {
+        let passages = vec![
+            ranked("sql-droptable.html#description:1", 0.9),
+            ranked("sql-dropview.html#description:1", 0.8),
+            ranked("sql-droptable.html#parameters:1", 0.7),
+            ranked("ddl-basics.html#DDL-BASICS:1", 0.6),
+        ];
+        let out = with_page_examples(
+            &manual(),
+            passages,
+            10,
+            &mut by_words("remove a table if it exists"),
+        )
+        .unwrap();
+        assert_eq!(
+            ids(&out),
+            [
+                "sql-droptable.html#description:1",
+                "sql-droptable.html#examples:2",
+                "sql-dropview.html#description:1",
+                "sql-dropview.html#examples:1",
+                "sql-droptable.html#parameters:1",
+                "ddl-basics.html#DDL-BASICS:1",
+            ]
+        );
+        // In order of score, the example as high as the passage it follows.
+        assert_eq!(out[1].score, 0.9);
+        assert!(out[1].brought && !out[0].brought);
+        assert!(out.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+
+    #[test]
+    fn the_ranking_keeps_its_length_and_pages_without_examples_are_left_alone() {
+        let passages = vec![
+            ranked("sql-droptable.html#description:1", 0.9),
+            ranked("a.html#x:1", 0.8),
+            ranked("b.html#x:1", 0.7),
+        ];
+        let out =
+            with_page_examples(&manual(), passages, 3, &mut by_words("drop a table")).unwrap();
+        assert_eq!(
+            ids(&out),
+            [
+                "sql-droptable.html#description:1",
+                "sql-droptable.html#examples:1",
+                "a.html#x:1",
+            ]
+        );
+        // A page whose example is already there, and ids that name no page, change nothing.
+        let passages = vec![
+            ranked("sql-droptable.html#examples:2", 0.9),
+            ranked("sql-droptable.html#description:1", 0.8),
+            ranked("doc-17", 0.7),
+        ];
+        let out = with_page_examples(
+            &manual(),
+            passages.clone(),
+            10,
+            &mut by_words("drop a table"),
+        )
+        .unwrap();
+        assert_eq!(out, passages);
+        // An example that shares no word with the question is not brought.
+        let passages = vec![ranked("sql-dropview.html#notes:1", 0.9)];
+        let out = with_page_examples(
+            &manual(),
+            passages.clone(),
+            10,
+            &mut by_words("partition pruning"),
+        )
+        .unwrap();
+        assert_eq!(out, passages);
+    }
+}
