@@ -25,9 +25,13 @@ pub trait PagePassage: Sized {
     fn id(&self) -> &str;
     fn score(&self) -> f32;
     /// An example brought in after a passage scored `score`: it takes that score, so the
-    /// ranking stays in order, and carries no model score of its own.
-    fn example(hit: Hit, score: f32) -> Self;
+    /// ranking stays in order, with the model's own score of it when a model chose it.
+    fn example(hit: Hit, score: f32, model_score: Option<f32>) -> Self;
 }
+
+/// The example chosen among a page's Examples passages: its index, and the model's score of it
+/// when a model chose.
+pub type Chosen = (usize, Option<f32>);
 
 /// Pages (in order of their best passage) whose example is brought in: a question's page is
 /// nearly always among the first few, and each example displaces the last passage.
@@ -78,12 +82,12 @@ pub fn most_shared_words(query: &str, examples: &[Hit]) -> Option<usize> {
 
 /// `passages` with the example of each of their first [`PAGES`] pages after the page's best
 /// passage, cut to `keep`. `choose` picks a page's example among its Examples passages (an
-/// index into them; `None`: none answers).
+/// index into them, with the model's score when a model chose; `None`: none answers).
 pub fn with_page_examples<P: PagePassage>(
     retriever: &dyn Retriever,
     passages: Vec<P>,
     keep: usize,
-    choose: &mut dyn FnMut(&[Hit]) -> Result<Option<usize>>,
+    choose: &mut dyn FnMut(&[Hit]) -> Result<Option<Chosen>>,
 ) -> Result<Vec<P>> {
     let window = passages.len().min(keep);
     let present: HashSet<&str> = passages[..window].iter().map(|p| p.id()).collect();
@@ -102,8 +106,9 @@ pub fn with_page_examples<P: PagePassage>(
             .any(|id| id.starts_with(page) && id[page.len()..].starts_with("#examples:"));
         if !has_example {
             let mut hits = examples_of(retriever, page)?;
-            if let Some(chosen) = choose(&hits)?.filter(|&i| i < hits.len()) {
-                examples.push((at, P::example(hits.swap_remove(chosen), passage.score())));
+            if let Some((chosen, model_score)) = choose(&hits)?.filter(|&(i, _)| i < hits.len()) {
+                let hit = hits.swap_remove(chosen);
+                examples.push((at, P::example(hit, passage.score(), model_score)));
             }
         }
         if pages.len() == PAGES {
@@ -168,7 +173,7 @@ mod tests {
         fn score(&self) -> f32 {
             self.score
         }
-        fn example(hit: Hit, score: f32) -> Self {
+        fn example(hit: Hit, score: f32, _: Option<f32>) -> Self {
             Ranked {
                 id: hit.id,
                 score,
@@ -186,8 +191,8 @@ mod tests {
     }
 
     /// The first of the examples sharing most words with `query`.
-    fn by_words(query: &str) -> impl FnMut(&[Hit]) -> Result<Option<usize>> + '_ {
-        move |hits| Ok(most_shared_words(query, hits))
+    fn by_words(query: &str) -> impl FnMut(&[Hit]) -> Result<Option<Chosen>> + '_ {
+        move |hits| Ok(most_shared_words(query, hits).map(|i| (i, None)))
     }
 
     #[test]

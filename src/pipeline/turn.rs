@@ -19,7 +19,9 @@ use super::generate::{
     Sampling, WordLimit,
 };
 use super::meaning::{sentence_cache_key, sentence_meaning};
-use super::page_examples::{most_shared_words, shared_words, with_page_examples, PagePassage};
+use super::page_examples::{
+    most_shared_words, shared_words, with_page_examples, Chosen, PagePassage,
+};
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -931,9 +933,9 @@ struct ExampleChooser {
 }
 
 impl ExampleChooser {
-    fn choose(&self, examples: &[Hit]) -> Result<Option<usize>> {
+    fn choose(&self, examples: &[Hit]) -> Result<Option<Chosen>> {
         let Some(model) = &self.model else {
-            return Ok(most_shared_words(&self.words, examples));
+            return Ok(most_shared_words(&self.words, examples).map(|i| (i, None)));
         };
         let sharing: Vec<usize> = shared_words(&self.words, examples)
             .iter()
@@ -959,7 +961,7 @@ impl ExampleChooser {
             .into_iter()
             .zip(scores)
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-            .map(|(i, _)| i))
+            .map(|(i, score)| (i, Some(score))))
     }
 }
 
@@ -970,10 +972,10 @@ impl PagePassage for RankedPassage {
     fn score(&self) -> f32 {
         self.score
     }
-    fn example(hit: Hit, score: f32) -> Self {
+    fn example(hit: Hit, score: f32, model_score: Option<f32>) -> Self {
         RankedPassage {
             retrieval_score: 0.0,
-            ..ranked(hit, None, score)
+            ..ranked(hit, model_score, score)
         }
     }
 }
