@@ -15,8 +15,11 @@
 
 use std::collections::HashSet;
 
+use std::sync::Arc;
+
 use super::Result;
 use crate::index::{Hit, Retriever};
+use crate::rerank::{PassageRef, Reranker};
 use crate::text::porter_nltk::stem;
 use crate::text::terms::terms;
 
@@ -65,7 +68,7 @@ fn examples_of(retriever: &dyn Retriever, page: &str) -> crate::index::Result<Ve
 
 /// How many of `query`'s words each example shares (an example sharing none does not answer
 /// it, whatever a model says).
-pub fn shared_words(query: &str, examples: &[Hit]) -> Vec<usize> {
+fn shared_words(query: &str, examples: &[Hit]) -> Vec<usize> {
     let query = stems(query);
     examples
         .iter()
@@ -74,10 +77,56 @@ pub fn shared_words(query: &str, examples: &[Hit]) -> Vec<usize> {
 }
 
 /// Without a model: the example sharing most of the query's words (the first of a tie).
-pub fn most_shared_words(query: &str, examples: &[Hit]) -> Option<usize> {
+fn most_shared_words(query: &str, examples: &[Hit]) -> Option<usize> {
     let shared = shared_words(query, examples);
     let most = *shared.iter().max()?;
     (most > 0).then(|| shared.iter().position(|&n| n == most))?
+}
+
+/// Chooses a reference page's example for a turn: among the examples that share a word with
+/// the rewrite, the one the reranking model scores highest against the reranker's query (the
+/// one sharing most words without a model).
+pub struct ExampleChooser {
+    /// The rewrite, whose words an example must share.
+    pub words: String,
+    pub model: Option<Arc<dyn Reranker>>,
+    /// The reranker's query.
+    pub query: String,
+    /// Where the model's passage vectors are cached.
+    pub collection: Option<String>,
+}
+
+impl ExampleChooser {
+    pub fn choose(&self, examples: &[Hit]) -> Result<Option<Chosen>> {
+        let Some(model) = &self.model else {
+            return Ok(most_shared_words(&self.words, examples).map(|i| (i, None)));
+        };
+        let sharing: Vec<usize> = shared_words(&self.words, examples)
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, _)| i)
+            .collect();
+        let texts: Vec<String> = sharing.iter().map(|&i| examples[i].model_text()).collect();
+        let refs: Vec<PassageRef<'_>> = sharing
+            .iter()
+            .zip(&texts)
+            .map(|(&i, text)| PassageRef {
+                id: &examples[i].id,
+                text,
+                ordinal: examples[i].ordinal,
+            })
+            .collect();
+        if refs.is_empty() {
+            return Ok(None);
+        }
+        let scores = model.rerank(&self.query, &refs, self.collection.as_deref())?;
+        Ok(sharing
+            .into_iter()
+            .zip(scores)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|(i, score)| (i, Some(score))))
+    }
 }
 
 /// `passages` with the example of each of their first [`PAGES`] pages after the page's best

@@ -19,9 +19,7 @@ use super::generate::{
     Sampling, WordLimit,
 };
 use super::meaning::{sentence_cache_key, sentence_meaning};
-use super::page_examples::{
-    most_shared_words, shared_words, with_page_examples, Chosen, PagePassage,
-};
+use super::page_examples::{with_page_examples, ExampleChooser, PagePassage};
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -29,7 +27,7 @@ use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
 use crate::rerank::dense::{FirstStage, FirstStageHit, Retrieval, SourceRanks};
-use crate::rerank::{Fusion, OwnedPassage, PassageRef, QueryVectors, Reranker};
+use crate::rerank::{Fusion, OwnedPassage, QueryVectors, Reranker};
 
 /// Which generator answers a turn.
 #[derive(
@@ -919,49 +917,6 @@ fn ranked(hit: Hit, rerank_score: Option<f32>, score: f32) -> RankedPassage {
         score,
         ordinal: hit.ordinal,
         ranks: SourceRanks::default(),
-    }
-}
-
-/// Chooses a reference page's example for a turn: among the examples that share a word with
-/// the rewrite, the one the reranking model scores highest against the reranker's query (the
-/// one sharing most words without a model).
-struct ExampleChooser {
-    words: String,
-    model: Option<Arc<dyn Reranker>>,
-    query: String,
-    collection: Option<String>,
-}
-
-impl ExampleChooser {
-    fn choose(&self, examples: &[Hit]) -> Result<Option<Chosen>> {
-        let Some(model) = &self.model else {
-            return Ok(most_shared_words(&self.words, examples).map(|i| (i, None)));
-        };
-        let sharing: Vec<usize> = shared_words(&self.words, examples)
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n > 0)
-            .map(|(i, _)| i)
-            .collect();
-        let texts: Vec<String> = sharing.iter().map(|&i| examples[i].model_text()).collect();
-        let refs: Vec<PassageRef<'_>> = sharing
-            .iter()
-            .zip(&texts)
-            .map(|(&i, text)| PassageRef {
-                id: &examples[i].id,
-                text,
-                ordinal: examples[i].ordinal,
-            })
-            .collect();
-        if refs.is_empty() {
-            return Ok(None);
-        }
-        let scores = model.rerank(&self.query, &refs, self.collection.as_deref())?;
-        Ok(sharing
-            .into_iter()
-            .zip(scores)
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-            .map(|(i, score)| (i, Some(score))))
     }
 }
 
