@@ -18,7 +18,7 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 
 # Lowest first. Modules on one line share a layer and may import each other only where RULES allow.
 LAYERS = [
-    ["text", "progress", "metrics"],
+    ["text", "progress", "metrics", "digest"],
     ["formats", "collection"],
     ["eval", "index"],
     ["config"],

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::{BatchError, Result};
 use crate::store::batch_runs::NewBatchRun;
@@ -58,22 +57,11 @@ pub struct StoredRun {
 
 /// SHA-256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let io = |source| BatchError::Io {
+    let d = crate::digest::file_sha256(path).map_err(|source| BatchError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
+    })?;
+    Ok(d.sha256)
 }
 
 /// The record of an input file.

@@ -41,7 +41,7 @@ pub struct BenchTurnsArgs {
 }
 
 pub fn run(config: &Config, args: BenchTurnsArgs) -> anyhow::Result<()> {
-    let topics = convrag::tune::topics::read_conversations(&args.topics)?;
+    let topics = convrag::formats::topics::read_conversations(&args.topics)?;
     let options = BenchOptions {
         collection: args.collection.clone(),
         turns: args.turns,

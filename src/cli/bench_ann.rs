@@ -130,7 +130,7 @@ fn sources(
         ));
     }
     paths.extend(args.vectors.iter().cloned());
-    let topics = convrag::index::topics::read_topics(queries_path)?;
+    let topics = convrag::formats::topics::read_topics(queries_path)?;
     let texts: Vec<&str> = topics
         .iter()
         .take(args.num_queries)

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use convrag::collection::{Format, SegmenterConfig};
+use convrag::formats::topics::{read_topics, Topic};
 use convrag::index::search::{CollectionRegistry, Evaluation, SearchOptions, WeightedQuery};
-use convrag::index::topics::{read_topics, write_run_with, Topic};
+use convrag::index::topics::write_run_with;
 use convrag::index::writer::{index_collection, optimize, IndexOptions};
 use convrag::index::{
     open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::RunType;
+use convrag::formats::topics::read_conversations;
 use convrag::pipeline::ptkb::ModelSimilarity;
 use convrag::pipeline::ptkb::{
     HybridScorer, LexicalScorer, PtkbRanker, QueryWeights, ScoringRanker, Selection,
@@ -17,8 +18,8 @@ use convrag::pipeline::rewrite::{HistoryRewriter, ManualRewriter, TermSelection}
 use convrag::pipeline::rewrite_llm::llm_stages_from_config;
 use convrag::rerank::Reranker;
 use convrag::tune::topics::{
-    llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics_embedded, read_conversations,
-    rewrite_topics, rewrites_tsv, ProvenanceList,
+    llm_rewrite_topics, ptkb_run, ptkb_trec_run, rank_topics_embedded, rewrite_topics,
+    rewrites_tsv, ProvenanceList,
 };
 use convrag::Config;
 

@@ -29,6 +29,7 @@ use convrag::eval::rewrite::{read_texts, TextRole};
 use convrag::eval::trec::{Qrels, Run};
 use convrag::formats::atomic::write_atomic;
 use convrag::formats::ikat::{IkatTopic, RunType};
+use convrag::formats::topics::read_conversations;
 use convrag::pipeline::generate::{ExtractiveConfig, WordLimit};
 use convrag::pipeline::ptkb::{default_ranker, statement_feature_names, TextSimilarity};
 use convrag::pipeline::ptkb::{embedded_similarity, EmbeddedSimilarity, ModelSimilarity};
@@ -49,7 +50,7 @@ use convrag::tune::rewrite_ptkb::{
     evaluate_rewrite, ptkb_figures, ptkb_turns, rewrite_examples, tune_ptkb, tune_rewrite,
     PtkbFigures, PtkbTurn, RewriteExample, RewriteGrid, RewriteObjective, RougeMeans,
 };
-use convrag::tune::topics::{rank_topics, read_conversations};
+use convrag::tune::topics::rank_topics;
 use convrag::Config;
 
 use super::progress::Bar;

@@ -16,6 +16,7 @@ pub mod ikat25_validate;
 pub mod poleval;
 pub mod pyjson;
 pub mod qrecc;
+pub mod topics;
 pub mod trec_rag;
 pub mod trec_run;
 pub mod validate;

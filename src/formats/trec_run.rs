@@ -168,14 +168,14 @@ impl TrecRunWriter {
             }
             hits.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| b.0.cmp(a.0)));
             for (rank, (docid, printed, _)) in hits.iter().take(self.max_per_topic).enumerate() {
-                out.push_str(&format!(
-                    "{} Q0 {} {} {} {}\n",
-                    list.topic_id,
+                push_line(
+                    &mut out,
+                    &list.topic_id,
                     docid,
                     rank + 1,
                     printed,
-                    self.run_tag
-                ));
+                    &self.run_tag,
+                );
             }
         }
         Ok(out)
@@ -196,7 +196,53 @@ impl TrecRunWriter {
     }
 }
 
-fn check_field(what: &str, s: &str) -> Result<()> {
+/// One line of a run whose order and rank column the caller decided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedLine<'a> {
+    pub topic_id: &'a str,
+    pub docid: &'a str,
+    pub rank: usize,
+    pub score: f64,
+}
+
+/// Lines in the order given, ranks as given: for rankers whose own order is the ranking (a
+/// reranked head over a first-stage tail, a retriever's hits), where [`TrecRunWriter`]'s re-sort
+/// would not apply. Fails on whitespace inside a field or a non-finite score.
+pub fn render_ranked<'a>(
+    run_tag: &str,
+    score_format: ScoreFormat,
+    lines: impl IntoIterator<Item = RankedLine<'a>>,
+) -> Result<String> {
+    check_field("run tag", run_tag)?;
+    let mut out = String::new();
+    for l in lines {
+        check_field("topic id", l.topic_id)?;
+        check_field("docid", l.docid)?;
+        let printed = score_format.format(l.score)?;
+        push_line(&mut out, l.topic_id, l.docid, l.rank, &printed, run_tag);
+    }
+    Ok(out)
+}
+
+/// [`render_ranked`], written atomically.
+pub fn write_ranked<'a>(
+    path: &Path,
+    run_tag: &str,
+    score_format: ScoreFormat,
+    lines: impl IntoIterator<Item = RankedLine<'a>>,
+) -> Result<()> {
+    let text = render_ranked(run_tag, score_format, lines)?;
+    atomic::write_atomic(path, text.as_bytes())
+}
+
+/// The one place a run line is spelled out.
+fn push_line(out: &mut String, topic_id: &str, docid: &str, rank: usize, score: &str, tag: &str) {
+    use std::fmt::Write;
+    writeln!(out, "{topic_id} Q0 {docid} {rank} {score} {tag}").expect("writing to a String");
+}
+
+/// The rule every written field obeys: a run line is whitespace-separated columns.
+pub fn check_field(what: &str, s: &str) -> Result<()> {
     if s.is_empty() || s.chars().any(char::is_whitespace) {
         return Err(FormatError::Invalid(format!(
             "{what} {s:?} is empty or contains whitespace"
@@ -408,6 +454,25 @@ mod tests {
             }])
             .unwrap();
         assert_eq!(text, "q Q0 y 1 0.50 t\nq Q0 x 2 0.50 t\n");
+    }
+
+    #[test]
+    fn ranked_lines_keep_their_order_and_ranks() {
+        let line = |docid, rank, score| RankedLine {
+            topic_id: "7",
+            docid,
+            rank,
+            score,
+        };
+        let text = render_ranked(
+            "tag",
+            ScoreFormat::Fixed(6),
+            [line("b", 1, 0.5f32 as f64), line("a", 2, 0.75)],
+        )
+        .unwrap();
+        assert_eq!(text, "7 Q0 b 1 0.500000 tag\n7 Q0 a 2 0.750000 tag\n");
+        assert!(render_ranked("a tag", ScoreFormat::Fixed(6), []).is_err());
+        assert!(render_ranked("t", ScoreFormat::Fixed(6), [line("a", 1, f64::NAN)]).is_err());
     }
 
     #[test]

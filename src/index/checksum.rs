@@ -5,7 +5,6 @@
 //! compare before serving the collection.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -144,23 +143,12 @@ pub fn verify(dir: &Path) -> Result<Vec<Difference>> {
     Ok(recorded.differences(&ChecksumManifest::compute(dir)?))
 }
 
-/// Size and SHA-256 of the file at `path`, read in blocks.
+/// Size and SHA-256 of the file at `path`.
 pub fn file_sum(path: &Path) -> Result<FileSum> {
-    let mut file = std::fs::File::open(path).map_err(io_err(path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut bytes = 0u64;
-    loop {
-        let n = file.read(&mut buf).map_err(io_err(path))?;
-        if n == 0 {
-            break;
-        }
-        bytes += n as u64;
-        hasher.update(&buf[..n]);
-    }
+    let d = crate::digest::file_sha256(path).map_err(io_err(path))?;
     Ok(FileSum {
-        bytes,
-        sha256: hex::encode(hasher.finalize()),
+        bytes: d.bytes,
+        sha256: d.sha256,
     })
 }
 

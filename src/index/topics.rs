@@ -1,84 +1,14 @@
-//! Query files for `convrag search --topics`: topics in, a TREC run out.
+//! `convrag search --topics`: each topic of a query file ([`crate::formats::topics`]) searched,
+//! a TREC run out.
 
-use std::io::Write;
 use std::path::Path;
 
 use rayon::prelude::*;
-use serde_json::Value;
 
 use super::search::{Hit, Retriever, SearchOptions, WeightedQuery};
 use super::{IndexError, Result};
-use crate::collection::CollectionError;
-use crate::formats::atomic::write_atomic;
-use crate::formats::read_text;
-
-/// A query of a topics file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Topic {
-    pub id: String,
-    pub text: String,
-}
-
-/// Reads topics as TSV (`id<TAB>text`) or JSONL (`{"id"|"qid", "text"|"query"|"title"}`,
-/// where `query` may itself be `{"qid","text"}` as in reranker requests).
-pub fn read_topics(path: &Path) -> Result<Vec<Topic>> {
-    let text = read_text(path)?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
-        }
-        let fail = |reason: String| {
-            IndexError::Collection(CollectionError::BadRecord {
-                path: path.to_path_buf(),
-                line: i as u64 + 1,
-                reason,
-            })
-        };
-        let topic = if line.trim_start().starts_with('{') {
-            json_topic(line).map_err(fail)?
-        } else {
-            tsv_topic(line).map_err(fail)?
-        };
-        out.push(topic);
-    }
-    Ok(out)
-}
-
-fn json_topic(line: &str) -> std::result::Result<Topic, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
-    let s = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    };
-    let q = v.get("query");
-    let id = ["id", "qid", "topic_id"]
-        .iter()
-        .find_map(|k| v.get(*k).and_then(s))
-        .or_else(|| q.and_then(|q| q.get("qid")).and_then(s))
-        .ok_or("missing \"id\" (or \"qid\")")?;
-    let text = ["text", "title"]
-        .iter()
-        .find_map(|k| v.get(*k).and_then(s))
-        .or_else(|| q.and_then(s))
-        .or_else(|| q.and_then(|q| q.get("text")).and_then(s))
-        .ok_or("missing \"text\" (or \"query\"/\"title\")")?;
-    Ok(Topic { id, text })
-}
-
-fn tsv_topic(line: &str) -> std::result::Result<Topic, String> {
-    let (id, text) = line.split_once('\t').ok_or("expected id<TAB>text")?;
-    let id = id.trim();
-    if id.is_empty() {
-        return Err("empty topic id".into());
-    }
-    Ok(Topic {
-        id: id.to_string(),
-        text: text.trim().to_string(),
-    })
-}
+use crate::formats::topics::Topic;
+use crate::formats::trec_run::{self, RankedLine, ScoreFormat};
 
 /// Runs every topic and writes a TREC run (`qid Q0 docid rank score tag`) atomically; returns
 /// the number of lines written.
@@ -115,23 +45,24 @@ where
         .par_iter()
         .map(search)
         .collect::<std::result::Result<_, E>>()?;
-    let mut buf = Vec::new();
-    let mut lines = 0;
-    for (t, hits) in topics.iter().zip(results) {
-        for (rank, h) in hits.iter().enumerate() {
-            writeln!(
-                buf,
-                "{} Q0 {} {} {:.6} {}",
-                t.id,
-                h.id,
-                rank + 1,
-                h.score,
-                run_tag
-            )
-            .expect("writing to memory");
-            lines += 1;
-        }
-    }
-    write_atomic(output, &buf).map_err(IndexError::from)?;
-    Ok(lines)
+    let lines: Vec<RankedLine<'_>> = topics
+        .iter()
+        .zip(&results)
+        .flat_map(|(t, hits)| {
+            hits.iter().enumerate().map(|(rank, h)| RankedLine {
+                topic_id: &t.id,
+                docid: &h.id,
+                rank: rank + 1,
+                score: f64::from(h.score),
+            })
+        })
+        .collect();
+    trec_run::write_ranked(
+        output,
+        run_tag,
+        ScoreFormat::Fixed(6),
+        lines.iter().copied(),
+    )
+    .map_err(IndexError::from)?;
+    Ok(lines.len())
 }

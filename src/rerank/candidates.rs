@@ -2,14 +2,18 @@
 //!
 //! - TREC DL (RankLLM data) JSON: `[{"query": "...", "hits": [{"content", "docid", "qid", "score", "rank"}]}]`
 //! - TREC RAG reranker requests, JSON lines: `{"query": {"text", "qid"}, "candidates": [{"docid",
-//!   "score", "doc": {"segment" | "contents" | "text", "title"?}}]}`
+//!   "score", "doc": {"segment" | "contents" | "text", "title"?}}]}`, as
+//!   [`crate::formats::trec_rag`] reads them
 //!
-//! Either may be gzip-compressed (detected by content, not by name).
+//! Either may be gzip-compressed (detected by content, not by name). Runs are written by
+//! [`crate::formats::trec_run`].
 
 use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::formats::trec_rag;
+use crate::formats::trec_run::{self, RankedLine, ScoreFormat};
 use crate::formats::FormatError;
 
 use super::{order_by_score, Fusion, PassageRef, RerankError, Reranker, Result};
@@ -196,80 +200,37 @@ fn top_level_element_lines(text: &str) -> Vec<usize> {
     lines
 }
 
-#[derive(Deserialize)]
-struct RagRequest {
-    query: RagQuery,
-    candidates: Vec<RagCandidate>,
-}
-
-#[derive(Deserialize)]
-struct RagQuery {
-    text: String,
-    qid: Id,
-}
-
-#[derive(Deserialize)]
-struct RagCandidate {
-    docid: Id,
-    score: f32,
-    doc: RagDoc,
-}
-
-#[derive(Deserialize)]
-struct RagDoc {
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    segment: Option<String>,
-    #[serde(default)]
-    contents: Option<String>,
-    #[serde(default)]
-    text: Option<String>,
-}
-
+/// TREC RAG reranker requests as read by [`trec_rag::parse_rerank_requests`], with each
+/// candidate's text.
 fn read_rag_jsonl(path: &Path, text: &str) -> Result<Vec<QueryCandidates>> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut de = serde_json::Deserializer::from_str(line);
-        let req: RagRequest = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| input_err(path, line_no, format!("at {}: {}", e.path(), e.inner())))?;
+    let requests = trec_rag::parse_rerank_requests(path, text).map_err(|e| file_err(path, e))?;
+    if requests.is_empty() {
+        return Err(input_err(path, 1, "no reranker requests in the file"));
+    }
+    let mut out = Vec::with_capacity(requests.len());
+    for req in requests {
         let mut candidates = Vec::with_capacity(req.candidates.len());
         for (j, c) in req.candidates.into_iter().enumerate() {
-            let body = c
-                .doc
-                .segment
-                .or(c.doc.contents)
-                .or(c.doc.text)
-                .ok_or_else(|| {
-                    input_err(
-                        path,
-                        line_no,
-                        format!("candidates[{j}].doc has no \"segment\", \"contents\" or \"text\""),
-                    )
-                })?;
+            let doc = c.doc.ok_or_else(|| {
+                input_err(path, req.line, format!("candidates[{j}] has no \"doc\""))
+            })?;
             // The title carries meaning for MS MARCO v2.1 segments; put it first, as RankLLM does.
-            let text = match c.doc.title.filter(|t| !t.trim().is_empty()) {
-                Some(title) => format!("{title}\n{body}"),
-                None => body,
+            let text = if doc.title.trim().is_empty() {
+                doc.segment
+            } else {
+                format!("{}\n{}", doc.title, doc.segment)
             };
             candidates.push(Candidate {
-                docid: c.docid.into_string(),
-                score: c.score,
+                docid: c.docid,
+                score: c.score as f32,
                 text,
             });
         }
         out.push(QueryCandidates {
-            qid: req.query.qid.into_string(),
+            qid: req.query.id,
             query: req.query.text,
             candidates,
         });
-    }
-    if out.is_empty() {
-        return Err(input_err(path, 1, "no reranker requests in the file"));
     }
     Ok(out)
 }
@@ -283,16 +244,16 @@ pub struct RunLine {
     pub score: f32,
 }
 
-/// Writes a TREC run (`qid Q0 docid rank score tag`) atomically, lines in the order given.
+/// Writes a TREC run (`qid Q0 docid rank score tag`) atomically, lines in the order given, scores
+/// with six decimals as Anserini prints them.
 pub fn write_trec_run(path: &Path, lines: &[RunLine], tag: &str) -> Result<()> {
-    let mut text = String::new();
-    for l in lines {
-        text.push_str(&format!(
-            "{} Q0 {} {} {:.6} {}\n",
-            l.qid, l.docid, l.rank, l.score, tag
-        ));
-    }
-    crate::formats::atomic::write_atomic(path, text.as_bytes()).map_err(|e| file_err(path, e))
+    let lines = lines.iter().map(|l| RankedLine {
+        topic_id: &l.qid,
+        docid: &l.docid,
+        rank: l.rank,
+        score: f64::from(l.score),
+    });
+    trec_run::write_ranked(path, tag, ScoreFormat::Fixed(6), lines).map_err(|e| file_err(path, e))
 }
 
 /// Run lines for one query: the first `depth` candidates (by first-stage score) reranked and fused,

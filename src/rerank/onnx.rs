@@ -6,7 +6,6 @@
 //! query stays whole.
 
 use std::borrow::Cow;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -16,7 +15,6 @@ use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session, SessionInputValue};
 use ort::value::Tensor;
-use sha2::{Digest, Sha256};
 use tokenizers::{Encoding, PostProcessor, Tokenizer, TruncationDirection, TruncationParams};
 
 use super::cache::EmbeddingCache;
@@ -116,7 +114,7 @@ impl OnnxReranker {
             path: path.to_path_buf(),
             reason,
         };
-        let model_sha256 = sha256_file(&model_path).map_err(|e| {
+        let model_sha256 = crate::digest::file_sha256(&model_path).map(|d| d.sha256).map_err(|e| {
             model_err(
                 &model_path,
                 format!("cannot read the ONNX model ({e}); expected the file named by manifest.json \"model\""),
@@ -679,20 +677,6 @@ pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     } else {
         dot / (na * nb)
     }
-}
-
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Sessions created on demand up to a limit and handed out one per running request.

@@ -1,18 +1,11 @@
 //! The PTKB and rewrite stages over whole topic files, for measurement with `convrag eval ptkb`
 //! and `convrag eval rewrite`.
 //!
-//! Topics: iKAT (any year, [`crate::formats::ikat::read_topics`]) or CAsT 2019, 2020 and 2022 topics
-//! ([`crate::formats::cast`]).
+//! Topics: iKAT or CAsT, as [`crate::formats::topics::read_conversations`] reads them.
 
-use std::path::Path;
-
-use serde_json::Value;
-
-use crate::formats::cast::{is_cast_topics, read_cast_topics};
 use crate::formats::ikat::{
-    distinct_turns, read_topics, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, RunType,
+    distinct_turns, IkatResponse, IkatRun, IkatRunTurn, IkatTopic, RunType,
 };
-use crate::formats::read_text;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::ptkb::{PtkbRanker, PtkbRanking};
 use crate::pipeline::rewrite::Rewriter;
@@ -27,16 +20,6 @@ pub enum ProvenanceList {
     Selected,
     /// All statements, ranked (to measure the ranking itself).
     All,
-}
-
-/// Reads iKAT topics, or CAsT topics converted to the same shape.
-pub fn read_conversations(path: &Path) -> Result<Vec<IkatTopic>> {
-    let text = read_text(path)?;
-    match serde_json::from_str::<Value>(&text) {
-        Ok(value) if is_cast_topics(&value) => Ok(read_cast_topics(path, &text, &value)?),
-        // The iKAT reader reports JSON errors with their line.
-        _ => Ok(read_topics(path)?),
-    }
 }
 
 /// Ranks the PTKB of every turn of every topic: (turn key, ranking).

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use convrag::collection::Format;
-use convrag::index::topics::{read_topics, write_run, Topic};
+use convrag::formats::topics::{read_topics, Topic};
+use convrag::index::topics::write_run;
 use convrag::index::{
     index_collection, Bm25Params, CollectionRegistry, IndexOptions, Language, Retriever,
     SearchOptions, WeightedQuery,

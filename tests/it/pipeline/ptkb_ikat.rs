@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use convrag::eval::ptkb::{default_measures, evaluate_ptkb, read_ptkb_judgments};
 use convrag::eval::trec::Run;
 use convrag::formats::ikat::{read_topics, IkatTopic, RunType};
+use convrag::formats::topics::read_conversations;
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::{default_ranker, PtkbRanker, PtkbRanking};
-use convrag::tune::topics::{ptkb_run, rank_topics, read_conversations, ProvenanceList};
+use convrag::tune::topics::{ptkb_run, rank_topics, ProvenanceList};
 
 fn shared(rel: &str) -> Option<PathBuf> {
     Some(crate::common::shared_data(rel))

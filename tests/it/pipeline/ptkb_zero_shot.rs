@@ -8,9 +8,10 @@ use std::sync::Arc;
 use convrag::eval::ptkb::{default_measures, evaluate_ptkb, read_ptkb_judgments};
 use convrag::eval::trec::Run;
 use convrag::formats::ikat::RunType;
+use convrag::formats::topics::read_conversations;
 use convrag::pipeline::ptkb::PtkbRanking;
 use convrag::rerank::{QueryVectors, Reranker};
-use convrag::tune::topics::{rank_topics_embedded, read_conversations};
+use convrag::tune::topics::rank_topics_embedded;
 
 fn ndcg3(judgments: &str, rankings: &[(String, PtkbRanking)]) -> f64 {
     let qrels = read_ptkb_judgments(&crate::common::shared_data(judgments)).unwrap();

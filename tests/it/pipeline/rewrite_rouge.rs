@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use convrag::eval::rewrite::{evaluate_rewrites, read_texts, TextRole};
 use convrag::formats::ikat::{read_topics, RunType};
+use convrag::formats::topics::read_conversations;
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::default_ranker;
 use convrag::pipeline::rewrite::{HistoryRewriter, Rewriter};
-use convrag::tune::topics::{read_conversations, rewrite_topics};
+use convrag::tune::topics::rewrite_topics;
 
 fn shared(rel: &str) -> Option<PathBuf> {
     Some(crate::common::shared_data(rel))
