@@ -5,6 +5,7 @@ mod common;
 mod eval_common;
 mod generate_support;
 mod multinode_support;
+mod support;
 
 mod api;
 mod batch;

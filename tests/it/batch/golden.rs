@@ -2,11 +2,12 @@
 //! against tests/golden/batch, the stored records behind it, the sidecar, resumption rules and
 //! bad input. BM25 order and the extractive generator (the data directory holds no model), so the
 //! goldens do not depend on the machine's floating point.
-//! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo test --test batch_golden` and review the diff.
+//! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it batch::golden` and review the diff.
 
 use crate::batch_support;
 
-use batch_support::{fixture, golden, s, Env};
+use crate::support::golden;
+use batch_support::{fixture, s, Env};
 use convrag::formats::{ikat, poleval, qrecc, trec_rag, trec_run, ValidationContext};
 use serde_json::Value;
 
@@ -65,13 +66,13 @@ async fn ikat_runs_of_every_type() {
         let text = env.read(name);
         let report = ikat::validate_run_text(&text, Some(&parsed), &ctx);
         assert!(report.is_clean(), "{name}: {:?}", report.problems);
-        golden(&format!("ikat_{name}"), &text);
+        golden(&format!("batch/ikat_{name}"), &text);
     }
     // The PTKB-only run has no passages: valid except for the passage rule it does not claim.
     let ptkb = env.read("ptkb.json");
     assert!(ikat::validate_run_text_with(&ptkb, Some(&parsed), &ctx, false).is_clean());
     assert!(ikat::validate_run_text(&ptkb, Some(&parsed), &ctx).has_errors());
-    golden("ikat_ptkb.json", &ptkb);
+    golden("batch/ikat_ptkb.json", &ptkb);
     let trec = env.read("automatic.trec");
     let rules = trec_run::RunRules {
         max_per_topic: 1000,
@@ -84,7 +85,7 @@ async fn ikat_runs_of_every_type() {
         ]),
     };
     assert!(trec_run::validate_text(&trec, &rules, &ctx).is_clean());
-    golden("ikat_automatic.trec", &trec);
+    golden("batch/ikat_automatic.trec", &trec);
 
     // The turns are ordinary conversations of the `batch` user, with the topic's references.
     let pool = env.db.store.pool();
@@ -226,7 +227,7 @@ async fn trec_rag_2024_r_ag_and_rag() {
             &ctx,
         );
         assert!(report.is_clean(), "{name}: {:?}", report.problems);
-        golden(&format!("rag24_{name}"), &text);
+        golden(&format!("batch/rag24_{name}"), &text);
     }
     let ag: Vec<Value> = env
         .read("ag.jsonl")
@@ -249,7 +250,7 @@ async fn trec_rag_2024_r_ag_and_rag() {
         let text = env.read(name);
         assert!(trec_run::validate_text(&text, &rules, &ctx).is_clean());
     }
-    golden("rag24_r.trec", &env.read("r.trec"));
+    golden("batch/rag24_r.trec", &env.read("r.trec"));
     // The RAG run's ranking is the same retrieval as the R run (only the tag differs).
     assert_eq!(
         env.read("rag.trec").replace(" rag\n", "\n"),
@@ -306,7 +307,7 @@ async fn trec_rag_2025_formats_from_one_run() {
         let text = env.read(name);
         let report = trec_rag::validate_answers_text(&text, format, Some(&parsed), &ctx);
         assert!(report.is_clean(), "{name}: {:?}", report.problems);
-        golden(&format!("rag25_{name}"), &text);
+        golden(&format!("batch/rag25_{name}"), &text);
     }
     // Citations are sorted from highest to lowest support (the cited segment's score).
     let f1: Value = serde_json::from_str(env.read("f1.jsonl").lines().next().unwrap()).unwrap();
@@ -382,7 +383,7 @@ async fn qrecc_tira_convention_and_poleval_domains() {
     let questions = qrecc::read_questions(&fixture("qrecc/questions.json")).unwrap();
     let report = qrecc::validate_run_text(&run, Some(&questions), &ValidationContext::default());
     assert!(report.is_clean(), "{:?}", report.problems);
-    golden("qrecc_run.json", &run);
+    golden("batch/qrecc_run.json", &run);
     // Follow-up questions are rewritten from the conversation so far.
     let parsed: Value = serde_json::from_str(&run).unwrap();
     assert!(
@@ -410,7 +411,7 @@ async fn qrecc_tira_convention_and_poleval_domains() {
     let qs = poleval::read_questions(&env.path("in.tsv")).unwrap();
     let report = poleval::validate_out_text(&out, Some(&qs), &ValidationContext::default());
     assert!(report.is_clean(), "{:?}", report.problems);
-    golden("poleval_out.tsv", &out);
+    golden("batch/poleval_out.tsv", &out);
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("w-1-0\t"), "{out}");
     assert!(lines[1].starts_with("l-1\t"), "{out}");

@@ -19,18 +19,12 @@
 
 use crate::batch_support;
 
-use batch_support::{fixture, golden, s, Env};
+use crate::support::{golden, golden_text};
+use batch_support::{fixture, s, Env};
 use convrag::formats::ikat;
 use convrag::formats::ikat25_validate::check_text;
 use convrag::formats::ValidationContext;
 use serde_json::Value;
-
-fn golden_text(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/batch")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 #[tokio::test]
 async fn ikat_2025_submissions_pass_the_official_checker() {
@@ -82,11 +76,11 @@ async fn ikat_2025_submissions_pass_the_official_checker() {
         let text = env.read(&format!("{name}.jsonl"));
         // Nothing for the organizers' checker to report or fix.
         assert_eq!(check_text(&text, &parsed), vec![], "{name}");
-        golden(&format!("ikat25_{name}.jsonl"), &text);
+        golden(&format!("batch/ikat25_{name}.jsonl"), &text);
     }
     let trec = env.read("automatic.trec");
     for name in ["automatic", "manual", "generation_only"] {
-        let official = golden_text(&format!("ikat25_{name}.validate.txt"));
+        let official = golden_text(&format!("batch/ikat25_{name}.validate.txt"));
         assert!(
             official.contains("All required turn_ids are present")
                 && official.contains("Validation completed: all lines passed.\n")
@@ -116,7 +110,7 @@ async fn ikat_2025_submissions_pass_the_official_checker() {
     assert_eq!(first["references"]["clueweb22-en0001-00-00001:0"], 10.0);
 
     // The TREC run is what the organizers' generate_run.py makes of the submission.
-    assert_eq!(trec, golden_text("ikat25_automatic.generate_run.run"));
+    assert_eq!(trec, golden_text("batch/ikat25_automatic.generate_run.run"));
     assert!(!trec.is_empty());
 
     // --format 2024 writes the 2024 run JSON from the same topics.

@@ -5,10 +5,11 @@
 //! licensed corpora. No reranking model: these check reading, routing and writing.
 
 use crate::batch_support;
+use crate::support::shared_data;
 
 use std::path::Path;
 
-use batch_support::{fixture, s, shared, Env};
+use batch_support::{fixture, s, Env};
 use convrag::formats::{ikat, poleval, qrecc, trec_rag, trec_run, ValidationContext};
 use serde_json::Value;
 
@@ -21,12 +22,10 @@ fn head(path: &Path, n: usize, out: &Path) {
 
 #[tokio::test]
 async fn rag24_ag_over_the_researchy_dev_reranker_requests() {
-    let (Some(requests), Some(topics)) = (
-        shared("trec-rag/rag24/ragnarok_data_bm25_rag24.researchy-dev_small_top100.jsonl.gz"),
-        shared("trec-rag/rag24/topics.rag24.researchy-dev.txt"),
-    ) else {
-        return;
-    };
+    let (requests, topics) = (
+        shared_data("trec-rag/rag24/ragnarok_data_bm25_rag24.researchy-dev_small_top100.jsonl.gz"),
+        shared_data("trec-rag/rag24/topics.rag24.researchy-dev.txt"),
+    );
     let env = Env::new(false).await;
     env.ok(&[
         "run",
@@ -72,12 +71,10 @@ async fn rag24_ag_over_the_researchy_dev_reranker_requests() {
 
 #[tokio::test]
 async fn rag24_and_rag25_topics_run_r_and_rag() {
-    let (Some(t24), Some(t25)) = (
-        shared("trec-rag/rag24/topics.rag24.test.txt"),
-        shared("trec-rag/rag25/topics.rag25.test.jsonl"),
-    ) else {
-        return;
-    };
+    let (t24, t25) = (
+        shared_data("trec-rag/rag24/topics.rag24.test.txt"),
+        shared_data("trec-rag/rag25/topics.rag25.test.jsonl"),
+    );
     let env = Env::new(false).await;
     env.index(
         "marco",
@@ -152,12 +149,10 @@ async fn rag24_and_rag25_topics_run_r_and_rag() {
 /// bounds below say.
 #[tokio::test]
 async fn ikat_2023_ptkb_rankings_through_the_database() {
-    let (Some(topics), Some(nist)) = (
-        shared("ikat/official/2023_test_topics.json"),
-        shared("ikat/qrels/2023_ptkb_qrels_nist.txt"),
-    ) else {
-        return;
-    };
+    let (topics, nist) = (
+        shared_data("ikat/official/2023_test_topics.json"),
+        shared_data("ikat/qrels/2023_ptkb_qrels_nist.txt"),
+    );
     let env = Env::new(false).await;
     for run_type in ["automatic", "manual"] {
         let batch = format!("{run_type}.json");
@@ -239,9 +234,7 @@ async fn ikat_2023_ptkb_rankings_through_the_database() {
 
 #[tokio::test]
 async fn poleval_dev0_questions_routed_to_a_polish_collection() {
-    let Some(dev) = shared("poleval2022-passage-retrieval/dev-0/in.tsv") else {
-        return;
-    };
+    let dev = shared_data("poleval2022-passage-retrieval/dev-0/in.tsv");
     let env = Env::new(false).await;
     env.index(
         "wiki-trivia",
@@ -266,9 +259,7 @@ async fn poleval_dev0_questions_routed_to_a_polish_collection() {
 
 #[tokio::test]
 async fn scai_sample_questions_rewritten_variant() {
-    let Some(truth) = shared("qrecc-scai/scai_official/ground-truth.sample.json") else {
-        return;
-    };
+    let truth = shared_data("qrecc-scai/scai_official/ground-truth.sample.json");
     let env = Env::new(false).await;
     // The sample's human rewrites as a `questions-rewritten` input.
     let samples: Vec<Value> =

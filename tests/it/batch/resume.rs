@@ -4,10 +4,11 @@
 //! uninterrupted run made in another data directory and database (cold embedding cache in both).
 
 use crate::batch_support;
+use crate::support::shared_data;
 
 use std::time::{Duration, Instant};
 
-use batch_support::{shared, Env};
+use batch_support::Env;
 use serde_json::Value;
 
 const TOPICS: &[&str] = &["9-1", "13-1"];
@@ -60,12 +61,10 @@ const RUN: &[&str] = &[
 
 #[tokio::test]
 async fn killed_run_resumes_to_the_same_bytes() {
-    let (Some(topics), Some(passages)) = (
-        shared("ikat/official/2023_test_topics.json"),
-        shared("ikat/official/2023_test_topics_psg_text.jsonl"),
-    ) else {
-        return;
-    };
+    let (topics, passages) = (
+        shared_data("ikat/official/2023_test_topics.json"),
+        shared_data("ikat/official/2023_test_topics_psg_text.jsonl"),
+    );
 
     let (whole, total) = prepared(&passages, &topics).await;
     whole.ok(RUN);

@@ -4,11 +4,12 @@
 //! started after the end writes nothing and names the worker that did.
 
 use crate::batch_support;
+use crate::support::shared_data;
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use batch_support::{shared, Env};
+use batch_support::Env;
 use serde_json::Value;
 
 const TOPICS: &[&str] = &["9-1", "13-1"];
@@ -78,8 +79,8 @@ async fn held_topic(env: &Env, worker: &str) -> Option<(String, i64)> {
 
 #[tokio::test]
 async fn a_killed_worker_is_taken_over_and_one_worker_writes_the_same_bytes() {
-    let topics = shared("ikat/official/2023_test_topics.json").unwrap();
-    let passages = shared("ikat/official/2023_test_topics_psg_text.jsonl").unwrap();
+    let topics = shared_data("ikat/official/2023_test_topics.json");
+    let passages = shared_data("ikat/official/2023_test_topics_psg_text.jsonl");
 
     let alone = prepared(&passages, &topics).await;
     alone.ok(RUN);

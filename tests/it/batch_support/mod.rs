@@ -1,5 +1,5 @@
 //! Shared set-up of the batch-run tests: the `convrag` binary with a private data directory and a
-//! database of its own, fixture collections indexed by `convrag index`, golden files.
+//! database of its own, fixture collections indexed by `convrag index`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -13,33 +13,6 @@ pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/batch")
         .join(name)
-}
-
-/// A file of `../shared/data`; its absence fails the test (see `common::shared_data`).
-pub fn shared(rel: &str) -> Option<PathBuf> {
-    Some(common::shared_data(rel))
-}
-
-/// Compares `actual` with `tests/golden/batch/<name>`; `CONVRAG_UPDATE_GOLDEN=1` rewrites it.
-pub fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/batch")
-        .join(name);
-    if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with CONVRAG_UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{} differs from the output:\n{actual}",
-        path.display()
-    );
 }
 
 /// A data directory and a database for `convrag` runs.

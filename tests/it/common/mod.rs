@@ -246,20 +246,6 @@ pub fn default_model() -> convrag::rerank::OnnxReranker {
     .unwrap()
 }
 
-/// A file of `../shared/data` (the public data sets beside the repository). Its absence fails
-/// the test: CI always has the data, and a test that passed by skipping would hide a broken set-up.
-pub fn shared_data(rel: &str) -> std::path::PathBuf {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    assert!(
-        p.exists(),
-        "{} not found: the tests need ../shared/data beside the repository",
-        p.display()
-    );
-    p
-}
-
 /// The status, `Retry-After` and error body of a request.
 pub async fn with_retry_after(
     client: &Client,

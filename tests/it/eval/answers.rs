@@ -2,6 +2,7 @@
 //! statistics, PolEval NDCG@10 of the sample submissions (references by scripts/eval-reference.py).
 
 use crate::eval_common;
+use crate::support::shared_data;
 use eval_common::*;
 
 use convrag::eval::answers::{answer_stats_file, exact_match, f1};
@@ -40,9 +41,7 @@ fn csv_records(text: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn squad_f1_em_equal_reference_script_on_scai_answers() {
-    let Some(csv) = shared("qrecc-scai/scai_official/batch1.csv") else {
-        return;
-    };
+    let csv = shared_data("qrecc-scai/scai_official/batch1.csv");
     let records = csv_records(&std::fs::read_to_string(csv).unwrap());
     let header = &records[0];
     let gt = header.iter().position(|h| h == "gt").unwrap();
@@ -65,10 +64,7 @@ fn squad_f1_em_equal_reference_script_on_scai_answers() {
 
 #[test]
 fn rag24_baseline_answer_statistics() {
-    let Some(answers) = shared("trec-rag/rag24/ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz")
-    else {
-        return;
-    };
+    let answers = shared_data("trec-rag/rag24/ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz");
     let r = answer_stats_file(&answers).unwrap();
     let want: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("rag24_gpt4o_stats.json")).unwrap())
@@ -100,9 +96,7 @@ fn rag24_baseline_answer_statistics() {
 
 #[test]
 fn poleval_sample_submissions() {
-    let Some(dir) = shared("poleval2022-passage-retrieval") else {
-        return;
-    };
+    let dir = shared_data("poleval2022-passage-retrieval");
     let reference = std::fs::read_to_string(fixture("poleval_dev0_samples.tsv")).unwrap();
     for line in reference.lines() {
         let (sub, want) = line.split_once('\t').unwrap();
@@ -144,12 +138,10 @@ fn poleval_sample_submissions() {
 
 #[test]
 fn squad_cli_on_scai_ground_truth_sample_and_gpt3_run() {
-    let (Some(truth), Some(gpt3)) = (
-        shared("qrecc-scai/scai_official/ground-truth.sample.json"),
-        shared("qrecc-scai/scai_official/gpt3_run.json.gz"),
-    ) else {
-        return;
-    };
+    let (truth, gpt3) = (
+        shared_data("qrecc-scai/scai_official/ground-truth.sample.json"),
+        shared_data("qrecc-scai/scai_official/gpt3_run.json.gz"),
+    );
     let out = convrag_eval([
         "answers".as_ref(),
         "--reference".as_ref(),

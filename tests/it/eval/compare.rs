@@ -3,6 +3,7 @@
 //! are checked against SciPy by scripts/compare-scipy.sh (scripts/test.sh runs it).
 
 use crate::eval_common;
+use crate::support::{golden, shared_data};
 use eval_common::*;
 
 use std::path::{Path, PathBuf};
@@ -163,12 +164,10 @@ fn three_runs_text_json_and_html() {
 
 #[test]
 fn per_topic_values_are_those_of_eval_ranking_c() {
-    let (Some(qrels), Some(bm25)) = (
-        shared("trec-dl-rerank/qrels.dl19-passage.txt"),
-        shared("trec-dl-rerank/rank_llm_data_bm25_dl19_top100.json.gz"),
-    ) else {
-        return;
-    };
+    let (qrels, bm25) = (
+        shared_data("trec-dl-rerank/qrels.dl19-passage.txt"),
+        shared_data("trec-dl-rerank/rank_llm_data_bm25_dl19_top100.json.gz"),
+    );
     // A deterministic re-ordering of BM25 (scores negated), without its first query.
     let dir = tempfile::tempdir().unwrap();
     let run = convrag::eval::trec::read_run(&bm25).unwrap();
@@ -239,12 +238,10 @@ fn per_topic_values_are_those_of_eval_ranking_c() {
 
 #[test]
 fn ptkb_and_rewrite_comparisons_use_their_evaluators() {
-    let (Some(nist), Some(topics)) = (
-        shared("ikat/qrels/2023_ptkb_qrels_nist.txt"),
-        shared("ikat/official/2023_test_topics.json"),
-    ) else {
-        return;
-    };
+    let (nist, topics) = (
+        shared_data("ikat/qrels/2023_ptkb_qrels_nist.txt"),
+        shared_data("ikat/official/2023_test_topics.json"),
+    );
     let dir = tempfile::tempdir().unwrap();
     // PTKB: the overlap run of the eval fixtures against the same run cut to its first statement.
     let overlap = fixture("ptkb_overlap_run.json");
@@ -469,30 +466,8 @@ fn bad_input_names_file_line_or_field() {
     assert!(!json.exists(), "no output after an error");
 }
 
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/eval")
-        .join(name);
-    if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with CONVRAG_UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{} differs from the output:\n{actual}",
-        path.display()
-    );
-}
-
 /// The three output formats of the small three-run comparison, byte for byte (regenerate with
-/// `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it eval_compare` and review the diff).
+/// `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it eval::compare` and review the diff).
 #[test]
 fn small_comparison_matches_golden_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -507,8 +482,8 @@ fn small_comparison_matches_golden_files() {
         .output()
         .unwrap();
     let text = ok(&o);
-    golden("compare_small.txt", &text);
+    golden("eval/compare_small.txt", &text);
     let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
-    golden("compare_small.json", &read("out.json"));
-    golden("compare_small.html", &read("out.html"));
+    golden("eval/compare_small.json", &read("out.json"));
+    golden("eval/compare_small.html", &read("out.html"));
 }

@@ -12,6 +12,8 @@ use convrag::eval::ptkb::ptkb_qrels_from_topics;
 use convrag::eval::rewrite::{read_texts, TextRole};
 use convrag::formats::ikat::{read_topics_with_layout, TopicsLayout};
 
+use crate::support::golden_path;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/batch")
@@ -157,11 +159,7 @@ fn json(out: &str) -> serde_json::Value {
 
 #[test]
 fn a_2025_submission_is_judged_like_the_2024_run_of_the_same_turns() {
-    let golden = |name: &str| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/golden/batch")
-            .join(name)
-    };
+    let golden = |name: &str| golden_path(&format!("batch/{name}"));
     // The manual runs of batch/golden.rs (2023 topics, 2024 run JSON) and batch/ikat25.rs (the
     // same topics in the 2025 layout, 2025 JSONL with statement texts).
     let report = |topics: &str, run: PathBuf| {

@@ -1,6 +1,7 @@
 //! PTKB evaluation on the real iKAT 2023 judgments.
 
 use crate::eval_common;
+use crate::support::shared_data;
 use eval_common::*;
 
 use std::path::Path;
@@ -10,12 +11,10 @@ use convrag::eval::trec::read_qrels;
 
 #[test]
 fn topics_provenance_equals_organizers_qrels() {
-    let (Some(topics), Some(org)) = (
-        shared("ikat/official/2023_test_topics.json"),
-        shared("ikat/qrels/2023_ptkb_qrels_org.txt"),
-    ) else {
-        return;
-    };
+    let (topics, org) = (
+        shared_data("ikat/official/2023_test_topics.json"),
+        shared_data("ikat/qrels/2023_ptkb_qrels_org.txt"),
+    );
     let from_topics = ptkb_qrels_from_topics(&topics).unwrap();
     let org = read_qrels(&org).unwrap();
     assert_eq!(from_topics.len(), 112);
@@ -24,9 +23,7 @@ fn topics_provenance_equals_organizers_qrels() {
 
 #[test]
 fn overlap_run_matches_trec_eval_on_nist_qrels() {
-    let Some(nist) = shared("ikat/qrels/2023_ptkb_qrels_nist.txt") else {
-        return;
-    };
+    let nist = shared_data("ikat/qrels/2023_ptkb_qrels_nist.txt");
     let qrels = read_qrels(&nist).unwrap();
     let run = read_ptkb_run(&fixture("ptkb_overlap_run.json")).unwrap();
     let report = evaluate_ptkb(&qrels, &run, &default_measures());
@@ -55,12 +52,10 @@ fn overlap_run_matches_trec_eval_on_nist_qrels() {
 
 #[test]
 fn ptkb_cli_with_topics_and_qrels() {
-    let (Some(topics), Some(org)) = (
-        shared("ikat/official/2023_test_topics.json"),
-        shared("ikat/qrels/2023_ptkb_qrels_org.txt"),
-    ) else {
-        return;
-    };
+    let (topics, org) = (
+        shared_data("ikat/official/2023_test_topics.json"),
+        shared_data("ikat/qrels/2023_ptkb_qrels_org.txt"),
+    );
     let run = |judg: &str, path: &Path| {
         let run = fixture("ptkb_overlap_run.json");
         convrag_eval([

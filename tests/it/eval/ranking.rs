@@ -3,6 +3,7 @@
 //! iKAT 2023 qrels and a Cranfield BM25 run (fixtures made by scripts/eval-reference.py).
 
 use crate::eval_common;
+use crate::support::shared_data;
 use eval_common::*;
 
 use std::path::Path;
@@ -50,13 +51,11 @@ fn assert_same_output(ours: &str, reference_file: &str) {
 
 #[test]
 fn ikat2024_third_party_run_reproduces_published_scores() {
-    let (Some(qrels), Some(run), Some(perf)) = (
-        shared("ikat/qrels/2024-qrels.txt"),
-        shared("ikat/third_party_run/cfda_gpt4o_splade_rerank_deberta_ikat2024.run.json.gz"),
-        shared("ikat/third_party_run/cfda_gpt4o_splade_rerank_deberta_ikat2024.perf.json"),
-    ) else {
-        return;
-    };
+    let (qrels, run, perf) = (
+        shared_data("ikat/qrels/2024-qrels.txt"),
+        shared_data("ikat/third_party_run/cfda_gpt4o_splade_rerank_deberta_ikat2024.run.json.gz"),
+        shared_data("ikat/third_party_run/cfda_gpt4o_splade_rerank_deberta_ikat2024.perf.json"),
+    );
     let q = read_qrels(&qrels).unwrap();
     let r = read_run(&run).unwrap();
     let ndcg = Measure::parse_all(&["ndcg_cut"]).unwrap();
@@ -87,12 +86,10 @@ fn ikat2024_third_party_run_reproduces_published_scores() {
 
 #[test]
 fn dl19_bm25_matches_trec_eval() {
-    let (Some(qrels), Some(json)) = (
-        shared("trec-dl-rerank/qrels.dl19-passage.txt"),
-        shared("trec-dl-rerank/rank_llm_data_bm25_dl19_top100.json.gz"),
-    ) else {
-        return;
-    };
+    let (qrels, json) = (
+        shared_data("trec-dl-rerank/qrels.dl19-passage.txt"),
+        shared_data("trec-dl-rerank/rank_llm_data_bm25_dl19_top100.json.gz"),
+    );
     let q = read_qrels(&qrels).unwrap();
     // rank_llm candidate lists, read as a run (scores as given).
     let run = read_run(&json).unwrap();
@@ -136,9 +133,7 @@ fn ikat2023_derived_run(qrels: &Path) -> Run {
 
 #[test]
 fn ikat2023_derived_run_with_ties_matches_trec_eval() {
-    let Some(qrels) = shared("ikat/qrels/2023-qrels.all-turns.txt") else {
-        return;
-    };
+    let qrels = shared_data("ikat/qrels/2023-qrels.all-turns.txt");
     let q = read_qrels(&qrels).unwrap();
     let run = ikat2023_derived_run(&qrels);
     for l in [1, 2] {
@@ -152,9 +147,7 @@ fn ikat2023_derived_run_with_ties_matches_trec_eval() {
 
 #[test]
 fn cranfield_bm25_matches_trec_eval() {
-    let Some(qrels) = shared("classic-ir/cranfield/QRelsCorrectedforTRECeval") else {
-        return;
-    };
+    let qrels = shared_data("classic-ir/cranfield/QRelsCorrectedforTRECeval");
     let q = read_qrels(&qrels).unwrap();
     let run = read_run(&fixture("cranfield_bm25.run.gz")).unwrap();
     let e = evaluate(&q, &run, &fixture_measures(), &level(1));
@@ -163,9 +156,7 @@ fn cranfield_bm25_matches_trec_eval() {
 
 #[test]
 fn cli_prints_trec_eval_output_and_json() {
-    let Some(qrels) = shared("classic-ir/cranfield/QRelsCorrectedforTRECeval") else {
-        return;
-    };
+    let qrels = shared_data("classic-ir/cranfield/QRelsCorrectedforTRECeval");
     let mut args = vec![
         "ranking".to_string(),
         "--qrels".into(),

@@ -2,6 +2,7 @@
 //! scripts/eval-reference.py from real rewrite pairs).
 
 use crate::eval_common;
+use crate::support::shared_data;
 use eval_common::*;
 
 use std::collections::HashMap;
@@ -70,9 +71,7 @@ fn rouge1_equals_rouge_score_on_real_rewrites() {
     let expected = reference_scores();
     let mut checked = 0;
     for (name, reference, raw) in sources {
-        let (Some(reference), Some(raw)) = (shared(reference), shared(raw)) else {
-            return;
-        };
+        let (reference, raw) = (shared_data(reference), shared_data(raw));
         let refs = read_texts(&reference, TextRole::ReferenceRewrite).unwrap();
         let raws: HashMap<String, String> = read_texts(&raw, TextRole::RunRewrite)
             .unwrap()
@@ -101,9 +100,7 @@ fn rouge1_equals_rouge_score_on_real_rewrites() {
 
 #[test]
 fn rewrite_cli_raw_baseline_on_ikat2023() {
-    let Some(topics) = shared("ikat/official/2023_test_topics.json") else {
-        return;
-    };
+    let topics = shared_data("ikat/official/2023_test_topics.json");
     let expected = reference_scores();
     let refs = read_texts(&topics, TextRole::ReferenceRewrite).unwrap();
     let mut sum = 0.0;

@@ -5,10 +5,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub fn shared(rel: &str) -> Option<PathBuf> {
-    Some(crate::common::shared_data(rel))
-}
-
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/eval")

@@ -1,6 +1,6 @@
 //! Golden-file tests: every writer renders a small hand-made input (mostly the guidelines' own
 //! examples) and the bytes must equal the checked-in file under `tests/golden/formats/`.
-//! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo nextest run --test formats_golden`, then
+//! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it formats::golden`, then
 //! review the diff by hand against the guidelines.
 
 use std::path::{Path, PathBuf};
@@ -17,31 +17,12 @@ use convrag::formats::trec_run::{RankedList, ScoreFormat, TrecRunWriter};
 use convrag::formats::ValidationContext;
 use serde_json::Value;
 
+use crate::support::golden;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/formats")
         .join(name)
-}
-
-fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/formats")
-        .join(name);
-    if std::env::var_os("CONVRAG_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with CONVRAG_UPDATE_GOLDEN=1 to create it)",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{} differs from the rendered output:\n{actual}",
-        path.display()
-    );
 }
 
 fn json(name: &str) -> Value {
@@ -90,10 +71,13 @@ fn trec_run_golden() {
         },
     ];
     let w = TrecRunWriter::new("rank_zephyr_best", 5);
-    golden("trec_run.txt", &w.render(&lists).unwrap());
+    golden("formats/trec_run.txt", &w.render(&lists).unwrap());
     let mut fixed = w.clone();
     fixed.score_format = ScoreFormat::Fixed(6);
-    golden("trec_run_fixed6.txt", &fixed.render(&lists).unwrap());
+    golden(
+        "formats/trec_run_fixed6.txt",
+        &fixed.render(&lists).unwrap(),
+    );
     // The writer's output passes its validator and is written atomically.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.txt");
@@ -118,7 +102,7 @@ fn rag24_answer_golden() {
         "the guidelines' example says 192 words"
     );
     let text = trec_rag::render_jsonl(std::slice::from_ref(&a)).unwrap();
-    golden("rag24_answer.jsonl", &text);
+    golden("formats/rag24_answer.jsonl", &text);
     let report = trec_rag::validate_answers_text(
         &text,
         AnswerFormat::Rag24,
@@ -166,11 +150,11 @@ fn rag25_answer_golden() {
     let a = Rag25Answer::new(md, &topics[0], refs, sentences);
     assert_eq!(a.answer[0].citations, vec![0, 8, 15]);
     let f1 = trec_rag::render_jsonl(std::slice::from_ref(&a)).unwrap();
-    golden("rag25_format1.jsonl", &f1);
+    golden("formats/rag25_format1.jsonl", &f1);
     let f2 = trec_rag::render_jsonl(&[a.to_format2().unwrap()]).unwrap();
-    golden("rag25_format2.jsonl", &f2);
+    golden("formats/rag25_format2.jsonl", &f2);
     let checker = trec_rag::render_jsonl(&[a.to_checker_layout()]).unwrap();
-    golden("rag25_format1_checker_layout.jsonl", &checker);
+    golden("formats/rag25_format1_checker_layout.jsonl", &checker);
     let ctx = ValidationContext::default();
     let r3 = trec_rag::validate_answers_text(
         &checker,
@@ -225,9 +209,9 @@ fn ikat_sample_run(run_type: RunType) -> IkatRun {
 fn ikat_run_golden() {
     let run = ikat_sample_run(RunType::Automatic);
     let text = run.render().unwrap();
-    golden("ikat_run.json", &text);
+    golden("formats/ikat_run.json", &text);
     golden(
-        "ikat_run_only_response.json",
+        "formats/ikat_run_only_response.json",
         &ikat_sample_run(RunType::OnlyResponse).render().unwrap(),
     );
     let report = ikat::validate_run_text(&text, None, &ValidationContext::default());
@@ -235,7 +219,10 @@ fn ikat_run_golden() {
     let dir = tempfile::tempdir().unwrap();
     let trec = dir.path().join("run.trec");
     run.write_trec_run(&trec).unwrap();
-    golden("ikat_run.trec", &std::fs::read_to_string(&trec).unwrap());
+    golden(
+        "formats/ikat_run.trec",
+        &std::fs::read_to_string(&trec).unwrap(),
+    );
     // Against the guideline topics, every other turn is missing: the validator says so.
     let topics = ikat::read_topics(&fixture("ikat_topics_guideline.json")).unwrap();
     let report = ikat::validate_run_text(&text, Some(&topics), &ValidationContext::default());
@@ -271,7 +258,7 @@ fn qrecc_run_golden() {
         })
         .collect();
     let text = qrecc::render_run(&answers).unwrap();
-    golden("qrecc_run.json", &text);
+    golden("formats/qrecc_run.json", &text);
     let report = qrecc::validate_run_text(&text, Some(&questions), &ValidationContext::default());
     assert!(report.is_clean(), "{report:?}");
     let dir = tempfile::tempdir().unwrap();
@@ -299,7 +286,7 @@ fn poleval_out_golden() {
         .map(|q| (0..10).map(|k| format!("{}-{k}", q.line * 100)).collect())
         .collect();
     let text = poleval::render_out(&rankings).unwrap();
-    golden("poleval_out.tsv", &text);
+    golden("formats/poleval_out.tsv", &text);
     let report = poleval::validate_out_text(&text, Some(&questions), &ValidationContext::default());
     assert!(report.is_clean(), "{report:?}");
     assert!(poleval::render_out(&[vec!["1-0".into(); 9]]).is_err());

@@ -23,6 +23,8 @@ use convrag::formats::ikat;
 use convrag::formats::ikat25_validate::{check_text, FindingKind};
 use convrag::formats::Severity;
 
+use crate::support::golden_text;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -62,8 +64,7 @@ fn normalize(message: &str) -> String {
 
 /// Reads the golden record of the official checker's output.
 fn official(name: &str) -> Verdict {
-    let path = root().join(format!("tests/golden/ikat25/validate_{name}.txt"));
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = golden_text(&format!("ikat25/validate_{name}.txt"));
     let (stdout, rest) = text.split_once("[exit] ").unwrap();
     let (exit, rest) = rest.split_once("\n[fixed] ").unwrap();
     let (fixed, stderr) = rest.split_once("\n[stderr]\n").unwrap();

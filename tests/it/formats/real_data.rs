@@ -1,15 +1,12 @@
-//! Round trips over the real public data in `../shared/data` (skipped with a message when absent).
+//! Round trips over the real public data in `../shared/data` (its absence fails the tests).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use convrag::formats::trec_rag::{self, AnswerFormat, Rag24Answer};
 use convrag::formats::trec_run::{self, RunRules, ScoreFormat, TrecRunWriter};
 use convrag::formats::{ikat, poleval, qrecc, ValidationContext};
 
-fn data(rel: &str) -> Option<PathBuf> {
-    Some(crate::common::shared_data(rel))
-}
+use crate::support::shared_data;
 
 #[test]
 fn rag24_topics() {
@@ -18,15 +15,13 @@ fn rag24_topics() {
         ("trec-rag/rag24/topics.rag24.researchy-dev.txt", 600),
         ("trec-rag/rag24/topics.rag24.raggy-dev.txt", 120),
     ] {
-        let Some(p) = data(file) else { return };
+        let p = shared_data(file);
         let topics = trec_rag::read_topics_tsv(&p).unwrap();
         assert_eq!(topics.len(), n, "{file}");
         // CRLF line ends are not part of the text.
         assert!(topics.iter().all(|t| !t.text.ends_with('\r')));
     }
-    let Some(p) = data("trec-rag/rag24/topics.rag24.test.txt") else {
-        return;
-    };
+    let p = shared_data("trec-rag/rag24/topics.rag24.test.txt");
     let topics = trec_rag::read_topics_tsv(&p).unwrap();
     assert_eq!(topics[0].id, "2024-145979");
     assert_eq!(
@@ -37,18 +32,14 @@ fn rag24_topics() {
 
 #[test]
 fn rag25_topics_in_every_published_layout() {
-    let Some(p) = data("trec-rag/rag25/topics.rag25.test.jsonl") else {
-        return;
-    };
+    let p = shared_data("trec-rag/rag25/topics.rag25.test.jsonl");
     let topics = trec_rag::read_rag25_topics(&p).unwrap();
     assert_eq!(topics.len(), 105);
     assert_eq!(topics[0].id, "464");
     assert!(topics[0]
         .text
         .starts_with("I want a thorough understanding of what makes up a community"));
-    let Some(dev) = data("trec-rag/rag25/rag25-topics-dev.tsv") else {
-        return;
-    };
+    let dev = shared_data("trec-rag/rag25/rag25-topics-dev.tsv");
     let dev = trec_rag::read_rag25_topics(&dev).unwrap();
     assert_eq!(dev.len(), 22);
     assert_eq!(dev[0].id, "14");
@@ -60,7 +51,7 @@ fn rag24_researchy_dev_reranker_requests() {
         "trec-rag/rag24/ragnarok_data_bm25_rag24.researchy-dev_small_top100.jsonl.gz",
         "trec-rag/rag24/ragnarok_data_rankzephyrrho_rag24.researchy-dev_small_top100.jsonl.gz",
     ] {
-        let Some(p) = data(file) else { return };
+        let p = shared_data(file);
         let reqs = trec_rag::read_rerank_requests(&p).unwrap();
         assert_eq!(reqs.len(), 10, "{file}");
         for r in &reqs {
@@ -80,13 +71,9 @@ fn rag24_researchy_dev_reranker_requests() {
 
 #[test]
 fn rag24_bm25_run_reads_validates_and_rewrites() {
-    let Some(p) = data("trec-rag/rag24/run.msmarco-v2.1-doc-segmented.bm25.rag24.raggy-dev.txt.gz")
-    else {
-        return;
-    };
-    let Some(tp) = data("trec-rag/rag24/topics.rag24.raggy-dev.txt") else {
-        return;
-    };
+    let p =
+        shared_data("trec-rag/rag24/run.msmarco-v2.1-doc-segmented.bm25.rag24.raggy-dev.txt.gz");
+    let tp = shared_data("trec-rag/rag24/topics.rag24.raggy-dev.txt");
     let text = convrag::formats::read_text(&p).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("run.txt");
@@ -130,12 +117,8 @@ fn rag24_bm25_run_reads_validates_and_rewrites() {
 
 #[test]
 fn gpt4o_baseline_answers_validate_and_rewrite_byte_for_byte() {
-    let Some(p) = data("trec-rag/rag24/ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz") else {
-        return;
-    };
-    let Some(tp) = data("trec-rag/rag24/topics.rag24.test.txt") else {
-        return;
-    };
+    let p = shared_data("trec-rag/rag24/ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz");
+    let tp = shared_data("trec-rag/rag24/topics.rag24.test.txt");
     let topics = trec_rag::read_topics_tsv(&tp).unwrap();
     let report = trec_rag::validate_answers_file(
         &p,
@@ -170,7 +153,7 @@ fn ikat_2023_topics() {
         ("ikat/official/2023_train_topics.json", 11, 95),
         ("ikat/official/2023_test_topics.json", 25, 332),
     ] {
-        let Some(p) = data(file) else { return };
+        let p = shared_data(file);
         let topics = ikat::read_topics(&p).unwrap();
         assert_eq!(topics.len(), entries, "{file}");
         assert_eq!(
@@ -179,9 +162,7 @@ fn ikat_2023_topics() {
             "{file}"
         );
     }
-    let Some(p) = data("ikat/official/2023_test_topics.json") else {
-        return;
-    };
+    let p = shared_data("ikat/official/2023_test_topics.json");
     let topics = ikat::read_topics(&p).unwrap();
     assert_eq!(topics[0].number, "9-1");
     assert_eq!(topics[0].ptkb[0].0, "1");
@@ -194,9 +175,7 @@ fn ikat_2023_topics() {
         112
     );
     // Every judged turn id of the PTKB qrels is a turn key of the topics.
-    let Some(q) = data("ikat/qrels/2023_ptkb_qrels_org.txt") else {
-        return;
-    };
+    let q = shared_data("ikat/qrels/2023_ptkb_qrels_org.txt");
     let keys: BTreeSet<String> = topics
         .iter()
         .flat_map(|t| t.turns.iter().map(|u| t.turn_key(u)))
@@ -238,15 +217,11 @@ fn ikat_2023_topics() {
 
 #[test]
 fn poleval_inputs_and_sample_submissions() {
-    let Some(dev) = data("poleval2022-passage-retrieval/dev-0/in.tsv") else {
-        return;
-    };
+    let dev = shared_data("poleval2022-passage-retrieval/dev-0/in.tsv");
     let dev = poleval::read_questions(&dev).unwrap();
     assert_eq!(dev.len(), 599);
     assert!(dev.iter().all(|q| q.domain == "wiki-trivia"));
-    let Some(test) = data("poleval2022-passage-retrieval/test-A/in.tsv") else {
-        return;
-    };
+    let test = shared_data("poleval2022-passage-retrieval/test-A/in.tsv");
     let test = poleval::read_questions(&test).unwrap();
     assert_eq!(test.len(), 1200);
     for d in ["wiki-trivia", "legal-questions", "allegro-faq"] {
@@ -256,11 +231,9 @@ fn poleval_inputs_and_sample_submissions() {
         "submission-00405.dev-0.out.tsv",
         "submission-00407.dev-0.out.tsv",
     ] {
-        let Some(p) = data(&format!(
+        let p = shared_data(&format!(
             "poleval2022-passage-retrieval/sample_submissions/{s}"
-        )) else {
-            return;
-        };
+        ));
         let report =
             poleval::validate_out_file(&p, Some(&dev), &ValidationContext::default()).unwrap();
         assert!(report.is_clean(), "{s}: {:?}", report.problems);
@@ -273,14 +246,10 @@ fn poleval_inputs_and_sample_submissions() {
 
 #[test]
 fn scai_samples() {
-    let Some(p) = data("qrecc-scai/scai_official/run.sample.json") else {
-        return;
-    };
+    let p = shared_data("qrecc-scai/scai_official/run.sample.json");
     let report = qrecc::validate_run_file(&p, None, &ValidationContext::default()).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
-    let Some(g) = data("qrecc-scai/scai_official/gpt3_run.json.gz") else {
-        return;
-    };
+    let g = shared_data("qrecc-scai/scai_official/gpt3_run.json.gz");
     let report = qrecc::validate_run_file(&g, None, &ValidationContext::default()).unwrap();
     assert!(
         report.is_clean(),

@@ -189,7 +189,7 @@ pub(crate) fn qrels(data: &std::path::Path) -> HashMap<String, HashMap<String, i
 
 #[test]
 fn cranfield_bm25_ndcg_at_10() {
-    let data = crate::common::shared_data("classic-ir/cranfield");
+    let data = crate::support::shared_data("classic-ir/cranfield");
     assert!(
         data.join("cran.all.1400").exists(),
         "cran.all.1400 missing in {}",

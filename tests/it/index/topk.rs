@@ -112,7 +112,7 @@ fn cranfield_queries(path: &Path) -> Vec<String> {
 
 #[test]
 fn pruned_equals_exhaustive_on_cranfield() {
-    let data = crate::common::shared_data("classic-ir/cranfield");
+    let data = crate::support::shared_data("classic-ir/cranfield");
     let home = tempfile::tempdir().unwrap();
     let r = index(
         home.path(),
@@ -134,7 +134,7 @@ fn pruned_equals_exhaustive_on_cranfield() {
 
 #[test]
 fn pruned_equals_exhaustive_on_dl19_candidates() {
-    let data = crate::common::shared_data("trec-dl-rerank");
+    let data = crate::support::shared_data("trec-dl-rerank");
     let home = tempfile::tempdir().unwrap();
     let r = index(
         home.path(),
@@ -321,7 +321,7 @@ fn pruned_falls_back_to_exhaustive_outside_its_bounds() {
 /// unknown evaluation is refused, naming the option, and writes nothing.
 #[test]
 fn search_command_evaluations_agree_and_an_unknown_one_is_refused() {
-    let data = crate::common::shared_data("classic-ir/cranfield");
+    let data = crate::support::shared_data("classic-ir/cranfield");
     let home = tempfile::tempdir().unwrap();
     index(
         &home.path().join("collections"),

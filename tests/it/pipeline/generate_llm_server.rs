@@ -217,7 +217,7 @@ fn assert_citations_verified(
 fn ikat_requests(n: usize) -> Vec<convrag::pipeline::generate::GenerationRequest> {
     use convrag::pipeline::generate::GenerationRequest;
     use convrag::pipeline::Passage;
-    let dir = crate::common::shared_data("ikat/official");
+    let dir = crate::support::shared_data("ikat/official");
     let texts: std::collections::HashMap<String, String> =
         std::fs::read_to_string(dir.join("2023_train_topics_psg_text.jsonl"))
             .unwrap()

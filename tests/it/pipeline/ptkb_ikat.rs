@@ -1,8 +1,6 @@
 //! PTKB ranking over the real iKAT 2023 test topics, measured with convrag's evaluator against
 //! the NIST and organizers' PTKB qrels; run-type isolation; degenerate inputs.
 
-use std::path::PathBuf;
-
 use convrag::eval::ptkb::{default_measures, evaluate_ptkb, read_ptkb_judgments};
 use convrag::eval::trec::Run;
 use convrag::formats::ikat::{read_topics, IkatTopic, RunType};
@@ -11,9 +9,7 @@ use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::ptkb::{default_ranker, PtkbRanker, PtkbRanking};
 use convrag::tune::topics::{ptkb_run, rank_topics, ProvenanceList};
 
-fn shared(rel: &str) -> Option<PathBuf> {
-    Some(crate::common::shared_data(rel))
-}
+use crate::support::shared_data;
 
 fn as_run(rankings: &[(String, PtkbRanking)], selected_only: bool) -> Run {
     Run::from_rankings(rankings.iter().map(|(k, r)| {
@@ -28,7 +24,7 @@ fn as_run(rankings: &[(String, PtkbRanking)], selected_only: bool) -> Run {
 }
 
 fn measure(qrels: &str, rankings: &[(String, PtkbRanking)], selected: bool, m: &str) -> f64 {
-    let qrels = read_ptkb_judgments(&shared(qrels).unwrap()).unwrap();
+    let qrels = read_ptkb_judgments(&shared_data(qrels)).unwrap();
     let report = evaluate_ptkb(&qrels, &as_run(rankings, selected), &default_measures());
     report.evaluation.get(m).unwrap()
 }
@@ -37,14 +33,7 @@ fn measure(qrels: &str, rankings: &[(String, PtkbRanking)], selected: bool, m: &
 /// 0.4895; org nDCG@3 0.4680. Manual NIST nDCG@3 0.6709, org 0.5326. Thresholds sit just under.
 #[test]
 fn ranking_quality_on_ikat_2023_stays_above_measured() {
-    let (Some(topics), Some(_), Some(_)) = (
-        shared("ikat/official/2023_test_topics.json"),
-        shared("ikat/qrels/2023_ptkb_qrels_nist.txt"),
-        shared("ikat/qrels/2023_ptkb_qrels_org.txt"),
-    ) else {
-        return;
-    };
-    let topics = read_topics(&topics).unwrap();
+    let topics = read_topics(&shared_data("ikat/official/2023_test_topics.json")).unwrap();
     let ranker = default_ranker();
     let auto = rank_topics(&topics, RunType::Automatic, &ranker).unwrap();
     let nist = "ikat/qrels/2023_ptkb_qrels_nist.txt";
@@ -78,9 +67,7 @@ fn scrambled(topic: &IkatTopic, index: usize) -> IkatTopic {
 
 #[test]
 fn automatic_ranking_never_reads_answers_or_later_turns() {
-    let Some(topics) = shared("ikat/official/2023_test_topics.json") else {
-        return;
-    };
+    let topics = shared_data("ikat/official/2023_test_topics.json");
     let topics = read_topics(&topics).unwrap();
     let ranker = default_ranker();
     let mut compared = 0;
@@ -120,9 +107,7 @@ fn empty_ptkb_and_empty_utterance() {
 
 #[test]
 fn ikat_run_output_round_trips_through_the_evaluator() {
-    let Some(path) = shared("ikat/official/2023_test_topics.json") else {
-        return;
-    };
+    let path = shared_data("ikat/official/2023_test_topics.json");
     let topics = read_conversations(&path).unwrap();
     let rankings = rank_topics(&topics, RunType::Automatic, &default_ranker()).unwrap();
     let run = ptkb_run("t", RunType::Automatic, &rankings, ProvenanceList::Selected).unwrap();
@@ -140,7 +125,7 @@ fn ikat_run_output_round_trips_through_the_evaluator() {
 #[test]
 fn learned_ranker_on_unseen_ikat_2023_test_topics() {
     use std::sync::Arc;
-    let topics = read_topics(&shared("ikat/official/2023_test_topics.json").unwrap()).unwrap();
+    let topics = read_topics(&shared_data("ikat/official/2023_test_topics.json")).unwrap();
     let model: Arc<dyn convrag::rerank::Reranker> = Arc::new(crate::common::default_model());
     let neural = convrag::pipeline::ptkb::learned_ranker(Some(model)).unwrap();
     let auto = rank_topics(&topics, RunType::Automatic, &neural).unwrap();

@@ -14,7 +14,7 @@ use convrag::rerank::{QueryVectors, Reranker};
 use convrag::tune::topics::rank_topics_embedded;
 
 fn ndcg3(judgments: &str, rankings: &[(String, PtkbRanking)]) -> f64 {
-    let qrels = read_ptkb_judgments(&crate::common::shared_data(judgments)).unwrap();
+    let qrels = read_ptkb_judgments(&crate::support::shared_data(judgments)).unwrap();
     let run = Run::from_rankings(rankings.iter().map(|(k, r)| {
         let ids: Vec<String> = r.statements.iter().map(|s| s.id.clone()).collect();
         (k.clone(), ids)
@@ -60,7 +60,7 @@ fn zero_shot_ranking_and_the_served_ranker_on_both_ikat_2023_splits() {
             [0.465, 0.0],
         ),
     ] {
-        let topics = read_conversations(&crate::common::shared_data(split)).unwrap();
+        let topics = read_conversations(&crate::support::shared_data(split)).unwrap();
         let rank = |ranker: &dyn convrag::pipeline::ptkb::PtkbRanker| {
             rank_topics_embedded(&topics, RunType::Automatic, ranker, Some(&vectors)).unwrap()
         };

@@ -75,8 +75,8 @@ fn a_missing_or_malformed_training_file_is_named_and_nothing_is_written() {
 fn choosing_the_meaning_share_without_a_model_is_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("stop.json");
-    let topics = crate::common::shared_data("ikat/official/2023_train_topics.json");
-    let passages = crate::common::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
+    let topics = crate::support::shared_data("ikat/official/2023_train_topics.json");
+    let passages = crate::support::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
     let r = Command::new(env!("CARGO_BIN_EXE_convrag"))
         .env("CONVRAG_HOME", dir.path().join("empty-home"))
         .args([
@@ -106,10 +106,10 @@ fn choosing_the_meaning_share_without_a_model_is_refused_and_nothing_is_written(
 #[test]
 fn the_committed_rewrite_selector_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let ikat = crate::common::shared_data("ikat/official/2023_train_topics.json");
-    let cast = crate::common::shared_data("trec-cast/2019/evaluation_topics_v1.0.json");
+    let ikat = crate::support::shared_data("ikat/official/2023_train_topics.json");
+    let cast = crate::support::shared_data("trec-cast/2019/evaluation_topics_v1.0.json");
     let cast_refs =
-        crate::common::shared_data("trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv");
+        crate::support::shared_data("trec-cast/2019/evaluation_topics_annotated_resolved_v1.0.tsv");
     let cast_train = format!("{}={}", cast.display(), cast_refs.display());
     let cast2022 = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("src/tune/training/cast2022_evaluation_topics_tree_v1.0.json");
@@ -141,8 +141,8 @@ fn the_committed_rewrite_selector_is_the_tuning_output() {
 #[test]
 fn the_committed_extractive_stopping_rule_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let topics = crate::common::shared_data("ikat/official/2023_train_topics.json");
-    let passages = crate::common::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
+    let topics = crate::support::shared_data("ikat/official/2023_train_topics.json");
+    let passages = crate::support::shared_data("ikat/official/2023_train_topics_psg_text.jsonl");
     let train = format!("{}={}", topics.display(), passages.display());
     let (_, fitted, committed) = tune_committed(
         dir.path(),
@@ -223,8 +223,8 @@ fn small_ptkb_dev() -> String {
 #[test]
 fn the_committed_calibrated_lexical_ptkb_model_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
-    let test = crate::common::shared_data("ikat/official/2023_test_topics.json");
+    let train = crate::support::shared_data("ikat/official/2023_train_topics.json");
+    let test = crate::support::shared_data("ikat/official/2023_test_topics.json");
     let dev = small_ptkb_dev();
     let (r, fitted, committed) = tune_committed(
         dir.path(),
@@ -280,8 +280,8 @@ fn the_committed_calibrated_lexical_ptkb_model_is_the_tuning_output() {
 #[test]
 fn the_committed_calibrated_neural_ptkb_model_is_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
-    let test = crate::common::shared_data("ikat/official/2023_test_topics.json");
+    let train = crate::support::shared_data("ikat/official/2023_train_topics.json");
+    let test = crate::support::shared_data("ikat/official/2023_test_topics.json");
     crate::common::model_dir("all-MiniLM-L6-v2");
     let (_, fitted, committed) = tune_committed(
         dir.path(),
@@ -307,7 +307,7 @@ fn the_committed_calibrated_neural_ptkb_model_is_the_tuning_output() {
 #[test]
 fn the_committed_learned_ptkb_models_are_the_tuning_output() {
     let dir = tempfile::tempdir().unwrap();
-    let train = crate::common::shared_data("ikat/official/2023_train_topics.json");
+    let train = crate::support::shared_data("ikat/official/2023_train_topics.json");
     let (_, fitted, committed) = tune_committed(
         dir.path(),
         &["tune", "ptkb", "--train", train.to_str().unwrap()],
@@ -335,7 +335,7 @@ fn the_committed_learned_ptkb_models_are_the_tuning_output() {
 #[test]
 fn the_ptkb_transfer_check_keeps_the_zero_shot_base() {
     let d = |rel: &str| {
-        crate::common::shared_data(rel)
+        crate::support::shared_data(rel)
             .to_str()
             .unwrap()
             .to_string()

@@ -159,7 +159,7 @@ fn embed_cranfield(config: &Config) -> EmbedReport {
 
 #[test]
 fn cranfield_dense_matches_python_and_hybrid_beats_bm25_and_dense() {
-    let data = common::shared_data("classic-ir/cranfield");
+    let data = crate::support::shared_data("classic-ir/cranfield");
     let home = tempfile::tempdir().unwrap();
     let config = config(home.path());
     let report = index_and_embed_cranfield(&config, &data);
@@ -493,7 +493,7 @@ fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
     use convrag::rerank::ann::{ExactIndex, IndexKind, VectorIndex, VectorSource};
     use convrag::rerank::ann_graph::{graph_files, GraphSums};
 
-    let data = common::shared_data("classic-ir/cranfield");
+    let data = crate::support::shared_data("classic-ir/cranfield");
     let home = tempfile::tempdir().unwrap();
     let mut config = config(home.path());
     config.dense.ann_min_vectors = 1;
