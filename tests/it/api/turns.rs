@@ -4,6 +4,7 @@
 //! without it those tests FAIL on purpose rather than skip silently).
 
 use crate::common;
+use crate::support::{serve_command, ServeProcess};
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -781,36 +782,23 @@ pub(crate) async fn silent_llm() -> SilentLlm {
     SilentLlm { port, connected }
 }
 
-pub(crate) fn spawn_serve(config: &Config, llm_port: u16) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .arg("serve")
-        .env_remove("CONVRAG_CONFIG")
-        .env("CONVRAG_HOME", &config.home)
-        .env("DATABASE_URL", config.database_url.as_deref().unwrap())
-        .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("CONVRAG_BIND", "127.0.0.1:0")
-        .env(
-            "CONVRAG_LLM_BASE_URL",
-            format!("http://127.0.0.1:{llm_port}/v1"),
-        )
-        .env("CONVRAG_LLM_MODEL", "silent")
-        .env("CONVRAG_LLM_TIMEOUT_SECS", "600")
-        // The killed server's lease on the conversation expires soon, so the next turn runs.
-        .env("CONVRAG_TURN_LEASE_SECS", "3")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line = lines.next().expect("serve printed its address").unwrap();
-        if let Some(url) = line.strip_prefix("convrag listening on ") {
-            break url.to_string();
-        }
-    };
-    (child, url)
+pub(crate) fn spawn_serve(config: &Config, llm_port: u16) -> ServeProcess {
+    ServeProcess::start(
+        serve_command()
+            .env("CONVRAG_HOME", &config.home)
+            .env("DATABASE_URL", config.database_url.as_deref().unwrap())
+            .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("CONVRAG_BIND", "127.0.0.1:0")
+            .env(
+                "CONVRAG_LLM_BASE_URL",
+                format!("http://127.0.0.1:{llm_port}/v1"),
+            )
+            .env("CONVRAG_LLM_MODEL", "silent")
+            .env("CONVRAG_LLM_TIMEOUT_SECS", "600")
+            // The killed server's lease on the conversation expires soon, so the next turn runs.
+            .env("CONVRAG_TURN_LEASE_SECS", "3")
+            .stderr(std::process::Stdio::inherit()),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -822,7 +810,8 @@ async fn a_crash_between_stages_leaves_no_partial_turn() {
     index_recipes(&config);
     let mut llm = silent_llm().await;
 
-    let (mut child, url) = spawn_serve(&config, llm.port);
+    let mut server = spawn_serve(&config, llm.port);
+    let url = server.url.clone();
     let http = reqwest::Client::new();
     let token: Value = http
         .post(format!("{url}/v1/users"))
@@ -862,14 +851,14 @@ async fn a_crash_between_stages_leaves_no_partial_turn() {
         .await
         .expect("the turn reached its generation stage")
         .unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    server.kill();
     assert!(
         pending.await.unwrap().is_err(),
         "the request died with the server"
     );
 
-    let (mut child, url) = spawn_serve(&config, llm.port);
+    let mut server = spawn_serve(&config, llm.port);
+    let url = server.url.clone();
     let turns: Value = http
         .get(format!(
             "{url}/v1/conversations/{conv}/turns?all_versions=true"
@@ -906,8 +895,7 @@ async fn a_crash_between_stages_leaves_no_partial_turn() {
     assert_eq!(r.status(), 201);
     let t: Value = r.json().await.unwrap();
     assert_eq!(t["turn"]["seq"], 1);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    server.kill();
 }
 
 /// A search with `rerank=true` and a turn whose rewrite is the same query (manual rewrite, no

@@ -3,54 +3,36 @@
 //! `vectors.status`), with their nearest-neighbour graph (`dense.ann_min_vectors` set to 1 here),
 //! and dense retrieval serves it without `convrag embed`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{self, TestDb, ADMIN_TOKEN};
+use crate::support::{serve_command, ServeProcess};
 use serde_json::{json, Value};
 
 const MANUAL_PAGES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/html");
-
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_collection_gets_its_vectors_after_its_build() {
     let db = TestDb::new().await;
     let home = tempfile::tempdir().unwrap();
     let config = db.config();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .env_remove("CONVRAG_CONFIG")
-        .env_remove("CONVRAG_LLM_BASE_URL")
-        .env("CONVRAG_HOME", home.path())
-        .env("DATABASE_URL", config.database_url.as_deref().unwrap())
-        .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("CONVRAG_DEFAULT_COLLECTION", "manual")
-        .env("CONVRAG_DEFAULT_COLLECTION_SOURCE", MANUAL_PAGES)
-        .env("CONVRAG_DENSE_ANN_MIN_VECTORS", "1")
-        .env("CONVRAG_MODEL_DIR", common::model_dir("all-MiniLM-L6-v2"))
-        .env("ORT_DYLIB_PATH", common::ort_library())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let served = Served(child);
-    let api = loop {
-        let line = lines.next().expect("serve printed its address").unwrap();
-        if let Some(url) = line.strip_prefix("convrag listening on ") {
-            break url.to_string();
-        }
-    };
+    let served = ServeProcess::start(
+        serve_command()
+            .args(["--bind", "127.0.0.1:0"])
+            .env_remove("CONVRAG_LLM_BASE_URL")
+            .env("CONVRAG_HOME", home.path())
+            .env("DATABASE_URL", config.database_url.as_deref().unwrap())
+            .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("CONVRAG_DEFAULT_COLLECTION", "manual")
+            .env("CONVRAG_DEFAULT_COLLECTION_SOURCE", MANUAL_PAGES)
+            .env("CONVRAG_DENSE_ANN_MIN_VECTORS", "1")
+            .env("CONVRAG_MODEL_DIR", common::model_dir("all-MiniLM-L6-v2"))
+            .env("ORT_DYLIB_PATH", common::ort_library())
+            .env("RUST_LOG", "warn")
+            .stderr(Stdio::null()),
+    );
+    let api = served.url.clone();
     let http = reqwest::Client::new();
     let user: Value = http
         .post(format!("{api}/v1/users"))

@@ -3,10 +3,10 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{serve_command, ServeProcess};
 use common::{shared_tempdir, Client};
 use convrag::api;
 use convrag::config::Config;
@@ -131,46 +131,28 @@ async fn losing_the_database_gives_503_and_the_server_recovers() {
 }
 
 /// `convrag serve` as a user starts it: no DATABASE_URL, a fresh data directory.
-fn spawn_serve(home: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .arg("serve")
-        .env_remove("DATABASE_URL")
-        .env_remove("CONVRAG_ADMIN_TOKEN")
-        .env_remove("CONVRAG_CONFIG")
-        .env("CONVRAG_HOME", home)
-        .env("CONVRAG_BIND", "127.0.0.1:0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line = lines.next().expect("serve printed its address").unwrap();
-        if let Some(url) = line.strip_prefix("convrag listening on ") {
-            break url.to_string();
-        }
-    };
-    (child, url)
+fn spawn_serve(home: &std::path::Path) -> ServeProcess {
+    ServeProcess::start(
+        serve_command()
+            .env_remove("DATABASE_URL")
+            .env_remove("CONVRAG_ADMIN_TOKEN")
+            .env("CONVRAG_HOME", home)
+            .env("CONVRAG_BIND", "127.0.0.1:0")
+            .stderr(Stdio::inherit()),
+    )
 }
 
-fn terminate(mut child: Child, signal: i32) {
-    unsafe { libc::kill(child.id() as i32, signal) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "serve exited with {status}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// Stops `server` with `signal`, which it must answer with a clean exit.
+fn terminate(mut server: ServeProcess, signal: i32) {
+    let status = server.terminate(signal);
+    assert!(status.success(), "serve exited with {status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_binary_runs_on_embedded_defaults_and_keeps_data_across_restarts() {
     let home = shared_tempdir();
-    let (child, url) = spawn_serve(home.path());
+    let server = spawn_serve(home.path());
+    let url = server.url.clone();
     let admin_token = std::fs::read_to_string(home.path().join("admin_token")).unwrap();
     let http = reqwest::Client::new();
     let r: serde_json::Value = http
@@ -192,13 +174,14 @@ async fn serve_binary_runs_on_embedded_defaults_and_keeps_data_across_restarts()
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    terminate(child, libc::SIGTERM);
+    terminate(server, libc::SIGTERM);
     assert!(
         !home.path().join("pgdata/postmaster.pid").exists(),
         "the embedded cluster is stopped on shutdown"
     );
 
-    let (child, url) = spawn_serve(home.path());
+    let server = spawn_serve(home.path());
+    let url = server.url.clone();
     let r: serde_json::Value = http
         .get(format!("{url}/v1/conversations"))
         .bearer_auth(&token)
@@ -210,7 +193,7 @@ async fn serve_binary_runs_on_embedded_defaults_and_keeps_data_across_restarts()
         .unwrap();
     assert_eq!(r["conversations"][0]["title"], "trip");
     assert_eq!(r["conversations"][0]["ptkb_count"], 1);
-    terminate(child, libc::SIGINT);
+    terminate(server, libc::SIGINT);
     assert!(!home.path().join("pgdata/postmaster.pid").exists());
 }
 
@@ -256,27 +239,6 @@ fn config_command_prints_the_effective_configuration() {
 }
 
 /// A `convrag serve` child that is stopped (SIGKILL) if the test fails before stopping it.
-struct Serving(Option<Child>);
-
-impl Serving {
-    fn id(&self) -> u32 {
-        self.0.as_ref().unwrap().id()
-    }
-
-    fn into_child(mut self) -> Child {
-        self.0.take().unwrap()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// `convrag ARGS` on `home`, as a user runs it beside a server (embedded database, no model).
 fn convrag_on(home: &std::path::Path, args: &[&str]) -> std::process::Output {
     let output = Command::new(env!("CARGO_BIN_EXE_convrag"))
@@ -320,8 +282,8 @@ fn cluster_users(home: &std::path::Path) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_beside_a_running_server_share_its_cluster_and_leave_it_running() {
     let home = shared_tempdir();
-    let (server, url) = spawn_serve(home.path());
-    let server = Serving(Some(server));
+    let server = spawn_serve(home.path());
+    let url = server.url.clone();
     let http = reqwest::Client::new();
     assert_eq!(ready(&http, &url).await, 200);
     assert_eq!(cluster_users(home.path()), [server.id()]);
@@ -435,7 +397,7 @@ async fn commands_beside_a_running_server_share_its_cluster_and_leave_it_running
     assert_eq!(ready(&http, &url).await, 200);
 
     // The server is the last one out: it stops the cluster.
-    terminate(server.into_child(), libc::SIGTERM);
+    terminate(server, libc::SIGTERM);
     assert!(!home.path().join("pgdata/postmaster.pid").exists());
     assert_eq!(cluster_users(home.path()), Vec::<u32>::new());
 }
@@ -448,8 +410,8 @@ async fn the_last_live_user_stops_the_cluster_and_dead_ones_are_ignored() {
     assert!(String::from_utf8(out.stdout).unwrap().starts_with("cvr_"));
     assert!(!home.path().join("pgdata/postmaster.pid").exists());
 
-    let (server, url) = spawn_serve(home.path());
-    let server = Serving(Some(server));
+    let server = spawn_serve(home.path());
+    let url = server.url.clone();
     let http = reqwest::Client::new();
     // Another live process still using the cluster (as a batch run would), and a dead one.
     let mut other = Command::new("sleep").arg("600").spawn().unwrap();
@@ -467,7 +429,7 @@ async fn the_last_live_user_stops_the_cluster_and_dead_ones_are_ignored() {
     assert_eq!(ready(&http, &url).await, 200);
 
     // The server leaves first: the cluster keeps running for the other process.
-    terminate(server.into_child(), libc::SIGTERM);
+    terminate(server, libc::SIGTERM);
     assert!(home.path().join("pgdata/postmaster.pid").exists());
     assert_eq!(cluster_users(home.path()), [other.id()]);
 

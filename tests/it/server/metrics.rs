@@ -4,11 +4,10 @@
 //! OpenTelemetry traces received over OTLP/HTTP by a receiver in the test.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use crate::common::{TestDb, ADMIN_TOKEN};
+use crate::support::{serve_command, ServeProcess};
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
 use serde_json::{json, Value};
@@ -16,16 +15,9 @@ use serde_json::{json, Value};
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
 
 struct Served {
-    child: Child,
+    process: ServeProcess,
     api: String,
     metrics: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `convrag serve` on free ports with the diet collection, JSON logs into `log`.
@@ -36,48 +28,33 @@ fn serve(db: &TestDb, home: &Path, log: &Path, env: &[(&str, String)]) -> Served
     options.threads = 1;
     options.heap_bytes = 16 << 20;
     index_collection(&home.join("collections"), &options).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_convrag"))
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--metrics-bind",
-            "127.0.0.1:0",
-        ])
-        .env_remove("CONVRAG_CONFIG")
-        .env_remove("CONVRAG_LLM_BASE_URL")
-        .env_remove("CONVRAG_MODEL_DIR")
-        .env_remove("CONVRAG_DEFAULT_COLLECTION_SOURCE")
-        // The exporter's settings are the test's alone (its defaults included).
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .env("CONVRAG_HOME", home)
-        .env("DATABASE_URL", config.database_url.as_deref().unwrap())
-        .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("CONVRAG_LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut metrics = None;
-    let api = loop {
-        let line = lines.next().expect("serve printed its addresses").unwrap();
-        if let Some(url) = line.strip_prefix("metrics on ") {
-            metrics = Some(url.to_string());
-        }
-        if let Some(url) = line.strip_prefix("convrag listening on ") {
-            break url.to_string();
-        }
-    };
+    let process = ServeProcess::start(
+        serve_command()
+            .args(["--bind", "127.0.0.1:0", "--metrics-bind", "127.0.0.1:0"])
+            .env_remove("CONVRAG_LLM_BASE_URL")
+            .env_remove("CONVRAG_MODEL_DIR")
+            .env_remove("CONVRAG_DEFAULT_COLLECTION_SOURCE")
+            // The exporter's settings are the test's alone (its defaults included).
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .env("CONVRAG_HOME", home)
+            .env("DATABASE_URL", config.database_url.as_deref().unwrap())
+            .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("CONVRAG_LOG_FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stderr(std::fs::File::create(log).unwrap()),
+    );
+    let metrics = process
+        .printed_after("metrics on ")
+        .expect("the metrics address is printed before the API's")
+        .to_string();
     Served {
-        child,
-        api,
-        metrics: metrics.expect("the metrics address is printed before the API's"),
+        api: process.url.clone(),
+        metrics,
+        process,
     }
 }
 
@@ -447,9 +424,8 @@ async fn turn_is_traced(
     let request_id = r.headers()["x-request-id"].to_str().unwrap().to_string();
 
     // SIGTERM: a clean stop exports what is left.
-    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
     let status = tokio::task::spawn_blocking(move || {
-        let status = s.child.wait().unwrap();
+        let status = s.process.terminate(libc::SIGTERM);
         (status, s)
     })
     .await

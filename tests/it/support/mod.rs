@@ -1,8 +1,10 @@
-//! Helpers every area's tests share: the public data sets beside the repository and the
-//! checked-in golden files.
+//! Helpers every area's tests share: the public data sets beside the repository, the checked-in
+//! golden files and `convrag serve` processes of the binary under test.
 
 mod golden;
+mod serve_process;
 mod shared_data;
 
 pub use golden::{golden, golden_path, golden_text};
+pub use serve_process::{serve_command, ServeProcess};
 pub use shared_data::shared_data;
