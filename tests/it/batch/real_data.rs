@@ -1,4 +1,4 @@
-//! Batch runs over the real inputs in ../shared/data (skipped, saying so, when absent): the
+//! Batch runs over the real inputs in ../shared/data (their absence fails the tests): the
 //! rag24 researchy-dev reranker requests (AG), rag24 and rag25 topics (R, RAG), the iKAT 2023
 //! test topics (PTKB ranking through the database, scored by `convrag eval ptkb`), PolEval
 //! dev-0 questions and the SCAI-QReCC samples. Small fixture collections stand in for the
