@@ -189,6 +189,9 @@ pub trait Retriever: Send + Sync {
     fn search_with(&self, query: &WeightedQuery, options: &SearchOptions) -> Result<Vec<Hit>>;
     /// A passage by id, if present.
     fn passage(&self, id: &str) -> Result<Option<Hit>>;
+    /// Up to `limit` passage ids starting with `prefix`, in byte order (a page's passages:
+    /// `page.html#`). An id deleted since may be among them; [`Retriever::passage`] tells.
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>>;
     /// Number of passages searchable now.
     fn num_passages(&self) -> u64;
     /// A name for the index's current files, which the ordinals of its hits are positions in:
@@ -710,6 +713,33 @@ impl Retriever for TantivyRetriever {
             }
         }
         Ok(None)
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let mut ids = std::collections::BTreeSet::new();
+        for seg in self.searcher().segment_readers() {
+            let inv = seg
+                .inverted_index(self.fields.id)
+                .map_err(tantivy_err(&self.dir))?;
+            let mut terms = inv
+                .terms()
+                .range()
+                .ge(prefix.as_bytes())
+                .into_stream()
+                .map_err(super::io_err(&self.dir))?;
+            let mut taken = 0;
+            while taken < limit && terms.advance() {
+                let Ok(id) = std::str::from_utf8(terms.key()) else {
+                    continue;
+                };
+                if !id.starts_with(prefix) {
+                    break;
+                }
+                ids.insert(id.to_string());
+                taken += 1;
+            }
+        }
+        Ok(ids.into_iter().take(limit).collect())
     }
 
     fn num_passages(&self) -> u64 {

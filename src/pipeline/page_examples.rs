@@ -1,4 +1,5 @@
-//! A reference page's example beside its passages, for answers written for a reader.
+//! A reference page's example beside its passages, and no page filling an answer's passages,
+//! for answers written for a reader.
 //!
 //! A "how do I" question is answered by a command, and reference pages (a manual's SQL
 //! commands, a program's man page) show their commands in an Examples section whose prose
@@ -9,11 +10,12 @@
 //! whether it answers.
 //!
 //! A page is what a passage id names before `#` (`sql-droptable.html#description:1`); its
-//! examples are the passages of its section anchored `examples` (HTML collections slug a
-//! heading without a stable id: `sql-droptable.html#examples:1`, `:2`, …). Collections whose
-//! ids name no page, or pages without such a section, are left as they are.
+//! examples are the passages of its sections anchored `examples` (HTML collections slug a
+//! heading without a stable id: `sql-droptable.html#examples:1`, `:2`, …) or by an id of their
+//! own ending `-EXAMPLES` (`sql-grant.html#SQL-GRANT-EXAMPLES:1`). Collections whose ids name no
+//! page, or pages without such a section, are left as they are.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use std::sync::Arc;
 
@@ -54,13 +56,38 @@ fn stems(text: &str) -> HashSet<String> {
     terms(text).iter().map(|t| stem(t)).collect()
 }
 
-/// The passages of `page`'s Examples section, in order (none without one).
+/// Passage ids of a page read at the most to find its Examples sections.
+const MAX_PAGE_PASSAGES: usize = 5000;
+
+/// Whether a passage's section (the anchor between `#` and `:N`) is an Examples section: one
+/// slugged from its heading (`examples`) or one with an id of its own ending so
+/// (`SQL-GRANT-EXAMPLES`).
+fn is_examples_id(id: &str) -> bool {
+    let Some((_, anchor)) = id.split_once('#') else {
+        return false;
+    };
+    let anchor = anchor.rsplit_once(':').map_or(anchor, |(a, _)| a);
+    let anchor = anchor.to_ascii_lowercase();
+    anchor == "examples" || anchor.ends_with("-examples")
+}
+
+/// The passages of `page`'s Examples sections, in order (none without one).
 fn examples_of(retriever: &dyn Retriever, page: &str) -> crate::index::Result<Vec<Hit>> {
+    let prefix = format!("{page}#");
+    let mut ids: Vec<(String, u32, String)> = retriever
+        .ids_with_prefix(&prefix, MAX_PAGE_PASSAGES)?
+        .into_iter()
+        .filter(|id| is_examples_id(id))
+        .filter_map(|id| {
+            let (anchor, n) = id[prefix.len()..].rsplit_once(':')?;
+            Some((anchor.to_string(), n.parse().ok()?, id))
+        })
+        .collect();
+    ids.sort();
     let mut examples = Vec::new();
-    for n in 1..=MAX_EXAMPLE_PASSAGES {
-        match retriever.passage(&format!("{page}#examples:{n}"))? {
-            Some(hit) => examples.push(hit),
-            None => break,
+    for (_, _, id) in ids.into_iter().take(MAX_EXAMPLE_PASSAGES) {
+        if let Some(hit) = retriever.passage(&id)? {
+            examples.push(hit);
         }
     }
     Ok(examples)
@@ -129,6 +156,38 @@ impl ExampleChooser {
     }
 }
 
+/// Passages of one page among an answer's (before its example): the rest go to other pages'
+/// best, so a long page's neighbouring paragraphs do not crowd out the page that answers
+/// (chosen on the development questions against 2 and no limit; BENCHMARKS.md).
+pub const PER_PAGE: usize = 3;
+
+/// `passages` with at most `cap` of one page among their first `keep`: the passages a page has
+/// beyond them give way to other pages' next best, so one long page does not fill an answer's
+/// passages with its neighbouring paragraphs. They follow the kept ones, in order, so they
+/// fill them when too few others remain.
+pub fn at_most_per_page<P: PagePassage>(passages: Vec<P>, cap: usize, keep: usize) -> Vec<P> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let (mut kept, mut beyond) = (Vec::with_capacity(passages.len()), Vec::new());
+    for passage in passages {
+        let over = match page_of(passage.id()) {
+            Some(page) if kept.len() < keep => {
+                let count = counts.entry(page.to_string()).or_default();
+                *count += 1;
+                *count > cap
+            }
+            _ => false,
+        };
+        if over {
+            beyond.push(passage);
+        } else {
+            kept.push(passage);
+        }
+    }
+    let at = kept.len().min(keep);
+    kept.splice(at..at, beyond);
+    kept
+}
+
 /// `passages` with the example of each of their first [`PAGES`] pages after the page's best
 /// passage, cut to `keep`. `choose` picks a page's example among its Examples passages (an
 /// index into them, with the model's score when a model chose; `None`: none answers).
@@ -152,7 +211,7 @@ pub fn with_page_examples<P: PagePassage>(
         pages.push(page);
         let has_example = present
             .iter()
-            .any(|id| id.starts_with(page) && id[page.len()..].starts_with("#examples:"));
+            .any(|id| page_of(id) == Some(page) && is_examples_id(id));
         if !has_example {
             let mut hits = examples_of(retriever, page)?;
             if let Some((chosen, model_score)) = choose(&hits)?.filter(|&(i, _)| i < hits.len()) {
@@ -202,6 +261,15 @@ mod tests {
                 title: format!("title of {id}"),
                 ..Hit::id_only(id.to_string(), 0.0, None)
             }))
+        }
+        fn ids_with_prefix(&self, prefix: &str, limit: usize) -> crate::index::Result<Vec<String>> {
+            Ok(self
+                .0
+                .range(prefix.to_string()..)
+                .take_while(|(id, _)| id.starts_with(prefix))
+                .take(limit)
+                .map(|(id, _)| id.clone())
+                .collect())
         }
         fn num_passages(&self) -> u64 {
             self.0.len() as u64
@@ -280,7 +348,62 @@ mod tests {
                 "To remove a table only if it exists:\n\n```\nDROP TABLE IF EXISTS films;\n```"
                     .to_string(),
             ),
+            (
+                "sql-grant.html#SQL-GRANT-DESCRIPTION:1".to_string(),
+                "The GRANT command gives specific privileges on a database object.".to_string(),
+            ),
+            (
+                "sql-grant.html#SQL-GRANT-EXAMPLES:1".to_string(),
+                "Grant insert privilege to all users on table films:\n\n```\nGRANT INSERT ON films TO PUBLIC;\n```"
+                    .to_string(),
+            ),
+            (
+                "sql-grant.html#SQL-GRANT-EXAMPLES:2".to_string(),
+                "Grant membership in role admins to user joe:\n\n```\nGRANT admins TO joe;\n```"
+                    .to_string(),
+            ),
+            (
+                "sql-granted.html#examples:1".to_string(),
+                "Another page whose id starts alike.".to_string(),
+            ),
         ]))
+    }
+
+    #[test]
+    fn an_examples_section_with_an_id_of_its_own_is_found() {
+        assert!(is_examples_id("sql-grant.html#SQL-GRANT-EXAMPLES:1"));
+        assert!(is_examples_id("sql-droptable.html#examples:2"));
+        assert!(!is_examples_id("sql-grant.html#SQL-GRANT-DESCRIPTION:1"));
+        assert!(!is_examples_id("sql-grant.html#counterexamples:1"));
+        assert!(!is_examples_id("doc-17"));
+        let found = examples_of(&manual(), "sql-grant.html").unwrap();
+        let found: Vec<&str> = found.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(
+            found,
+            [
+                "sql-grant.html#SQL-GRANT-EXAMPLES:1",
+                "sql-grant.html#SQL-GRANT-EXAMPLES:2"
+            ]
+        );
+        let passages = vec![
+            ranked("sql-grant.html#SQL-GRANT-DESCRIPTION:1", 0.9),
+            ranked("a.html#x:1", 0.8),
+        ];
+        let out = with_page_examples(
+            &manual(),
+            passages,
+            10,
+            &mut by_words("let joe use the admins role"),
+        )
+        .unwrap();
+        assert_eq!(
+            ids(&out),
+            [
+                "sql-grant.html#SQL-GRANT-DESCRIPTION:1",
+                "sql-grant.html#SQL-GRANT-EXAMPLES:2",
+                "a.html#x:1",
+            ]
+        );
     }
 
     #[test]
@@ -356,5 +479,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, passages);
+    }
+
+    #[test]
+    fn a_page_fills_at_most_its_share_of_the_kept_passages() {
+        let passages = vec![
+            ranked("sql-delete.html#description:1", 0.9),
+            ranked("sql-delete.html#description:2", 0.8),
+            ranked("sql-delete.html#parameters:1", 0.7),
+            ranked("no-page-id", 0.65),
+            ranked("sql-delete.html#notes:1", 0.6),
+            ranked("sql-droptable.html#synopsis:1", 0.5),
+            ranked("sql-delete.html#examples:1", 0.4),
+            ranked("ddl-basics.html#DDL-BASICS:1", 0.3),
+        ];
+        let out = at_most_per_page(passages.clone(), 2, 4);
+        assert_eq!(
+            ids(&out),
+            [
+                "sql-delete.html#description:1",
+                "sql-delete.html#description:2",
+                "no-page-id",
+                "sql-droptable.html#synopsis:1",
+                // Beyond the kept four: the page's others, then the rest, in order.
+                "sql-delete.html#parameters:1",
+                "sql-delete.html#notes:1",
+                "sql-delete.html#examples:1",
+                "ddl-basics.html#DDL-BASICS:1",
+            ]
+        );
+        // Too few other pages: the page's others fill the kept passages, in order.
+        let out = at_most_per_page(passages[..5].to_vec(), 2, 4);
+        assert_eq!(
+            ids(&out),
+            [
+                "sql-delete.html#description:1",
+                "sql-delete.html#description:2",
+                "no-page-id",
+                "sql-delete.html#parameters:1",
+                "sql-delete.html#notes:1",
+            ]
+        );
     }
 }

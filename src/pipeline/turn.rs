@@ -19,7 +19,9 @@ use super::generate::{
     Sampling, WordLimit,
 };
 use super::meaning::{sentence_cache_key, sentence_meaning};
-use super::page_examples::{with_page_examples, ExampleChooser, PagePassage};
+use super::page_examples::{
+    at_most_per_page, with_page_examples, ExampleChooser, PagePassage, PER_PAGE,
+};
 use super::ptkb::{PtkbRanker, PtkbRanking};
 use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
@@ -101,8 +103,9 @@ pub struct TurnSettings {
     /// `None` follows the cross-validated rule (`extractive_stop.json`).
     #[serde(default)]
     pub keep_context: Option<bool>,
-    /// The answer's passages bring the Examples of their first pages ([`super::page_examples`]):
-    /// chat answers, written for a reader. Batch runs rank passages only.
+    /// The answer's passages are chosen for a reader ([`super::page_examples`]): at most
+    /// [`PER_PAGE`] of one page, and the Examples of their first pages. Chat answers; batch runs
+    /// rank passages only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub page_examples: bool,
     /// A chat client's sampling parameters for the LLM generator.
@@ -680,6 +683,9 @@ impl TurnPipeline {
             }
             _ => candidates,
         };
+        if settings.page_examples {
+            passages = at_most_per_page(passages, PER_PAGE, settings.passages);
+        }
         if let (true, Some(pages)) = (settings.page_examples, pages) {
             let chooser = ExampleChooser {
                 words: output.rewrite.text.clone(),

@@ -60,6 +60,25 @@ fn segmented_shards_index_search_and_store_fields() {
         .unwrap()
         .unwrap();
     assert_eq!(p.title, "Four Lessons in Adaptive Leadership");
+    // A document's passages by the prefix of their ids, across both shards' segments.
+    let rag = registry.get("rag").unwrap();
+    assert_eq!(
+        rag.ids_with_prefix("msmarco_v2.1_doc_21_342917233#", 10)
+            .unwrap(),
+        [
+            "msmarco_v2.1_doc_21_342917233#2_743787198",
+            "msmarco_v2.1_doc_21_342917233#3_743789509"
+        ]
+    );
+    assert_eq!(
+        rag.ids_with_prefix("msmarco_v2.1_doc_2", 2).unwrap().len(),
+        2
+    );
+    assert_eq!(
+        rag.ids_with_prefix("msmarco_v2.1_doc_2", 10).unwrap().len(),
+        4
+    );
+    assert!(rag.ids_with_prefix("zzz", 10).unwrap().is_empty());
     assert!(registry
         .get("rag")
         .unwrap()

@@ -210,12 +210,12 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
         generate_ms.len()
     );
     // Each guard is the measured figure less one question (BENCHMARKS.md, "Answers that hold"):
-    // dev 57 / 72 shown, 56 as code; test 45 / 70 shown, 42 as code. Issue 31 asked 80 % on dev,
+    // dev 58 / 72 shown, 58 as code; test 45 / 70 shown, 42 as code. Issue 31 asked 80 % on dev,
     // which the rules tuned on it reached (58) and reference pages' purposes cost two of; issue
     // 55 asks 85 % shown and 80 % as code on the test set, not reached yet.
     for (label, s) in &summaries {
         let (min_shown, min_code) = match *label {
-            "dev" => (56.0 / 72.0, 55.0 / 72.0),
+            "dev" => (57.0 / 72.0, 57.0 / 72.0),
             _ => (44.0 / 70.0, 41.0 / 70.0),
         };
         assert!(s.appears >= min_shown - 1e-9, "{label}: {s:?}");
