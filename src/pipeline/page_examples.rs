@@ -59,33 +59,37 @@ fn stems(text: &str) -> HashSet<String> {
 /// Passage ids of a page read at the most to find its Examples sections.
 const MAX_PAGE_PASSAGES: usize = 5000;
 
-/// Whether a passage's section (the anchor between `#` and `:N`) is an Examples section: one
-/// slugged from its heading (`examples`) or one with an id of its own ending so
-/// (`SQL-GRANT-EXAMPLES`).
+/// Where a passage id stands in an Examples section, as (anchor, passage number): its section
+/// (between `#` and `:N`) is slugged from its heading (`examples`) or has an id of its own
+/// ending so (`SQL-GRANT-EXAMPLES`). `None` for any other passage.
+fn examples_position(id: &str) -> Option<(&str, u32)> {
+    let (_, section) = id.split_once('#')?;
+    let (anchor, n) = section.rsplit_once(':')?;
+    let lower = anchor.to_ascii_lowercase();
+    if lower == "examples" || lower.ends_with("-examples") {
+        Some((anchor, n.parse().ok()?))
+    } else {
+        None
+    }
+}
+
 fn is_examples_id(id: &str) -> bool {
-    let Some((_, anchor)) = id.split_once('#') else {
-        return false;
-    };
-    let anchor = anchor.rsplit_once(':').map_or(anchor, |(a, _)| a);
-    let anchor = anchor.to_ascii_lowercase();
-    anchor == "examples" || anchor.ends_with("-examples")
+    examples_position(id).is_some()
 }
 
 /// The passages of `page`'s Examples sections, in order (none without one).
 fn examples_of(retriever: &dyn Retriever, page: &str) -> crate::index::Result<Vec<Hit>> {
-    let prefix = format!("{page}#");
-    let mut ids: Vec<(String, u32, String)> = retriever
-        .ids_with_prefix(&prefix, MAX_PAGE_PASSAGES)?
+    let mut ids: Vec<((String, u32), String)> = retriever
+        .ids_with_prefix(&format!("{page}#"), MAX_PAGE_PASSAGES)?
         .into_iter()
-        .filter(|id| is_examples_id(id))
         .filter_map(|id| {
-            let (anchor, n) = id[prefix.len()..].rsplit_once(':')?;
-            Some((anchor.to_string(), n.parse().ok()?, id))
+            let (anchor, n) = examples_position(&id)?;
+            Some(((anchor.to_string(), n), id))
         })
         .collect();
     ids.sort();
     let mut examples = Vec::new();
-    for (_, _, id) in ids.into_iter().take(MAX_EXAMPLE_PASSAGES) {
+    for (_, id) in ids.into_iter().take(MAX_EXAMPLE_PASSAGES) {
         if let Some(hit) = retriever.passage(&id)? {
             examples.push(hit);
         }
