@@ -32,7 +32,7 @@ fn subset(path: &std::path::Path, out: &std::path::Path) -> usize {
 
 async fn prepared(passages: &std::path::Path, topics: &std::path::Path) -> (Env, usize) {
     let env = Env::new(true).await;
-    env.index("ikat23-cited", "ikat-passages", passages, None);
+    env.index_without_vectors("ikat23-cited", "ikat-passages", passages);
     let turns = subset(topics, &env.path("topics.json"));
     (env, turns)
 }

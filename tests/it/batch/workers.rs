@@ -28,7 +28,7 @@ fn subset(path: &std::path::Path, out: &std::path::Path) {
 
 async fn prepared(passages: &std::path::Path, topics: &std::path::Path) -> Env {
     let env = Env::new(true).await;
-    env.index("ikat23-cited", "ikat-passages", passages, None);
+    env.index_without_vectors("ikat23-cited", "ikat-passages", passages);
     subset(topics, &env.path("topics.json"));
     env
 }

@@ -97,6 +97,21 @@ impl Env {
         self.ok(&args);
     }
 
+    /// Indexes `file` as collection `name` without its passage vectors: a BM25 run's reranker
+    /// then encodes only the passages it reranks.
+    pub fn index_without_vectors(&self, name: &str, format: &str, file: &Path) {
+        let file = file.to_str().unwrap();
+        self.ok(&[
+            "index",
+            "--collection",
+            name,
+            "--format",
+            format,
+            "--no-vectors",
+            file,
+        ]);
+    }
+
     pub fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.path(name))
             .unwrap_or_else(|e| panic!("{}: {e}", self.path(name).display()))
