@@ -3,7 +3,7 @@
 //! about 8 passages per CPU-second here, so 10M segments would take about 180 hours).
 //!
 //! The file is the one `convrag embed` writes (same path, model key, header, record layout and
-//! ordinal order, through the same `rerank::embed::write_collection_vectors`), so a turn reads
+//! ordinal order, through the same `dense::embed::write_collection_vectors`), so a turn reads
 //! it exactly as it reads real precomputed vectors: one mapped record per candidate, checked
 //! against the id's hash. Only the values are not the model's: rerank *scores* over this file
 //! mean nothing, its timing does.
@@ -14,8 +14,9 @@
 
 use std::path::PathBuf;
 
-use convrag::rerank::embed::{write_collection_vectors, VectorModel};
-use convrag::rerank::{vectors::id_hash, OnnxOptions, OnnxReranker, Reranker};
+use convrag::dense::embed::{write_collection_vectors, VectorModel};
+use convrag::dense::vectors::id_hash;
+use convrag::rerank::{OnnxOptions, OnnxReranker, Reranker};
 use convrag::Config;
 
 /// A unit vector drawn from the id's hash (xorshift64*), the same for the same id.

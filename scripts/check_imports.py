@@ -24,6 +24,7 @@ LAYERS = [
     ["config"],
     ["store", "llm"],
     ["rerank"],
+    ["dense"],
     ["pipeline"],
     ["service", "tune"],
     ["web"],

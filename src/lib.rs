@@ -8,6 +8,7 @@ pub mod api;
 pub mod batch;
 pub mod collection;
 pub mod config;
+pub mod dense;
 pub mod digest;
 pub mod eval;
 pub mod formats;

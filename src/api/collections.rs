@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::dense::Retrieval;
 use crate::pipeline::turn::{RetrievalFallback, SettingField};
-use crate::rerank::dense::Retrieval;
 use crate::service::{SearchRequest, ServiceError, UploadedFile};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{ApiJson, ApiQuery, AuthUser};

@@ -10,8 +10,8 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
+use crate::dense::Retrieval;
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent};
-use crate::rerank::dense::Retrieval;
 use crate::service::{
     Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest, TurnService,
 };

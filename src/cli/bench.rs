@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use convrag::config::Config;
+use convrag::dense::Retrieval;
 use convrag::pipeline::turn::TurnSettings;
-use convrag::rerank::dense::Retrieval;
 use convrag::service::bench::{summarize, BenchOptions, TurnBench};
 
 use super::progress::Bar;

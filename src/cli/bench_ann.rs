@@ -1,7 +1,7 @@
 //! `convrag bench ann`: exact search, the int8 scan and HNSW libraries side by side over one set
 //! of passage vectors (real ones from `convrag embed`, or seeded synthetic ones): build time,
 //! resident memory, recall@k against exact and search latency, in one run
-//! (`convrag::rerank::ann_bench`).
+//! (`convrag::dense::ann::bench`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use convrag::index::{embedding_key, CollectionRegistry};
-use convrag::rerank::ann::{HnswParams, IndexKind, VectorSource};
-use convrag::rerank::ann_bench::{
+use convrag::dense::ann::bench::{
     random_unit_vectors, run_ann_bench, synthetic_file, AnnBenchOptions, IndexReport,
 };
-use convrag::rerank::{open_model, DiskEmbeddingCache, Reranker};
+use convrag::dense::ann::{HnswParams, IndexKind, VectorSource};
+use convrag::dense::DiskEmbeddingCache;
+use convrag::index::{embedding_key, CollectionRegistry};
+use convrag::rerank::{open_model, Reranker};
 use convrag::Config;
 
 use super::progress::Bar;

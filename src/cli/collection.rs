@@ -2,7 +2,7 @@
 //! `manifest.sha256.json`, and with `--record` makes it the version every server must serve.
 //!
 //! Then it checks the collection's passage vectors, each model's file against the sums beside it
-//! (`rerank::vector_sums`): a file that differs from its sums, or was computed against another
+//! (`dense::vector_sums`): a file that differs from its sums, or was computed against another
 //! version of the collection, fails the verification (nothing is recorded). Vectors absent or
 //! not complete are said but do not fail it: they are optional (BM25 serves without them), and
 //! the BM25 collection itself is verified.
@@ -10,8 +10,8 @@
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use convrag::config::Config;
+use convrag::dense::vector_sums::{verify_collection_vectors, VectorCheck};
 use convrag::index::checksum::{self, ChecksumManifest};
-use convrag::rerank::vector_sums::{verify_collection_vectors, VectorCheck};
 use convrag::store::embedded::Database;
 
 #[derive(Debug, Args)]

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use convrag::rerank::embed::{embed_collection, EmbedOptions};
+use convrag::dense::embed::{embed_collection, EmbedOptions};
 use convrag::Config;
 
 use super::progress::Bar;

@@ -89,7 +89,7 @@ pub fn run(config: &Config, args: IkatArgs) -> anyhow::Result<()> {
     let IkatCommand::Interactive(a) = args.command;
     let service = Arc::new(TurnService::from_config(
         config,
-        convrag::rerank::load_default(config),
+        convrag::dense::load_default(config),
     )?);
     let requested = RequestedSettings {
         generator: a.generator,

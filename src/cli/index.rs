@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use convrag::collection::{Format, SegmenterConfig};
+use convrag::dense::DiskEmbeddingCache;
+use convrag::dense::{FirstStage, HybridOptions, Retrieval, VectorSearch};
 use convrag::formats::topics::{read_topics, Topic};
 use convrag::index::search::{CollectionRegistry, Evaluation, SearchOptions, WeightedQuery};
 use convrag::index::topics::write_run_with;
@@ -13,8 +15,7 @@ use convrag::index::writer::{index_collection, optimize, IndexOptions};
 use convrag::index::{
     open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,
 };
-use convrag::rerank::dense::{FirstStage, HybridOptions, Retrieval, VectorSearch};
-use convrag::rerank::{open_model, DiskEmbeddingCache, ModelKind, ModelManifest};
+use convrag::rerank::{open_model, ModelKind, ModelManifest};
 use convrag::Config;
 
 use super::embed::EmbedArgs;

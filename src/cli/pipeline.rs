@@ -391,7 +391,7 @@ fn neural_model(config: &Config, ptkb: &PtkbOptions) -> anyhow::Result<Option<Ar
     if ptkb.neural <= 0.0 && !ptkb.needs_model() {
         return Ok(None);
     }
-    convrag::rerank::load_default(config)
+    convrag::dense::load_default(config)
         .map(Some)
         .context("no reranking model could be loaded for the PTKB ranker (scripts/fetch-models.sh)")
 }

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use clap::Args;
 
+use convrag::dense::DiskEmbeddingCache;
 use convrag::progress::Progress;
 use convrag::rerank::candidates::{read_candidates, rerank_query, write_trec_run};
-use convrag::rerank::{DiskEmbeddingCache, Fusion, OnnxOptions, OnnxReranker, Reranker};
+use convrag::rerank::{Fusion, OnnxOptions, OnnxReranker, Reranker};
 use convrag::Config;
 
 use super::progress::Bar;

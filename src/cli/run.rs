@@ -15,10 +15,10 @@ use convrag::batch::task::{self, RunOptions};
 use convrag::batch::trec_rag::{AnswerLayout, RagRunType, RagTask, RagYear, TrecRagOptions};
 use convrag::batch::BatchError;
 use convrag::config::Config;
+use convrag::dense::Retrieval;
 use convrag::formats::ikat::RunType;
 use convrag::pipeline::turn::{GeneratorChoice, RewriterChoice};
 use convrag::progress::SharedProgress;
-use convrag::rerank::dense::Retrieval;
 use convrag::rerank::Fusion;
 use convrag::service::TurnService;
 
@@ -363,7 +363,7 @@ struct Flags {
 /// Runs `convrag run ...`.
 pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     // As the server builds it.
-    let search = convrag::rerank::load_default_search(config);
+    let search = convrag::dense::load_default_search(config);
     let reranker = search.as_ref().map(|s| s.reranker());
     let service = Arc::new(TurnService::from_config(config, reranker)?.with_vectors(search));
     let (options, flags) = args.task.into_options();

@@ -74,7 +74,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             "uploads cut off by the last stop were marked failed"
         );
     }
-    if let Some(search) = convrag::rerank::load_default_search(&config) {
+    if let Some(search) = convrag::dense::load_default_search(&config) {
         state = state.with_vector_search(search);
     }
     // Servers sharing the database serve the same collection files, or refuse the differing.

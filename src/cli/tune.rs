@@ -270,7 +270,7 @@ impl TuningSimilarity {
         if !neural {
             return Ok(Self { model: None });
         }
-        let model = convrag::rerank::load_default(config)
+        let model = convrag::dense::load_default(config)
             .context("--neural: no reranking model could be loaded (scripts/fetch-models.sh)")?;
         Ok(Self {
             model: Some((ModelSimilarity(model.clone()), QueryVectors::new(model))),
@@ -754,7 +754,7 @@ fn run_extractive(config: &Config, args: TuneExtractiveArgs) -> anyhow::Result<(
     // Before minutes of tuning: a missing model is said at once.
     let meaning_model =
         if args.meaning {
-            Some(convrag::rerank::load_default(config).context(
+            Some(convrag::dense::load_default(config).context(
                 "--meaning: no reranking model could be loaded (scripts/fetch-models.sh)",
             )?)
         } else {

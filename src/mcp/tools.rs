@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{RpcError, INVALID_PARAMS};
-use crate::rerank::dense::Retrieval;
+use crate::dense::Retrieval;
 use crate::service::chat::{answer, ChatTurnRequest, IncomingMessage};
 use crate::service::conversations::ConversationError;
 use crate::service::SearchRequest;

@@ -59,7 +59,7 @@ pub enum PipelineError {
     Rerank(#[from] crate::rerank::RerankError),
     /// Dense or hybrid first-stage retrieval.
     #[error(transparent)]
-    Dense(#[from] crate::rerank::dense::DenseError),
+    Dense(#[from] crate::dense::DenseError),
     #[error(transparent)]
     Generate(#[from] generate::GenerateError),
     /// A stage's task panicked or was cancelled.

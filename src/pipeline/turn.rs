@@ -27,8 +27,8 @@ use super::query::{SearchQuery, SelectedStatement, TurnQuery};
 use super::rewrite::{HistoryRewriter, ManualRewriter, Rewrite, Rewriter};
 use super::rewrite_llm::{LlmRewriter, RewriteFallback};
 use super::{Passage, PipelineError, Result};
+use crate::dense::{FirstStage, FirstStageHit, Retrieval, SourceRanks};
 use crate::index::{Hit, Retriever, SearchOptions, WeightedQuery};
-use crate::rerank::dense::{FirstStage, FirstStageHit, Retrieval, SourceRanks};
 use crate::rerank::{Fusion, OwnedPassage, QueryVectors, Reranker};
 
 /// Which generator answers a turn.

@@ -1,22 +1,19 @@
 //! Cache of bi-encoder passage embeddings, keyed by (model checksum, collection, passage id).
 //!
 //! Passage embeddings do not depend on the query, so a passage is encoded once across turns,
-//! conversations, batch runs and processes. [`DiskEmbeddingCache`] keeps one append-only file per
+//! conversations, batch runs and processes. [`EmbeddingLog`] keeps one append-only file per
 //! (model, collection) under `CONVRAG_HOME/embeddings/`; it can be filled in bulk (`put_many` with
 //! many entries) and resumes where an interrupted fill stopped. Beside it, a collection's
 //! precomputed vectors (`convrag embed`) sit in a memory-mapped file addressed by passage
-//! ordinal ([`super::vectors`]), read first for passages that carry an ordinal.
+//! ordinal, which [`crate::dense::DiskEmbeddingCache`] reads before the log.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::ann::HnswRsIndex;
-use super::ann_graph::{GraphPolicy, LoadedGraphs};
 use super::files::{cache_err, io_err, FileLock};
-use super::vectors::{VectorFile, VectorWriter};
 use super::{PassageRef, Result};
 
 /// Where embeddings are kept. `model` is the model's checksum (hex), so a changed model never
@@ -95,15 +92,9 @@ const MAX_DIM: usize = 1 << 16;
 /// u32 dimension, dimension × f32`, all little-endian. Writers append under an exclusive `flock`
 /// and first cut off a torn last record left by a crashed writer; readers load complete records
 /// and re-read the file's new tail when they miss, so entries written by another process are seen.
-pub struct DiskEmbeddingCache {
+pub struct EmbeddingLog {
     root: PathBuf,
     files: Mutex<HashMap<(String, String), SharedFile>>,
-    /// Vector files opened so far (a missing one is looked for again on the next call).
-    vectors: Mutex<HashMap<(String, String), Arc<VectorFile>>>,
-    /// When a complete vector file gets a nearest-neighbour graph ([`super::ann_graph`]).
-    graph_policy: GraphPolicy,
-    /// The graphs dense searches have loaded.
-    graphs: LoadedGraphs,
 }
 
 type SharedFile = Arc<Mutex<LoadedFile>>;
@@ -115,46 +106,18 @@ struct LoadedFile {
     table: Table,
 }
 
-impl DiskEmbeddingCache {
-    /// A cache rooted at `root` (conventionally `CONVRAG_HOME/embeddings`); created on first write.
+impl EmbeddingLog {
+    /// A log rooted at `root` (conventionally `CONVRAG_HOME/embeddings`); created on first write.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
             files: Mutex::new(HashMap::new()),
-            vectors: Mutex::new(HashMap::new()),
-            graph_policy: GraphPolicy::default(),
-            graphs: LoadedGraphs::default(),
         }
     }
 
-    /// The configured cache: `CONVRAG_HOME/embeddings`, graphs from `dense.ann_min_vectors`
-    /// passages.
-    pub fn for_config(config: &crate::Config) -> Self {
-        Self::new(config.home.join("embeddings")).with_ann_min_vectors(config.dense.ann_min_vectors)
-    }
-
-    /// Complete vector files of collections with at least `min` passages get a graph.
-    pub fn with_ann_min_vectors(mut self, min: u64) -> Self {
-        self.graph_policy.min_vectors = min;
-        self
-    }
-
-    /// When a complete vector file gets a graph, and how it is built.
-    pub fn graph_policy(&self) -> &GraphPolicy {
-        &self.graph_policy
-    }
-
-    /// The graph of the `dim`-dimensional vector file at `vector_path` built from the vectors
-    /// it holds now (`records` records, SHA-256 `vector_sha256`), loaded once per process;
-    /// `None` when there is none or it does not match ([`LoadedGraphs::get`]).
-    pub fn graph(
-        &self,
-        vector_path: &std::path::Path,
-        dim: usize,
-        records: u64,
-        vector_sha256: &str,
-    ) -> Option<Arc<HnswRsIndex>> {
-        self.graphs.get(vector_path, dim, records, vector_sha256)
+    /// The directory every model's files are under.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The file holding `collection`'s embeddings for `model`.
@@ -163,53 +126,41 @@ impl DiskEmbeddingCache {
             .join(format!("{}.emb", sanitize(collection)))
     }
 
-    /// The file of `collection`'s precomputed vectors for `model`, by passage ordinal.
-    pub fn vector_path(&self, model: &str, collection: &str) -> PathBuf {
-        self.model_dir(model)
-            .join(format!("{}.vec", sanitize(collection)))
-    }
-
-    /// Every model's vector file of `collection` that exists, in path order.
-    pub fn vector_paths(&self, collection: &str) -> Result<Vec<PathBuf>> {
-        let entries = match std::fs::read_dir(&self.root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err(&self.root, e)),
-        };
-        let file = format!("{}.vec", sanitize(collection));
-        let mut paths = Vec::new();
-        for entry in entries {
-            let path = entry.map_err(|e| io_err(&self.root, e))?.path().join(&file);
-            if path.is_file() {
-                paths.push(path);
-            }
-        }
-        paths.sort();
-        Ok(paths)
-    }
-
-    /// The writer of `collection`'s vector file (`convrag embed`); waits for another writer.
-    pub fn vector_writer(&self, model: &str, collection: &str, dim: usize) -> Result<VectorWriter> {
-        VectorWriter::open(&self.vector_path(model, collection), dim)
-    }
-
-    fn model_dir(&self, model: &str) -> PathBuf {
+    /// The directory of `model`'s files (its checksum's prefix).
+    pub fn model_dir(&self, model: &str) -> PathBuf {
         let model_dir: String = model.chars().take(16).collect();
         self.root.join(sanitize(&model_dir))
     }
 
-    fn vector_file(&self, model: &str, collection: &str) -> Result<Option<Arc<VectorFile>>> {
-        let key = (model.to_string(), collection.to_string());
-        let mut open = self.vectors.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(file) = open.get(&key) {
-            return Ok(Some(file.clone()));
+    /// Fills the `None`s of `found` (one per passage) with the log's vectors of those passages.
+    pub fn fill(
+        &self,
+        model: &str,
+        collection: &str,
+        passages: &[PassageRef<'_>],
+        found: &mut [Option<Arc<[f32]>>],
+    ) -> Result<()> {
+        if found.iter().all(Option::is_some) {
+            return Ok(());
         }
-        let Some(file) = VectorFile::open(&self.vector_path(model, collection))? else {
-            return Ok(None);
+        let file = self.file(model, collection);
+        let mut loaded = file.lock().unwrap_or_else(|e| e.into_inner());
+        let missing = |loaded: &LoadedFile, found: &[Option<Arc<[f32]>>]| {
+            passages
+                .iter()
+                .zip(found)
+                .any(|(p, f)| f.is_none() && !loaded.table.contains_key(p.id))
         };
-        let file = Arc::new(file);
-        open.insert(key, file.clone());
-        Ok(Some(file))
+        if missing(&loaded, found) {
+            // Another process may have added them since we last looked.
+            loaded.refresh()?;
+        }
+        for (p, f) in passages.iter().zip(found.iter_mut()) {
+            if f.is_none() {
+                *f = loaded.table.get(p.id).cloned();
+            }
+        }
+        Ok(())
     }
 
     fn file(&self, model: &str, collection: &str) -> Arc<Mutex<LoadedFile>> {
@@ -228,7 +179,7 @@ impl DiskEmbeddingCache {
 }
 
 /// Collection names become file names: keep a safe alphabet, hex-encode anything else.
-fn sanitize(name: &str) -> String {
+pub fn sanitize(name: &str) -> String {
     let safe = !name.is_empty()
         && !name.starts_with('.')
         && name
@@ -314,7 +265,7 @@ fn parse_record(buf: &[u8], pos: usize) -> Option<(String, Arc<[f32]>, usize)> {
     Some((id, vector, dim_at + 4 + 4 * dim))
 }
 
-impl EmbeddingCache for DiskEmbeddingCache {
+impl EmbeddingCache for EmbeddingLog {
     fn get_many(
         &self,
         model: &str,
@@ -322,39 +273,7 @@ impl EmbeddingCache for DiskEmbeddingCache {
         passages: &[PassageRef<'_>],
     ) -> Result<Vec<Option<Arc<[f32]>>>> {
         let mut found: Vec<Option<Arc<[f32]>>> = vec![None; passages.len()];
-        let keyed: Vec<(usize, (u64, &str))> = passages
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.ordinal.map(|ord| (i, (ord, p.id))))
-            .collect();
-        if !keyed.is_empty() {
-            if let Some(vectors) = self.vector_file(model, collection)? {
-                let keys: Vec<(u64, &str)> = keyed.iter().map(|(_, k)| *k).collect();
-                for ((i, _), vector) in keyed.iter().zip(vectors.get_many(&keys)?) {
-                    found[*i] = vector;
-                }
-            }
-        }
-        if found.iter().all(Option::is_some) {
-            return Ok(found);
-        }
-        let file = self.file(model, collection);
-        let mut loaded = file.lock().unwrap_or_else(|e| e.into_inner());
-        let missing = |loaded: &LoadedFile, found: &[Option<Arc<[f32]>>]| {
-            passages
-                .iter()
-                .zip(found)
-                .any(|(p, f)| f.is_none() && !loaded.table.contains_key(p.id))
-        };
-        if missing(&loaded, &found) {
-            // Another process may have added them since we last looked.
-            loaded.refresh()?;
-        }
-        for (p, f) in passages.iter().zip(found.iter_mut()) {
-            if f.is_none() {
-                *f = loaded.table.get(p.id).cloned();
-            }
-        }
+        self.fill(model, collection, passages, &mut found)?;
         Ok(found)
     }
 
@@ -444,11 +363,11 @@ mod tests {
     #[test]
     fn disk_cache_persists_across_instances_and_sees_other_writers() {
         let dir = tempfile::tempdir().unwrap();
-        let first = DiskEmbeddingCache::new(dir.path());
+        let first = EmbeddingLog::new(dir.path());
         first
             .put_many("abc", "msmarco", &[("d1", &[0.5, -0.5])])
             .unwrap();
-        let second = DiskEmbeddingCache::new(dir.path());
+        let second = EmbeddingLog::new(dir.path());
         assert_eq!(
             second.get_many("abc", "msmarco", &refs(&["d1"])).unwrap()[0].as_deref(),
             Some(&[0.5, -0.5][..])
@@ -467,16 +386,16 @@ mod tests {
     #[test]
     fn torn_tail_is_cut_and_appends_stay_readable() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = DiskEmbeddingCache::new(dir.path());
+        let cache = EmbeddingLog::new(dir.path());
         cache.put_many("m", "c", &[("a", &[1.0])]).unwrap();
         let path = cache.file_path("m", "c");
         // A crashed writer left half a record.
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&[5, 0, 0, 0, b'h', b'a']).unwrap();
         drop(f);
-        let other = DiskEmbeddingCache::new(dir.path());
+        let other = EmbeddingLog::new(dir.path());
         other.put_many("m", "c", &[("b", &[2.0])]).unwrap();
-        let fresh = DiskEmbeddingCache::new(dir.path());
+        let fresh = EmbeddingLog::new(dir.path());
         let got = fresh.get_many("m", "c", &refs(&["a", "b"])).unwrap();
         assert_eq!(got[0].as_deref(), Some(&[1.0][..]));
         assert_eq!(got[1].as_deref(), Some(&[2.0][..]));
@@ -485,7 +404,7 @@ mod tests {
     #[test]
     fn foreign_file_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = DiskEmbeddingCache::new(dir.path());
+        let cache = EmbeddingLog::new(dir.path());
         let path = cache.file_path("m", "c");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, b"hello world, not a cache").unwrap();
@@ -497,25 +416,8 @@ mod tests {
     }
 
     #[test]
-    fn vector_paths_are_every_models_file_of_the_collection() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = DiskEmbeddingCache::new(dir.path());
-        assert!(cache.vector_paths("c.1").unwrap().is_empty());
-        for (model, collection) in [("bbbb", "c.1"), ("aaaa", "c.1"), ("aaaa", "c.2")] {
-            cache.vector_writer(model, collection, 2).unwrap();
-        }
-        assert_eq!(
-            cache.vector_paths("c.1").unwrap(),
-            [
-                cache.vector_path("aaaa", "c.1"),
-                cache.vector_path("bbbb", "c.1")
-            ]
-        );
-    }
-
-    #[test]
     fn odd_collection_names_become_safe_file_names() {
-        let cache = DiskEmbeddingCache::new("/root");
+        let cache = EmbeddingLog::new("/root");
         let p = cache.file_path("0123456789abcdef0123", "../etc/passwd");
         assert!(p.starts_with("/root/0123456789abcdef"));
         assert!(!p.to_string_lossy().contains(".."));

@@ -1,4 +1,4 @@
-//! The embedding cache's files: errors that name them and advisory locks on them.
+//! Files of the embedding cache and of the vector files beside it: errors naming them, locks.
 
 use std::fs::File;
 use std::path::Path;
@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{RerankError, Result};
 
 /// The JSON record at `path` (`what` names it in the error); `None` when there is none.
-pub(super) fn read_json<T: serde::de::DeserializeOwned>(
+pub fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &str,
 ) -> Result<Option<T>, RerankError> {
@@ -21,13 +21,13 @@ pub(super) fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 /// Writes `value` as pretty JSON to `path`, atomically.
-pub(super) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RerankError> {
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RerankError> {
     let json = serde_json::to_string_pretty(value).expect("records serialize") + "\n";
     crate::formats::atomic::write_atomic(path, json.as_bytes())
         .map_err(|e| cache_err(path, e.to_string()))
 }
 
-pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
+pub fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
     RerankError::Cache {
         path: path.to_path_buf(),
         reason: reason.into(),
@@ -35,7 +35,7 @@ pub(super) fn cache_err(path: &Path, reason: impl Into<String>) -> RerankError {
 }
 
 /// An I/O error on one of the cache's files, its source kept.
-pub(super) fn io_err(path: &Path, source: std::io::Error) -> RerankError {
+pub fn io_err(path: &Path, source: std::io::Error) -> RerankError {
     RerankError::Io {
         path: path.to_path_buf(),
         source,
@@ -44,7 +44,7 @@ pub(super) fn io_err(path: &Path, source: std::io::Error) -> RerankError {
 
 /// Exclusive advisory lock on an open file, released on drop.
 /// Holds the descriptor only: the `File` must outlive the lock (declare the lock after it).
-pub(super) struct FileLock(std::os::fd::RawFd);
+pub struct FileLock(std::os::fd::RawFd);
 
 impl FileLock {
     pub(super) fn lock(file: &File, path: &Path) -> Result<Self> {
@@ -56,7 +56,7 @@ impl FileLock {
 
 /// Takes an exclusive advisory `flock` on `file`, waiting for another holder; it is released by
 /// `LOCK_UN` ([`FileLock`]) or when the descriptor is closed (the vector writer).
-pub(super) fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+pub fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a valid open descriptor has no memory-safety preconditions.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::dense::Retrieval;
 use super::{order_by_score, RerankError};
 
 /// How final scores are made from first-stage and neural scores.
@@ -87,14 +86,6 @@ impl Fusion {
     /// of the candidates, so BM25 needs a larger share to keep its vote.
     pub const RECOMMENDED_HYBRID: Fusion = Fusion::Weighted { bm25_weight: 0.35 };
 
-    /// The recommended fusion after `retrieval`'s first stage.
-    pub fn recommended(retrieval: Retrieval) -> Fusion {
-        match retrieval {
-            Retrieval::Bm25 | Retrieval::Dense => Fusion::RECOMMENDED,
-            Retrieval::Hybrid => Fusion::RECOMMENDED_HYBRID,
-        }
-    }
-
     /// Final scores for candidates with first-stage scores `first` and neural scores `neural`
     /// (same length and order).
     pub fn fuse(&self, first: &[f32], neural: &[f32]) -> Vec<f32> {
@@ -146,16 +137,6 @@ fn min_max(scores: &[f32]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hybrid_retrieval_recommends_a_larger_bm25_share() {
-        assert_eq!(Fusion::recommended(Retrieval::Bm25), Fusion::RECOMMENDED);
-        assert_eq!(Fusion::recommended(Retrieval::Dense), Fusion::RECOMMENDED);
-        assert_eq!(
-            Fusion::recommended(Retrieval::Hybrid).to_string(),
-            "weighted:0.35"
-        );
-    }
 
     #[test]
     fn parses_and_rejects() {

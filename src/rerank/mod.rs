@@ -5,37 +5,29 @@
 //! - [`OnnxReranker`] implements it for both model kinds declared by a model directory's
 //!   `manifest.json` ([`ModelManifest`]).
 //! - [`EmbeddingCache`] stores bi-encoder passage embeddings keyed by (collection, passage id, model
-//!   checksum): [`MemoryEmbeddingCache`] and the persistent [`DiskEmbeddingCache`], which reads a
-//!   collection's precomputed vectors from a memory-mapped file by passage ordinal ([`vectors`]).
+//!   checksum): [`MemoryEmbeddingCache`] and the persistent [`EmbeddingLog`], which
+//!   [`crate::dense::DiskEmbeddingCache`] reads after a collection's precomputed vectors.
 //! - [`Fusion`] combines first-stage (BM25) and neural scores.
-//! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's;
-//!   [`embed`] precomputes a collection's embeddings; [`dense`] searches them (dense and hybrid
-//!   first-stage retrieval); [`ann`] holds approximate indexes over the same vectors, compared by
-//!   [`ann_bench`] (`convrag bench ann`); [`ann_graph`] builds, persists and loads the HNSW graph
-//!   dense retrieval serves for large collections.
+//! - [`candidates`] reads TREC DL and TREC RAG candidate files and reranks each query's.
+//!
+//! First-stage dense retrieval over the bi-encoder's precomputed passage vectors is
+//! [`crate::dense`]'s.
 
-pub mod ann;
-pub mod ann_bench;
-pub mod ann_graph;
 pub mod cache;
 pub mod candidates;
 pub mod default_model;
-pub mod dense;
-pub mod embed;
-mod files;
+pub mod files;
 pub mod fusion;
 pub mod manifest;
 pub mod onnx;
 pub mod query;
 pub mod runtime;
-pub mod vector_sums;
-pub mod vectors;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use cache::{DiskEmbeddingCache, EmbeddingCache, MemoryEmbeddingCache};
-pub use default_model::{load_default, load_default_search};
+pub use cache::{EmbeddingCache, EmbeddingLog, MemoryEmbeddingCache};
+pub use default_model::open_default;
 pub use fusion::Fusion;
 pub use manifest::{ModelKind, ModelManifest, Pooling};
 pub use onnx::{open_model, InferenceStats, OnnxOptions, OnnxReranker};
@@ -75,15 +67,6 @@ pub enum RerankError {
 }
 
 pub type Result<T, E = RerankError> = std::result::Result<T, E>;
-
-/// Errors of embedding a collection: the collection or the model.
-#[derive(Debug, thiserror::Error)]
-pub enum EmbedError {
-    #[error(transparent)]
-    Collection(#[from] crate::index::IndexError),
-    #[error(transparent)]
-    Model(#[from] RerankError),
-}
 
 /// One text to score against a query: a passage of a collection, or a PTKB statement.
 #[derive(Debug, Clone, Copy)]

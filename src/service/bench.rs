@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{ServiceError, TurnService, WithoutVectors};
+use crate::dense::DiskEmbeddingCache;
+use crate::dense::{Retrieval, VectorSearch};
 use crate::formats::ikat::{distinct_turns, IkatTopic, RunType};
 use crate::index::{CollectionRegistry, IndexError, Retriever};
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::turn::{timings_map, PassageSource, TurnSettings};
 use crate::progress::Progress;
-use crate::rerank::dense::{Retrieval, VectorSearch};
-use crate::rerank::{open_model, DiskEmbeddingCache, RerankError};
+use crate::rerank::{open_model, RerankError};
 
 /// Errors of the benchmark.
 #[derive(Debug, thiserror::Error)]

@@ -17,6 +17,7 @@ use super::rate::{RateKind, RateLimiter};
 use super::vectors::VectorBuilds;
 use super::Result;
 use crate::config::{Config, Limits};
+use crate::dense::{DenseError, Retrieval, VectorSearch};
 use crate::index::{CollectionRegistry, IndexError, TantivyRetriever, WeightedQuery};
 use crate::metrics::metrics;
 use crate::pipeline::context::ConversationContext;
@@ -27,7 +28,6 @@ use crate::pipeline::turn::{
     TurnEvent, TurnOutput, TurnPipeline, TurnSettings,
 };
 use crate::pipeline::PipelineError;
-use crate::rerank::dense::{DenseError, Retrieval, VectorSearch};
 use crate::rerank::{Fusion, Reranker};
 use crate::store::{IdempotencyKey, KeyLookup, PendingTurn, Store, StoreError, Turn, TurnSlot};
 
@@ -739,7 +739,7 @@ impl TurnService {
                     request.query.clone(),
                     candidates,
                     Some(target.embedding_key()),
-                    Fusion::recommended(target.retrieval),
+                    target.retrieval.recommended_fusion(),
                     vectors,
                 )
                 .await?;

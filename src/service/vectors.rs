@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use crate::dense::VectorSearch;
 use crate::index::{embedding_key, Retriever, TantivyRetriever};
 use crate::progress::{Counter, Progress};
-use crate::rerank::dense::VectorSearch;
 
 /// Whether a collection's passages have their vectors, as its listing shows.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -9,11 +9,11 @@ use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
 use crate::collection::CollectionError;
+use crate::dense::DenseError;
 use crate::index::IndexError;
 use crate::pipeline::generate::GenerateError;
 use crate::pipeline::turn::{SettingError, SettingField};
 use crate::pipeline::PipelineError;
-use crate::rerank::dense::DenseError;
 use crate::rerank::RerankError;
 use crate::service::chat::ChatError;
 use crate::service::conversations::ConversationError;

@@ -11,8 +11,8 @@ pub mod sse;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::dense::VectorSearch;
 use crate::index::background::DefaultCollection;
-use crate::rerank::dense::VectorSearch;
 use crate::rerank::Reranker;
 use crate::service::chat::ChatService;
 use crate::service::conversations::ConversationService;

@@ -9,6 +9,7 @@ mod support;
 
 mod api;
 mod batch;
+mod dense;
 mod eval;
 mod formats;
 mod index;

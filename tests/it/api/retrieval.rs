@@ -15,11 +15,12 @@ use common::{new_user, Client, TestDb, ADMIN_TOKEN};
 use convrag::api;
 use convrag::collection::Format;
 use convrag::config::Config;
+use convrag::dense::embed::{embed_collection, EmbedOptions};
+use convrag::dense::DiskEmbeddingCache;
+use convrag::dense::VectorSearch;
 use convrag::index::{index_collection, IndexOptions};
 use convrag::progress::NoProgress;
-use convrag::rerank::dense::VectorSearch;
-use convrag::rerank::embed::{embed_collection, EmbedOptions};
-use convrag::rerank::{DiskEmbeddingCache, MemoryEmbeddingCache, OnnxReranker};
+use convrag::rerank::{MemoryEmbeddingCache, OnnxReranker};
 use convrag::web::AppState;
 use serde_json::{json, Value};
 

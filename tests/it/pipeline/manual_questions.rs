@@ -22,12 +22,12 @@ use std::sync::Arc;
 
 use convrag::collection::Format;
 use convrag::config::Config;
+use convrag::dense::DiskEmbeddingCache;
+use convrag::dense::{Retrieval, VectorSearch};
 use convrag::eval::expected::{read_expected, shown, summarize, ExpectedAnswer, ExpectedSummary};
 use convrag::index::{index_collection, IndexOptions, TantivyRetriever};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::turn::{PassageSource, RetrievalTarget, TurnSettings};
-use convrag::rerank::dense::{Retrieval, VectorSearch};
-use convrag::rerank::DiskEmbeddingCache;
 use convrag::service::turns::TurnService;
 use convrag::service::WithoutVectors;
 
@@ -68,7 +68,7 @@ async fn ask_all(
 ) -> (ExpectedSummary, Vec<f64>, usize, usize) {
     let settings = TurnSettings {
         retrieval: target.retrieval,
-        fusion: convrag::rerank::Fusion::recommended(target.retrieval),
+        fusion: target.retrieval.recommended_fusion(),
         ..service.chat_defaults()
     };
     assert!(settings.rerank);

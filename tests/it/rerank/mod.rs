@@ -1,7 +1,5 @@
-//! The ONNX reranking models, the embedding cache, `convrag rerank`, dense and hybrid retrieval.
+//! The ONNX reranking models, the embedding cache and `convrag rerank`.
 
 mod cli;
 mod cross_encoder;
-mod dense;
-mod embed;
 mod model;

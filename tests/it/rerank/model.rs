@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::{model_dir, ort_library};
 use convrag::rerank::{
-    DiskEmbeddingCache, MemoryEmbeddingCache, OnnxOptions, OnnxReranker, OwnedPassage, PassageRef,
+    EmbeddingLog, MemoryEmbeddingCache, OnnxOptions, OnnxReranker, OwnedPassage, PassageRef,
     RerankError, Reranker,
 };
 
@@ -169,13 +169,13 @@ fn second_rerank_encodes_no_passage_again_memory_cache() {
 fn disk_cache_is_reused_by_a_new_reranker_and_precompute_fills_it() {
     let f = fixture();
     let dir = tempfile::tempdir().unwrap();
-    let a = open("all-MiniLM-L6-v2").with_cache(Arc::new(DiskEmbeddingCache::new(dir.path())));
+    let a = open("all-MiniLM-L6-v2").with_cache(Arc::new(EmbeddingLog::new(dir.path())));
     // Bulk fill (what `convrag embed` does), resumable: a second call encodes nothing.
     assert_eq!(a.precompute("fx", &f.refs()[..2]).unwrap(), 2);
     assert_eq!(a.precompute("fx", &f.refs()).unwrap(), f.passages.len() - 2);
     assert_eq!(a.precompute("fx", &f.refs()).unwrap(), 0);
     drop(a);
-    let b = open("all-MiniLM-L6-v2").with_cache(Arc::new(DiskEmbeddingCache::new(dir.path())));
+    let b = open("all-MiniLM-L6-v2").with_cache(Arc::new(EmbeddingLog::new(dir.path())));
     let scores = b.rerank(&f.queries[0], &f.refs(), Some("fx")).unwrap();
     assert_eq!(b.stats().sequences, 1, "{:?}", b.stats());
     assert_close(

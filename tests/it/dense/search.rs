@@ -15,14 +15,15 @@ use std::sync::Arc;
 
 use convrag::collection::Format;
 use convrag::config::Config;
+use convrag::dense::embed::{embed_collection, EmbedOptions, EmbedReport};
+use convrag::dense::DiskEmbeddingCache;
+use convrag::dense::{DenseError, DenseRetriever, FirstStage, HybridOptions, Retrieval};
 use convrag::eval::{evaluate, EvalOptions, Measure, Qrels, Run};
 use convrag::index::{
     index_collection, CollectionRegistry, IndexOptions, SearchOptions, WeightedQuery,
 };
 use convrag::progress::NoProgress;
-use convrag::rerank::dense::{DenseError, DenseRetriever, FirstStage, HybridOptions, Retrieval};
-use convrag::rerank::embed::{embed_collection, EmbedOptions, EmbedReport};
-use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker};
+use convrag::rerank::{OnnxOptions, OnnxReranker};
 
 const PYTHON_TOP10: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -275,9 +276,9 @@ fn turn_figures(
     codes: &HashMap<String, HashMap<String, i32>>,
     mode: Retrieval,
 ) -> (f64, f64) {
+    use convrag::dense::VectorSearch;
     use convrag::pipeline::context::ConversationContext;
     use convrag::pipeline::turn::{PassageSource, TurnSettings};
-    use convrag::rerank::dense::VectorSearch;
     use convrag::service::{TurnService, WithoutVectors};
 
     let cache = Arc::new(DiskEmbeddingCache::new(config.home.join("embeddings")));
@@ -293,7 +294,7 @@ fn turn_figures(
         passages: 100,
         retrieval: mode,
         // What a turn asking for `mode` resolves to.
-        fusion: convrag::rerank::Fusion::recommended(mode),
+        fusion: mode.recommended_fusion(),
         ..TurnSettings::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -490,8 +491,8 @@ fn dense_retriever(config: &Config, collection: &str) -> DenseRetriever {
 /// verify` checks it; a collection below the threshold has none and is searched exactly.
 #[test]
 fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
-    use convrag::rerank::ann::{ExactIndex, IndexKind, VectorIndex, VectorSource};
-    use convrag::rerank::ann_graph::{graph_files, GraphSums};
+    use convrag::dense::ann::{ExactIndex, IndexKind, VectorIndex, VectorSource};
+    use convrag::dense::graph::{graph_files, GraphSums};
 
     let data = crate::support::shared_data("classic-ir/cranfield");
     let home = tempfile::tempdir().unwrap();

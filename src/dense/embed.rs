@@ -3,16 +3,15 @@
 
 use std::path::PathBuf;
 
-use super::ann_graph::{ensure_graph, GraphOutcome, VectorsBuilt};
+use super::graph::{ensure_graph, GraphOutcome, VectorsBuilt};
 use super::vector_sums::{collection_digest, record_complete, remove_sums, VectorOrigin};
-use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
+use super::{DiskEmbeddingCache, EmbedError};
 use crate::index::{
     embedding_key, CollectionRegistry, Hit, IndexError, Retriever, TantivyRetriever,
 };
 use crate::progress::Progress;
+use crate::rerank::{OnnxReranker, RerankError, Reranker};
 use crate::Config;
-
-pub use super::EmbedError;
 
 /// What to embed.
 #[derive(Debug, Clone)]
@@ -41,7 +40,7 @@ pub fn embed_collection(
     options: &EmbedOptions,
     progress: &dyn Progress,
 ) -> Result<EmbedReport, EmbedError> {
-    let model = super::open_model(config, options.model.as_deref())?;
+    let model = crate::rerank::open_model(config, options.model.as_deref())?;
     let model_id = model.model_id();
     let vector_model = VectorModel {
         id: &model_id,
@@ -118,7 +117,7 @@ pub fn write_collection_vectors(
 /// Once every live passage has its vector, the file's sums are recorded beside it with the
 /// digest of the collection's manifest ([`record_complete`]); a file about to grow loses them.
 /// A complete file of a collection large enough gets its nearest-neighbour graph then
-/// ([`ensure_graph`], under the cache's [`super::ann_graph::GraphPolicy`]).
+/// ([`ensure_graph`], under the cache's [`super::graph::GraphPolicy`]).
 pub fn write_vectors(
     target: &VectorTarget<'_>,
     model: VectorModel<'_>,

@@ -2,27 +2,29 @@
 //! scan of the memory-mapped vector files dense retrieval serves today ([`ExactIndex`]), an int8
 //! scalar-quantized scan ([`Int8Index`]), and HNSW graphs of two maintained Rust libraries
 //! ([`HnswRsIndex`]: `hnsw_rs`, [`InstantIndex`]: `instant-distance`). `convrag bench ann`
-//! compares them ([`super::ann_bench`]); dense retrieval serves `hnsw_rs` graphs persisted beside
-//! large collections' vector files ([`super::ann_graph`]), and the exact scan otherwise.
+//! compares them ([`bench`]); dense retrieval serves `hnsw_rs` graphs persisted beside
+//! large collections' vector files ([`super::graph`]), and the exact scan otherwise.
 //!
 //! Every index ranks by cosine: vectors and queries are normalized once, so cosine is a dot
 //! product, and both graphs use the same dot-product kernel ([`dot`]) and differ only in their
 //! algorithms.
 
-use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use hnsw_rs::api::AnnT;
-use hnsw_rs::hnswio::HnswIo;
-use hnsw_rs::prelude::{Distance, Hnsw};
-use instant_distance::{Builder, HnswMap, Point, Search};
-use rayon::prelude::*;
+use std::time::Duration;
 
 use super::vectors::VectorFile;
-use super::RerankError;
 use crate::progress::Progress;
+use crate::rerank::RerankError;
+
+pub mod bench;
+mod hnsw;
+mod instant;
+mod int8;
+
+pub use hnsw::{DotDistance, HnswRsIndex};
+pub use instant::{InstantIndex, UnitPoint};
+pub use int8::Int8Index;
 
 /// Errors of building or searching an index.
 #[derive(Debug, thiserror::Error)]
@@ -331,347 +333,6 @@ impl VectorIndex for ExactIndex {
     }
 }
 
-/// Symmetric int8 scalar quantization, one scale per vector (`x ≈ code × scale`): a quarter of
-/// the f32 bytes. With `rescore > 0` the best `rescore` by the codes are rescored with the f32
-/// vectors from the files, so only the order within the shortlist changes.
-pub struct Int8Index {
-    dim: usize,
-    codes: Vec<i8>,
-    scales: Vec<f32>,
-    ordinals: Vec<u64>,
-    rescore: usize,
-    source: Arc<VectorSource>,
-}
-
-/// Codes scanned per rayon task.
-const INT8_CHUNK: usize = 16384;
-
-fn quantize(v: &[f32], codes: &mut Vec<i8>) -> f32 {
-    let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-    codes.extend(
-        v.iter()
-            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
-    );
-    scale
-}
-
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
-}
-
-impl Int8Index {
-    pub fn build(
-        source: Arc<VectorSource>,
-        rescore: usize,
-        progress: &dyn Progress,
-    ) -> Result<Self> {
-        let dim = source.dim();
-        let mut index = Self {
-            dim,
-            codes: Vec::new(),
-            scales: Vec::new(),
-            ordinals: Vec::new(),
-            rescore,
-            source: Arc::clone(&source),
-        };
-        progress.set_length(source.len());
-        source.for_each_chunk(BUILD_CHUNK, u64::MAX, |chunk| {
-            progress.inc(chunk.len() as u64);
-            for (ord, v) in chunk {
-                index.scales.push(quantize(&v, &mut index.codes));
-                index.ordinals.push(ord);
-            }
-            true
-        })?;
-        progress.finish();
-        index.codes.shrink_to_fit();
-        index.scales.shrink_to_fit();
-        index.ordinals.shrink_to_fit();
-        Ok(index)
-    }
-
-    /// Bytes held: codes, scales and ordinals.
-    pub fn bytes(&self) -> usize {
-        self.codes.len() + 4 * self.scales.len() + 8 * self.ordinals.len()
-    }
-}
-
-impl VectorIndex for Int8Index {
-    fn kind(&self) -> IndexKind {
-        IndexKind::Int8
-    }
-    fn len(&self) -> usize {
-        self.ordinals.len()
-    }
-    fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
-        check_query(query, self.dim)?;
-        let mut q = Vec::with_capacity(self.dim);
-        let q_scale = quantize(&normalized(query.to_vec()), &mut q);
-        let shortlist = k.max(self.rescore);
-        let starts: Vec<usize> = (0..self.ordinals.len()).step_by(INT8_CHUNK).collect();
-        let mut best: Vec<(u64, f32)> = starts
-            .par_iter()
-            .map(|&start| {
-                let end = (start + INT8_CHUNK).min(self.ordinals.len());
-                let mut best = Vec::with_capacity(2 * shortlist.max(1024));
-                for i in start..end {
-                    let codes = &self.codes[i * self.dim..(i + 1) * self.dim];
-                    let score = dot_i8(&q, codes) as f32 * q_scale * self.scales[i];
-                    best.push((self.ordinals[i], score));
-                    if best.len() >= 2 * shortlist.max(1024) {
-                        keep_best(&mut best, shortlist);
-                    }
-                }
-                keep_best(&mut best, shortlist);
-                best
-            })
-            .reduce(Vec::new, |mut a, b| {
-                a.extend(b);
-                a
-            });
-        keep_best(&mut best, shortlist);
-        if self.rescore > 0 {
-            let q = normalized(query.to_vec());
-            let ordinals: Vec<u64> = best.iter().map(|b| b.0).collect();
-            let vectors = self.source.vectors_at(&ordinals)?;
-            for (b, v) in best.iter_mut().zip(vectors) {
-                b.1 = v.map_or(0.0, |v| dot(&q, &v));
-            }
-        }
-        sort_best_first(&mut best);
-        best.truncate(k);
-        Ok(best)
-    }
-}
-
-/// Cosine distance of unit vectors for hnsw_rs, with the same kernel as [`UnitPoint`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DotDistance;
-
-impl Distance<f32> for DotDistance {
-    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - dot(a, b)).max(0.0)
-    }
-}
-
-/// An HNSW graph of `hnsw_rs` (parallel insertion on rayon's threads).
-pub struct HnswRsIndex {
-    hnsw: Hnsw<'static, f32, DotDistance>,
-    dim: usize,
-    ef_search: usize,
-    left_out: u64,
-}
-
-impl HnswRsIndex {
-    /// Inserts the first `limit` records of `source` (all: `u64::MAX`), `BUILD_CHUNK` at a time,
-    /// stopping early once `params.budget` has passed.
-    pub fn build(
-        source: &VectorSource,
-        params: &HnswParams,
-        limit: u64,
-        progress: &dyn Progress,
-    ) -> Result<Self> {
-        params.check()?;
-        let total = source.len().min(limit);
-        // hnsw_rs caps its layers at 16; 16 is ample below billions of points.
-        let mut hnsw = Hnsw::new(
-            params.m,
-            total as usize,
-            16,
-            params.ef_construction,
-            DotDistance,
-        );
-        let started = Instant::now();
-        let mut inserted = 0u64;
-        progress.set_length(total);
-        source.for_each_chunk(BUILD_CHUNK, limit, |chunk| {
-            let refs: Vec<(&[f32], usize)> = chunk
-                .iter()
-                .map(|(ord, v)| (v.as_slice(), *ord as usize))
-                .collect();
-            hnsw.parallel_insert_slice(&refs);
-            inserted += chunk.len() as u64;
-            progress.inc(chunk.len() as u64);
-            params.budget.is_none_or(|b| started.elapsed() < b)
-        })?;
-        progress.finish();
-        hnsw.set_searching_mode(true);
-        Ok(Self {
-            hnsw,
-            dim: source.dim(),
-            ef_search: params.ef_search,
-            left_out: total.saturating_sub(inserted),
-        })
-    }
-}
-
-/// What a panic inside hnsw_rs said (it asserts on its files' contents instead of failing).
-fn panic_reason(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "hnsw_rs panicked".to_string())
-}
-
-impl HnswRsIndex {
-    /// hnsw_rs's two files of a graph dumped in `dir` under `basename`: the links, then the
-    /// vectors.
-    pub fn dump_files(dir: &Path, basename: &str) -> [PathBuf; 2] {
-        ["graph", "data"].map(|part| dir.join(format!("{basename}.hnsw.{part}")))
-    }
-
-    /// Writes the graph and its vectors into [`Self::dump_files`]`(dir, basename)`.
-    pub fn dump(&self, dir: &Path, basename: &str) -> Result<()> {
-        let [graph, _] = Self::dump_files(dir, basename);
-        let graph_err = |reason: String| AnnError::Graph {
-            path: graph.clone(),
-            reason,
-        };
-        let dumped =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.hnsw.file_dump(dir, basename)))
-                .map_err(|p| graph_err(panic_reason(p)))?
-                .map_err(|e| graph_err(format!("cannot write: {e:#}")))?;
-        // hnsw_rs picks another name only when it must not overwrite a mapped dump.
-        if dumped != basename {
-            return Err(graph_err(format!("written as {dumped} instead")));
-        }
-        Ok(())
-    }
-
-    /// The graph [`Self::dump`] wrote, searched with `ef_search` (at least the `k` asked for);
-    /// an error when it is not one of `dim`-dimensional vectors under [`DotDistance`].
-    pub fn load(dir: &Path, basename: &str, dim: usize, ef_search: usize) -> Result<Self> {
-        let [graph, _] = Self::dump_files(dir, basename);
-        let graph_err = |reason: String| AnnError::Graph {
-            path: graph.clone(),
-            reason,
-        };
-        // The loaded graph borrows its reader for as long as it lives, though it holds no
-        // reference into it without memory mapping (not asked for here): the small reader is
-        // leaked so the graph can be kept, once per graph loaded.
-        let loaded = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let reader: &'static mut HnswIo = Box::leak(Box::new(HnswIo::new(dir, basename)));
-            reader.load_hnsw::<f32, DotDistance>()
-        }))
-        .map_err(|p| graph_err(panic_reason(p)))?;
-        let mut hnsw = loaded.map_err(|e| graph_err(format!("cannot read: {e:#}")))?;
-        if hnsw.get_point_indexation().get_data_dimension() != dim {
-            return Err(graph_err(format!(
-                "{}-dimensional vectors, the vector file's are {dim}-dimensional",
-                hnsw.get_point_indexation().get_data_dimension()
-            )));
-        }
-        hnsw.set_searching_mode(true);
-        Ok(Self {
-            hnsw,
-            dim,
-            ef_search,
-            left_out: 0,
-        })
-    }
-}
-
-impl VectorIndex for HnswRsIndex {
-    fn kind(&self) -> IndexKind {
-        IndexKind::HnswRs
-    }
-    fn len(&self) -> usize {
-        self.hnsw.get_nb_point()
-    }
-    fn left_out(&self) -> u64 {
-        self.left_out
-    }
-    fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
-        check_query(query, self.dim)?;
-        let q = normalized(query.to_vec());
-        let mut found: Vec<(u64, f32)> = self
-            .hnsw
-            .search(&q, k, self.ef_search.max(k))
-            .into_iter()
-            .map(|n| (n.d_id as u64, 1.0 - n.distance))
-            .collect();
-        sort_best_first(&mut found);
-        Ok(found)
-    }
-}
-
-/// A unit vector as an `instant-distance` point (cosine distance, the kernel of
-/// [`DotDistance`]).
-#[derive(Debug, Clone)]
-pub struct UnitPoint(Box<[f32]>);
-
-impl Point for UnitPoint {
-    fn distance(&self, other: &Self) -> f32 {
-        (1.0 - dot(&self.0, &other.0)).max(0.0)
-    }
-}
-
-/// An HNSW graph of `instant-distance` (built in one call on rayon's threads: it reports no
-/// progress of its own, and its search breadth is fixed when it is built).
-pub struct InstantIndex {
-    map: HnswMap<UnitPoint, u64>,
-    dim: usize,
-}
-
-impl InstantIndex {
-    pub fn build(
-        source: &VectorSource,
-        params: &HnswParams,
-        progress: &dyn Progress,
-    ) -> Result<Self> {
-        params.check()?;
-        let mut points = Vec::new();
-        let mut ordinals = Vec::new();
-        source.for_each_chunk(BUILD_CHUNK, u64::MAX, |chunk| {
-            for (ord, v) in chunk {
-                points.push(UnitPoint(v.into_boxed_slice()));
-                ordinals.push(ord);
-            }
-            true
-        })?;
-        if points.is_empty() {
-            return Err(AnnError::Empty);
-        }
-        progress.set_length(points.len() as u64);
-        progress.set_message("instant-distance builds in one call".to_string());
-        let map = Builder::default()
-            .ef_construction(params.ef_construction)
-            .ef_search(params.ef_search)
-            .seed(params.seed)
-            .build(points, ordinals);
-        progress.set_position(map.values.len() as u64);
-        progress.finish();
-        Ok(Self {
-            map,
-            dim: source.dim(),
-        })
-    }
-}
-
-impl VectorIndex for InstantIndex {
-    fn kind(&self) -> IndexKind {
-        IndexKind::InstantDistance
-    }
-    fn len(&self) -> usize {
-        self.map.values.len()
-    }
-    fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
-        check_query(query, self.dim)?;
-        let q = UnitPoint(normalized(query.to_vec()).into_boxed_slice());
-        let mut search = Search::default();
-        let mut found: Vec<(u64, f32)> = self
-            .map
-            .search(&q, &mut search)
-            .take(k)
-            .map(|item| (*item.value, 1.0 - item.distance))
-            .collect();
-        sort_best_first(&mut found);
-        Ok(found)
-    }
-}
-
 /// Opens or builds an index of `kind` over `source`.
 pub fn build_index(
     kind: IndexKind,
@@ -695,8 +356,8 @@ pub fn build_index(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dense::vectors::VectorWriter;
     use crate::progress::NoProgress;
-    use crate::rerank::vectors::VectorWriter;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 

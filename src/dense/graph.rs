@@ -1,7 +1,7 @@
 //! The HNSW graph dense retrieval serves for a large collection: built by `hnsw_rs`
 //! ([`HnswRsIndex`], [`HnswParams`]'s defaults) once the collection's vector file is complete
 //! and it has at least `dense.ann_min_vectors` passages, persisted beside the vector file, and
-//! loaded by [`super::dense::DenseRetriever`] when it was built from the vectors the file holds.
+//! loaded by [`super::search::DenseRetriever`] when it was built from the vectors the file holds.
 //!
 //! Files beside `<key>.vec`: hnsw_rs's `<key>.vec.hnsw.graph` (links) and `<key>.vec.hnsw.data`
 //! (its copy of the vectors), and `<key>.vec.hnsw.sha256.json` ([`GraphSums`]): their sizes and
@@ -18,11 +18,12 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::ann::{HnswParams, HnswRsIndex, VectorIndex, VectorSource};
-use super::files::{cache_err, io_err, read_json, write_json};
-use super::{EmbedError, RerankError, Result};
+use super::EmbedError;
 use crate::config::DenseConfig;
 use crate::index::checksum::{file_sum, FileSum};
 use crate::progress::Progress;
+use crate::rerank::files::{cache_err, io_err, read_json, write_json};
+use crate::rerank::{RerankError, Result};
 
 /// When a collection's vectors get a graph, and how it is built.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -343,8 +344,8 @@ fn load_checked(vector_path: &Path, dim: usize) -> Result<(GraphSums, Arc<HnswRs
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dense::vectors::VectorWriter;
     use crate::progress::NoProgress;
-    use crate::rerank::vectors::VectorWriter;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 

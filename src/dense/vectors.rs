@@ -16,8 +16,8 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::Mmap;
 
-use super::files::{cache_err, io_err, lock_exclusive};
-use super::Result;
+use crate::rerank::files::{cache_err, io_err, lock_exclusive};
+use crate::rerank::Result;
 
 const MAGIC: &[u8; 8] = b"CVRGVEC1";
 const HEADER: u64 = 32;

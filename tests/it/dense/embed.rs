@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use convrag::collection::Format;
 use convrag::config::Config;
+use convrag::dense::embed::{embed_collection, EmbedOptions};
+use convrag::dense::vector_sums::{check_vector_file, VectorCheck, VectorSums};
+use convrag::dense::DiskEmbeddingCache;
 use convrag::index::checksum::ChecksumManifest;
 use convrag::index::{
     embedding_key, index_collection, CollectionRegistry, IndexOptions, Retriever,
 };
 use convrag::progress::NoProgress;
-use convrag::rerank::embed::{embed_collection, EmbedOptions};
-use convrag::rerank::vector_sums::{check_vector_file, VectorCheck, VectorSums};
-use convrag::rerank::{DiskEmbeddingCache, OnnxOptions, OnnxReranker, PassageRef, Reranker};
+use convrag::rerank::{OnnxOptions, OnnxReranker, PassageRef, Reranker};
 
 #[test]
 fn embed_writes_each_vector_once_and_reranking_reads_them_by_ordinal() {

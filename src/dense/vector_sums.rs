@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::ann_graph::{graph_sums_path, GraphSums};
-use super::files::{cache_err, read_json, write_json};
-use super::{DiskEmbeddingCache, EmbedError, Result};
+use super::graph::{graph_sums_path, GraphSums};
+use super::{DiskEmbeddingCache, EmbedError};
 use crate::index::checksum::{file_sum, ChecksumManifest, FileSum};
 use crate::index::{embedding_key, CollectionRegistry};
+use crate::rerank::files::{cache_err, read_json, write_json};
+use crate::rerank::Result;
 use crate::Config;
 
 /// What a complete vector file holds: whose vectors, of which collection.
@@ -138,7 +139,7 @@ pub enum VectorCheck {
         sums: VectorSums,
         collection: String,
     },
-    /// The vector file's nearest-neighbour graph ([`super::ann_graph`]): each of its files
+    /// The vector file's nearest-neighbour graph ([`super::graph`]): each of its files
     /// matches its sums, and it was built from the vector file as its sums record it. `path` is
     /// the graph's sums file.
     GraphVerified { path: PathBuf, sums: GraphSums },
@@ -328,7 +329,7 @@ mod tests {
     /// A vector file of two records with its sums recorded.
     fn complete(dir: &Path) -> PathBuf {
         let path = dir.join("m/c.abc.vec");
-        let mut w = super::super::vectors::VectorWriter::open(&path, 3).unwrap();
+        let mut w = crate::dense::vectors::VectorWriter::open(&path, 3).unwrap();
         w.append(&[(0, "a", &[1.0, 0.0, 0.0]), (1, "b", &[0.0, 1.0, 0.0])])
             .unwrap();
         record_complete(&path, origin(COLLECTION)).unwrap();

@@ -11,14 +11,15 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::ann::{AnnError, HnswRsIndex, IndexKind, VectorIndex};
-use super::embed::{encode_passages, write_vectors, EmbedError, VectorModel, VectorTarget};
+use super::embed::{encode_passages, write_vectors, VectorModel, VectorTarget};
 use super::vector_sums::VectorSums;
 use super::vectors::{id_hash, VectorFile};
-use super::{DiskEmbeddingCache, OnnxReranker, RerankError, Reranker};
+use super::{DiskEmbeddingCache, EmbedError};
 use crate::index::{
     embedding_key, Hit, IndexError, Retriever, SearchOptions, TantivyRetriever, WeightedQuery,
 };
 use crate::progress::Progress;
+use crate::rerank::{open_default, Fusion, OnnxReranker, RerankError, Reranker};
 
 /// Errors of dense and hybrid retrieval.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,16 @@ impl fmt::Display for Retrieval {
             Retrieval::Dense => "dense",
             Retrieval::Hybrid => "hybrid",
         })
+    }
+}
+
+impl Retrieval {
+    /// The recommended fusion after this first stage.
+    pub fn recommended_fusion(self) -> Fusion {
+        match self {
+            Retrieval::Bm25 | Retrieval::Dense => Fusion::RECOMMENDED,
+            Retrieval::Hybrid => Fusion::RECOMMENDED_HYBRID,
+        }
     }
 }
 
@@ -177,12 +188,28 @@ impl VectorSearch {
     }
 }
 
+/// [`load_default_search`] as a reranker: the configured default model with its on-disk
+/// embedding cache, when installed.
+pub fn load_default(config: &crate::Config) -> Option<Arc<dyn Reranker>> {
+    load_default_search(config).map(|search| search.reranker())
+}
+
+/// The configured default model ([`open_default`]) as a [`VectorSearch`]: it reranks with the
+/// embedding cache its passage vectors are in, and opens collections' vectors for dense
+/// retrieval.
+pub fn load_default_search(config: &crate::Config) -> Option<VectorSearch> {
+    let model = open_default(config)?;
+    let cache = Arc::new(DiskEmbeddingCache::for_config(config));
+    let model = Arc::new(model.with_cache(cache.clone()));
+    Some(VectorSearch::new(model, cache))
+}
+
 /// Passages encoded per step of [`VectorSearch::embed`] (a step holds the model briefly, so turns
 /// running meanwhile wait little).
 const EMBED_CHUNK: usize = 32;
 
 /// Bi-encoder search over one collection's passage vectors: through their nearest-neighbour
-/// graph when the collection has one built from them ([`super::ann_graph`]), else exact.
+/// graph when the collection has one built from them ([`super::graph`]), else exact.
 pub struct DenseRetriever {
     collection: String,
     bm25: Arc<TantivyRetriever>,
@@ -568,6 +595,16 @@ impl FirstStage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hybrid_retrieval_recommends_a_larger_bm25_share() {
+        assert_eq!(Retrieval::Bm25.recommended_fusion(), Fusion::RECOMMENDED);
+        assert_eq!(Retrieval::Dense.recommended_fusion(), Fusion::RECOMMENDED);
+        assert_eq!(
+            Retrieval::Hybrid.recommended_fusion().to_string(),
+            "weighted:0.35"
+        );
+    }
 
     fn hits(ids: &[&str]) -> Vec<Hit> {
         ids.iter()

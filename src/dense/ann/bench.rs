@@ -10,11 +10,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-use super::ann::{
+use super::{
     build_index, dot, normalized, HnswParams, HnswRsIndex, IndexKind, Result, VectorIndex,
     VectorSource,
 };
-use super::vectors::VectorWriter;
+use crate::dense::vectors::VectorWriter;
 use crate::progress::Progress;
 
 /// What to compare.
