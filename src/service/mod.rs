@@ -31,9 +31,7 @@ pub use collections::{
 };
 pub use rate::{RateKind, RateLimiter};
 pub use turns::{
-    Admission, Begun, Filler, RequestedSettings, SearchOutput, SearchRequest, ServiceError,
+    Admission, Begun, Filler, RequestedSettings, Result, SearchOutput, SearchRequest, ServiceError,
     SettingLimits, StartedTurn, TurnContext, TurnPassages, TurnReferences, TurnRequest,
     TurnService, WithoutVectors,
 };
-
-pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
