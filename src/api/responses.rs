@@ -21,8 +21,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::openai::{
-    check_sampling, keyed_messages, name_conversation, page_links, read_request, token_bound,
-    whole_answer, AnswerRequest, ConvragOptions,
+    answer_style, check_sampling, keyed_messages, name_conversation, page_links, read_request,
+    token_bound, whole_answer, AnswerRequest, ConvragOptions,
 };
 use crate::pipeline::generate::Sampling;
 use crate::pipeline::turn::TurnEvent;
@@ -403,7 +403,7 @@ async fn respond(
     let reply = Arc::new(ResponseReply {
         model: body.model.clone(),
         prompt_tokens: input.messages.iter().map(|m| count_tokens(&m.text)).sum(),
-        style: body.answer_style(&req),
+        style: answer_style(&body, &req),
         instructions: body.instructions.clone(),
         previous_response_id: body.previous_response_id.clone(),
     });
