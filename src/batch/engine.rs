@@ -18,10 +18,10 @@ use super::{BatchError, Result};
 use crate::index::{Retriever, TantivyRetriever};
 use crate::pipeline::turn::{RankedPassage, TurnSettings};
 use crate::progress::SharedProgress;
-use crate::service::{
-    Filler, ServiceError, TurnReferences, TurnRequest, TurnService, WithoutVectors,
+use crate::service::{Filler, TurnReferences, TurnRequest, TurnService, WithoutVectors};
+use crate::store::{
+    NewConversation, NewStatement, RunConversations, Store, StoreError, Turn, TurnSlot,
 };
-use crate::store::{NewConversation, NewStatement, Store, StoreError, Turn, TurnSlot};
 
 pub use crate::service::{TurnContext, TurnPassages};
 
@@ -39,6 +39,13 @@ pub struct TopicJob {
     /// PTKB statements as (id, text).
     pub ptkb: Vec<(String, String)>,
     pub turns: Vec<TurnJob>,
+}
+
+impl TopicJob {
+    /// The external ids of its turns, in order: what a resumed run finds stored.
+    fn turn_ids(&self) -> Vec<&str> {
+        self.turns.iter().map(|t| t.external_id.as_str()).collect()
+    }
 }
 
 /// One turn of a topic.
@@ -69,6 +76,7 @@ pub struct Engine {
     /// fewer (PolEval lines need exactly ten ids); 0: never.
     pub fill_to: usize,
     pub progress: SharedProgress,
+    conversations: RunConversations,
     fillers: Mutex<HashMap<String, Arc<Vec<RankedPassage>>>>,
 }
 
@@ -129,6 +137,7 @@ impl Engine {
         progress: SharedProgress,
     ) -> Self {
         Engine {
+            conversations: store.run_conversations(user_id, &run_name),
             store,
             user_id,
             run_name,
@@ -141,26 +150,13 @@ impl Engine {
         }
     }
 
-    fn external_id(&self, topic: &TopicJob) -> String {
-        format!("{}/{}", self.run_name, topic.id)
-    }
-
     /// Counts the turns in total and stored already, and starts the progress from them.
     async fn start_progress(&self, topics: &[TopicJob]) -> Result<(usize, usize)> {
-        let stored = self
-            .store
-            .batch_turn_counts(self.user_id, &self.run_name)
-            .await?;
+        let stored = self.conversations.turn_counts().await?;
         let total: usize = topics.iter().map(|t| t.turns.len()).sum();
         let resumed: usize = topics
             .iter()
-            .map(|t| {
-                stored
-                    .get(&self.external_id(t))
-                    .copied()
-                    .unwrap_or(0)
-                    .min(t.turns.len())
-            })
+            .map(|t| stored.get(&t.id).copied().unwrap_or(0).min(t.turns.len()))
             .sum();
         self.progress.set_message(self.run_name.clone());
         self.progress.set_length(total as u64);
@@ -278,60 +274,33 @@ impl Engine {
     }
 
     async fn conversation(&self, topic: &TopicJob) -> Result<Uuid> {
-        let external = self.external_id(topic);
-        if let Some(c) = self
-            .store
-            .conversation_by_external_id(self.user_id, &external)
-            .await?
-        {
-            return Ok(c.id);
-        }
-        let new = NewConversation {
-            title: topic.title.chars().take(500).collect(),
-            external_id: Some(external.clone()),
-            collection: topic.collection.clone(),
-            instructions: None,
-            ptkb: topic
-                .ptkb
-                .iter()
-                .map(|(id, text)| NewStatement {
-                    id: Some(id.clone()),
-                    text: text.clone(),
-                })
-                .collect(),
+        let new = async {
+            Ok::<_, BatchError>(NewConversation {
+                title: topic.title.chars().take(500).collect(),
+                external_id: None,
+                collection: topic.collection.clone(),
+                instructions: None,
+                ptkb: topic
+                    .ptkb
+                    .iter()
+                    .map(|(id, text)| NewStatement {
+                        id: Some(id.clone()),
+                        text: text.clone(),
+                    })
+                    .collect(),
+            })
         };
-        match self.store.create_conversation(self.user_id, new).await {
-            Ok(c) => Ok(c.id),
-            Err(StoreError::Invalid { field, message }) => Err(BatchError::Resume(format!(
-                "topic {}: cannot store it as a conversation ({field}: {message})",
-                topic.id
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        self.conversations.find_or_create(&topic.id, new).await
     }
 
     /// Computes the topic's missing turns; returns how many.
     async fn run_topic(&self, topic: &TopicJob) -> Result<usize> {
         let conversation = self.conversation(topic).await?;
-        let stored = self.store.current_turn_ids(conversation).await?;
-        if stored.len() > topic.turns.len() {
-            return Err(BatchError::Resume(format!(
-                "topic {}: {} turns are stored, the input has {}",
-                topic.id,
-                stored.len(),
-                topic.turns.len()
-            )));
-        }
-        for (i, (seq, external)) in stored.iter().enumerate() {
-            let expected = &topic.turns[i].external_id;
-            if *seq != i as i32 + 1 || external.as_deref() != Some(expected.as_str()) {
-                return Err(BatchError::Resume(format!(
-                    "topic {}: stored turn {seq} is {:?}, the input has {expected:?} there (the conversation was changed outside this run; use --restart)",
-                    topic.id,
-                    external.as_deref().unwrap_or("(no id)")
-                )));
-            }
-        }
+        let ids = self.conversations.turn_ids(conversation).await?;
+        let ids: Vec<(i32, Option<&str>)> = ids.iter().map(|(s, e)| (*s, e.as_deref())).collect();
+        let done = self
+            .conversations
+            .resume_point(&topic.id, &ids, &topic.turn_ids())?;
         let filler = match &topic.collection {
             Some(name) if self.fill_to > 0 && self.settings.retrieve => Some(Filler {
                 to: self.fill_to,
@@ -340,12 +309,10 @@ impl Engine {
             _ => None,
         };
         let mut computed = 0;
-        for (seq, turn) in (stored.len() as i32 + 1..).zip(&topic.turns[stored.len()..]) {
+        for (seq, turn) in (done as i32 + 1..).zip(&topic.turns[done..]) {
             let request = TurnRequest {
-                utterance: Some(turn.utterance.clone()),
                 context: turn.context.clone(),
                 passages: turn.passages.clone(),
-                settings: self.settings.clone(),
                 references: TurnReferences {
                     external_turn_id: Some(turn.external_id.clone()),
                     reference_rewrite: turn.reference_rewrite.clone(),
@@ -353,32 +320,14 @@ impl Engine {
                     canonical_response: turn.canonical_response.clone(),
                 },
                 filler: filler.clone(),
-                // A submission is exactly the retrieval it names.
-                without_vectors: WithoutVectors::Refuse,
+                ..TurnRequest::new(Some(turn.utterance.clone()), self.settings.clone())
             };
-            let started = self
-                .service
-                .begin(
-                    &self.store,
-                    self.user_id,
-                    conversation,
-                    TurnSlot::Next,
-                    request,
-                )
-                .await;
-            let started = started.map_err(|e| turn_error(&turn.external_id, e))?;
-            // The conversation is locked now: a turn stored since we read the count is visible,
-            // and this one is dropped (rolled back) instead of duplicating it.
-            if started.seq() != seq {
-                return Err(BatchError::TurnTaken {
-                    topic: topic.id.clone(),
-                    seq,
-                });
-            }
-            started
-                .run(&mut |_| {})
-                .await
-                .map_err(|e| turn_error(&turn.external_id, e))?;
+            let position = TurnPosition {
+                conversation,
+                topic: &topic.id,
+                seq,
+            };
+            store_turn(&self.service, &self.store, self.user_id, position, request).await?;
             computed += 1;
             self.progress.inc(1);
         }
@@ -407,31 +356,26 @@ impl Engine {
     pub async fn stored_turns(&self, topics: &[TopicJob]) -> Result<Vec<Vec<Turn>>> {
         let mut out = Vec::with_capacity(topics.len());
         for topic in topics {
-            let external = self.external_id(topic);
-            let conversation = self
-                .store
-                .conversation_by_external_id(self.user_id, &external)
-                .await?
-                .ok_or_else(|| {
-                    BatchError::Resume(format!("topic {}: no stored conversation", topic.id))
-                })?;
+            let conversation = self.conversations.find(&topic.id).await?.ok_or_else(|| {
+                BatchError::Resume(format!("topic {}: no stored conversation", topic.id))
+            })?;
             let turns = self
                 .store
                 .list_turns(self.user_id, conversation.id, false)
                 .await?;
-            let ids: Vec<Option<&str>> = turns
+            let ids: Vec<(i32, Option<&str>)> = turns
                 .iter()
-                .map(|t| t.external_turn_id.as_deref())
+                .map(|t| (t.seq, t.external_turn_id.as_deref()))
                 .collect();
-            let expected: Vec<Option<&str>> = topic
-                .turns
-                .iter()
-                .map(|t| Some(t.external_id.as_str()))
-                .collect();
-            if ids != expected {
+            let expected = topic.turn_ids();
+            let done = self
+                .conversations
+                .resume_point(&topic.id, &ids, &expected)?;
+            if done < expected.len() {
                 return Err(BatchError::Resume(format!(
-                    "topic {}: the stored turns {ids:?} are not the input's {expected:?}",
-                    topic.id
+                    "topic {}: {done} of its {} turns are stored",
+                    topic.id,
+                    expected.len()
                 )));
             }
             out.push(turns);
@@ -440,9 +384,39 @@ impl Engine {
     }
 }
 
-/// A turn that was not stored, as the batch reports it.
-fn turn_error(turn: &str, e: ServiceError) -> BatchError {
-    super::service_error(Some(turn), e)
+/// Where a run's turn is stored: its topic's conversation, at position `seq`.
+pub(crate) struct TurnPosition<'a> {
+    pub conversation: Uuid,
+    pub topic: &'a str,
+    pub seq: i32,
+}
+
+/// Computes a run's turn through the turn service and stores it like a turn of the HTTP API;
+/// errors name the turn by its external id.
+pub(crate) async fn store_turn(
+    service: &TurnService,
+    store: &Store,
+    user_id: i64,
+    at: TurnPosition<'_>,
+    mut request: TurnRequest,
+) -> Result<Turn> {
+    // A submission is exactly the retrieval it names.
+    request.without_vectors = WithoutVectors::Refuse;
+    let turn = request.references.external_turn_id.clone();
+    let named = |e| super::service_error(turn.as_deref(), e);
+    let started = service
+        .begin(store, user_id, at.conversation, TurnSlot::Next, request)
+        .await
+        .map_err(named)?;
+    // The conversation is locked now: a turn stored since the caller read its turns is visible,
+    // and this one is dropped (rolled back) instead of duplicating it.
+    if started.seq() != at.seq {
+        return Err(BatchError::TurnTaken {
+            topic: at.topic.to_string(),
+            seq: at.seq,
+        });
+    }
+    started.run(&mut |_| {}).await.map_err(named)
 }
 
 /// The `n` passages with the smallest ids: the same whatever the index's segment layout.

@@ -33,6 +33,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::engine::{store_turn, TurnPosition};
 use super::ikat::PtkbList;
 use super::{BatchError, Result};
 use crate::formats::ikat25::{self, Ikat25Metadata, Ikat25RunType, MAX_RESPONSE_WORDS};
@@ -40,8 +41,8 @@ use crate::formats::trec_run::submitted_score;
 use crate::pipeline::generate::WordLimit;
 use crate::pipeline::turn::TurnSettings;
 use crate::progress::SharedProgress;
-use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService, WithoutVectors};
-use crate::store::{NewConversation, NewStatement, Store, Turn, TurnSlot};
+use crate::service::{RequestedSettings, SettingLimits, TurnRequest, TurnService};
+use crate::store::{Conversation, NewConversation, NewStatement, RunConversations, Store, Turn};
 
 /// Attempts of one request when the API answers 5xx or does not answer.
 const ATTEMPTS: u32 = 4;
@@ -376,6 +377,7 @@ pub async fn run(
         service,
         store,
         user_id,
+        conversations: store.run_conversations(user_id, &options.run_id),
         options,
         progress,
     };
@@ -388,6 +390,8 @@ struct Client<'a> {
     service: Arc<TurnService>,
     store: &'a Store,
     user_id: i64,
+    /// A session is the conversation of topic `<topic id>/<user id>`.
+    conversations: RunConversations,
     options: &'a InteractiveOptions,
     progress: SharedProgress,
 }
@@ -526,104 +530,85 @@ impl Client<'_> {
 
     /// The stored turn answering `u`, computed now unless stored before (then `false`).
     async fn turn(&self, u: &UserUtterance) -> Result<(Turn, bool)> {
-        let conversation = self.conversation(u).await?;
-        let turns = self
+        let session = format!("{}/{}", u.topic_id, u.user_id);
+        let conversation = self.conversation(&session, u).await?;
+        let mut turns = self
             .store
             .list_turns(self.user_id, conversation, false)
             .await?;
-        let index = u.turn_index();
-        let expected: Vec<&str> = u
+        let stored: Vec<(i32, Option<&str>)> = turns
+            .iter()
+            .map(|t| (t.seq, Some(t.utterance.as_str())))
+            .collect();
+        let history: Vec<&str> = u
             .history
             .iter()
             .filter(|(r, _)| r == "user")
             .map(|(_, c)| c.as_str())
             .collect();
-        let stored: Vec<&str> = turns.iter().map(|t| t.utterance.as_str()).collect();
         // The stored conversation must be the API's history: stored turns are the user
         // utterances before this one, or those and this one (computed, not yet sent).
-        if stored.len() > index + 1 || stored[..] != expected[..stored.len()] {
-            return Err(BatchError::Resume(format!(
-                "run {}: topic {} of user {}: the stored turns {stored:?} are not the API's history {expected:?}",
-                self.options.run_id, u.topic_id, u.user_id
-            )));
-        }
-        if stored.len() == index + 1 {
-            let turn = turns.into_iter().last().expect("one turn at least");
+        let done = self
+            .conversations
+            .resume_point(&session, &stored, &history)?;
+        let index = u.turn_index();
+        if done > index {
+            let turn = turns.pop().expect("one turn at least");
             return Ok((turn, false));
         }
-        if stored.len() < index {
+        if done < index {
             return Err(BatchError::Resume(format!(
-                "run {}: topic {}: the API is at user utterance {index}, {} are stored",
-                self.options.run_id,
-                u.topic_id,
-                stored.len()
+                "run {}: topic {}: the API is at user utterance {index}, {done} are stored",
+                self.options.run_id, u.topic_id
             )));
         }
         let mut request =
             TurnRequest::new(Some(u.utterance.clone()), self.options.settings.clone());
         request.references.external_turn_id = Some(u.turn_id());
-        request.without_vectors = WithoutVectors::Refuse;
-        let started = self
-            .service
-            .begin(
-                self.store,
-                self.user_id,
-                conversation,
-                TurnSlot::Next,
-                request,
-            )
-            .await?;
-        let turn = started
-            .run(&mut |_| {})
-            .await
-            .map_err(|e| super::service_error(Some(&u.turn_id()), e))?;
+        let position = TurnPosition {
+            conversation,
+            topic: &session,
+            seq: done as i32 + 1,
+        };
+        let turn = store_turn(&self.service, self.store, self.user_id, position, request).await?;
         Ok((turn, true))
     }
 
-    async fn conversation(&self, u: &UserUtterance) -> Result<Uuid> {
-        let external = format!("{}/{}/{}", self.options.run_id, u.topic_id, u.user_id);
-        if let Some(c) = self
-            .store
-            .conversation_by_external_id(self.user_id, &external)
-            .await?
-        {
-            return Ok(c.id);
-        }
-        // Sim.API's `UserUtterance` carries no PTKB; with `--track-persona` a returning user
-        // starts with what they said about themselves in this run's earlier sessions.
-        let ptkb = if self.options.track_persona {
-            self.remembered(&u.user_id)
-                .await?
-                .into_iter()
-                .map(|text| NewStatement { id: None, text })
-                .collect()
-        } else {
-            Vec::new()
+    async fn conversation(&self, session: &str, u: &UserUtterance) -> Result<Uuid> {
+        let new = async {
+            // Sim.API's `UserUtterance` carries no PTKB; with `--track-persona` a returning user
+            // starts with what they said about themselves in this run's earlier sessions.
+            let ptkb = if self.options.track_persona {
+                self.remembered(&u.user_id)
+                    .await?
+                    .into_iter()
+                    .map(|text| NewStatement { id: None, text })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Ok::<_, BatchError>(NewConversation {
+                title: format!(
+                    "iKAT interactive {} topic {}",
+                    self.options.run_id, u.topic_id
+                ),
+                external_id: None,
+                collection: Some(self.options.collection.clone()),
+                instructions: None,
+                ptkb,
+            })
         };
-        let new = NewConversation {
-            title: format!(
-                "iKAT interactive {} topic {}",
-                self.options.run_id, u.topic_id
-            ),
-            external_id: Some(external),
-            collection: Some(self.options.collection.clone()),
-            instructions: None,
-            ptkb,
-        };
-        Ok(self.store.create_conversation(self.user_id, new).await?.id)
+        self.conversations.find_or_create(session, new).await
     }
 
     /// This run's stored conversations in the order they were started, with their topic and
-    /// user ids (from the external id `<run id>/<topic id>/<user id>`).
+    /// user ids (from the session `<topic id>/<user id>`).
     async fn sessions(&self) -> Result<Vec<(String, String, Uuid)>> {
-        let prefix = format!("{}/", self.options.run_id);
-        let mut conversations = self.store.list_conversations(self.user_id).await?;
-        conversations.sort_by_key(|c| c.created_at);
-        Ok(conversations
+        Ok(sessions(&self.conversations)
+            .await?
             .into_iter()
             .filter_map(|c| {
-                let rest = c.external_id.as_deref()?.strip_prefix(&prefix)?;
-                let (topic, user) = rest.rsplit_once('/')?;
+                let (topic, user) = self.conversations.topic(&c)?.rsplit_once('/')?;
                 Some((topic.to_string(), user.to_string(), c.id))
             })
             .collect())
@@ -841,6 +826,13 @@ pub fn persona_statements(utterance: &str) -> Vec<String> {
         .collect()
 }
 
+/// The run's conversations (its sessions) in the order they were started.
+async fn sessions(conversations: &RunConversations) -> Result<Vec<Conversation>> {
+    let mut sessions = conversations.list().await?;
+    sessions.sort_by_key(|c| c.created_at);
+    Ok(sessions)
+}
+
 /// Writes the run's stored turns (every session, in the order they were started) as 2025 JSONL
 /// lines (`run_type` automatic: the run's own ranking and responses); returns the line count.
 pub async fn write_stored(
@@ -850,18 +842,7 @@ pub async fn write_stored(
     run_id: &str,
     path: &std::path::Path,
 ) -> Result<usize> {
-    let prefix = format!("{run_id}/");
-    let mut conversations: Vec<_> = store
-        .list_conversations(user_id)
-        .await?
-        .into_iter()
-        .filter(|c| {
-            c.external_id
-                .as_deref()
-                .is_some_and(|e| e.starts_with(&prefix))
-        })
-        .collect();
-    conversations.sort_by_key(|c| c.created_at);
+    let conversations = sessions(&store.run_conversations(user_id, run_id)).await?;
     let mut stored = Vec::with_capacity(conversations.len());
     for c in &conversations {
         stored.push(store.list_turns(user_id, c.id, false).await?);

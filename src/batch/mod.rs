@@ -83,6 +83,12 @@ impl From<sqlx::Error> for BatchError {
     }
 }
 
+impl From<crate::store::Diverged> for BatchError {
+    fn from(e: crate::store::Diverged) -> Self {
+        BatchError::Resume(e.to_string())
+    }
+}
+
 impl From<crate::service::ServiceError> for BatchError {
     fn from(e: crate::service::ServiceError) -> Self {
         service_error(None, e)

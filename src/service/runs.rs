@@ -541,13 +541,9 @@ impl RunService {
                 name: name.to_string(),
             })?;
         let mut turns = Vec::new();
-        for conversation in self.store.run_conversations(user_id, name).await? {
-            let topic = conversation
-                .external_id
-                .as_deref()
-                .and_then(|e| e.split_once('/'))
-                .map(|(_, topic)| topic.to_string())
-                .unwrap_or_default();
+        let run = self.store.run_conversations(user_id, name);
+        for conversation in run.list().await? {
+            let topic = run.topic(&conversation).unwrap_or_default().to_string();
             for turn in self
                 .store
                 .list_turns(user_id, conversation.id, false)

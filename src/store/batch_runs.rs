@@ -1,10 +1,7 @@
 //! What batch runs keep in PostgreSQL besides ordinary conversations: the `batch_runs` rows,
-//! the advisory lock that keeps two processes off one run, and the counts a resume starts from.
-
-use std::collections::HashMap;
+//! and the advisory lock that keeps two processes off one run.
 
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 use super::{Result, Store};
 
@@ -34,39 +31,6 @@ impl Store {
                 .fetch_one(&mut conn)
                 .await?;
         Ok(locked.then_some(RunLock { _conn: conn }))
-    }
-
-    /// Current turns stored per conversation external id `<run name>/<topic id>` of `user_id`.
-    pub async fn batch_turn_counts(
-        &self,
-        user_id: i64,
-        run_name: &str,
-    ) -> Result<HashMap<String, usize>> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT c.external_id, count(t.id) FROM conversations c \
-               LEFT JOIN turns t ON t.conversation_id = c.id AND t.is_current \
-             WHERE c.user_id = $1 AND left(c.external_id, length($2) + 1) = $2 || '/' \
-             GROUP BY c.external_id",
-        )
-        .bind(user_id)
-        .bind(run_name)
-        .fetch_all(self.db())
-        .await?;
-        Ok(rows.into_iter().map(|(k, n)| (k, n as usize)).collect())
-    }
-
-    /// (position, external turn id) of a conversation's current turns, in order. The caller
-    /// owns the conversation (batch runs look it up by the batch user first).
-    pub async fn current_turn_ids(
-        &self,
-        conversation_id: Uuid,
-    ) -> Result<Vec<(i32, Option<String>)>> {
-        Ok(sqlx::query_as(
-            "SELECT seq, external_turn_id FROM turns WHERE conversation_id = $1 AND is_current ORDER BY seq",
-        )
-        .bind(conversation_id)
-        .fetch_all(self.db())
-        .await?)
     }
 }
 
@@ -165,24 +129,7 @@ impl Store {
     /// Deletes a run with all its conversations; returns how many conversations went.
     pub async fn delete_batch_run(&self, user_id: i64, name: &str) -> Result<u64> {
         let mut tx = self.pool().begin().await?;
-        // Turns first: their PTKB rankings refer to statements that the conversation's cascade
-        // would otherwise delete before them.
-        sqlx::query(
-            "DELETE FROM turns WHERE conversation_id IN (SELECT id FROM conversations \
-               WHERE user_id = $1 AND left(external_id, length($2) + 1) = $2 || '/')",
-        )
-        .bind(user_id)
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
-        let deleted = sqlx::query(
-            "DELETE FROM conversations WHERE user_id = $1 AND left(external_id, length($2) + 1) = $2 || '/'",
-        )
-        .bind(user_id)
-        .bind(name)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let deleted = super::run_conversations::delete_all(&mut tx, user_id, name).await?;
         sqlx::query("DELETE FROM batch_runs WHERE user_id = $1 AND name = $2")
             .bind(user_id)
             .bind(name)

@@ -54,7 +54,7 @@ pub struct ConversationPatch {
 /// The longest instructions a conversation keeps (also a CHECK of the column).
 pub const MAX_INSTRUCTIONS_CHARS: usize = 4000;
 
-const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collection, c.instructions, c.created_at, c.updated_at, \
+pub(super) const SELECT_CONVERSATION: &str = "SELECT c.id, c.title, c.external_id, c.collection, c.instructions, c.created_at, c.updated_at, \
        (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id AND t.is_current) AS turn_count, \
        (SELECT count(*) FROM ptkb_statements p WHERE p.conversation_id = c.id AND p.hidden_from_seq IS NULL) AS ptkb_count \
      FROM conversations c";

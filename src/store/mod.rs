@@ -15,6 +15,7 @@ pub mod idempotency;
 pub mod lease;
 pub mod profile;
 pub mod ptkb;
+pub mod run_conversations;
 pub mod runs;
 pub mod sign_in;
 pub mod turns;
@@ -36,6 +37,7 @@ pub use executor::Db;
 pub use idempotency::{IdempotencyKey, KeyLookup};
 pub use profile::ProfileStatement;
 pub use ptkb::{NewStatement, Statement};
+pub use run_conversations::{Diverged, RunConversations};
 pub use turns::{Committed, HistoryEntry, NewTurn, PendingTurn, Turn, TurnSlot};
 pub use users::{AuthFailure, Authenticated, NewToken, TokenInfo, User};
 

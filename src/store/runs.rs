@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use sqlx::Connection;
 
-use super::{Conversation, Result, Store, StoreError};
+use super::{Result, Store, StoreError};
 use crate::config::Limits;
 
 /// A batch run of a user, with how many topics (conversations) and current turns it has stored.
@@ -32,18 +32,15 @@ pub struct QrelsInfo {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The conversations of run `name`: external id `<name>/<topic id>`.
-const RUN_CONVERSATIONS: &str =
-    "c.user_id = r.user_id AND left(c.external_id, length(r.name) + 1) = r.name || '/'";
-
 impl Store {
     /// The user's batch runs, newest first.
     pub async fn list_runs(&self, user_id: i64) -> Result<Vec<RunListing>> {
+        let of_run = super::run_conversations::belongs_to_run("r.user_id", "r.name");
         Ok(sqlx::query_as(&format!(
             "SELECT r.name, r.task, r.created_at, r.finished_at, \
-               (SELECT count(*) FROM conversations c WHERE {RUN_CONVERSATIONS}) AS topics, \
+               (SELECT count(*) FROM conversations c WHERE {of_run}) AS topics, \
                (SELECT count(*) FROM conversations c JOIN turns t ON t.conversation_id = c.id \
-                  AND t.is_current WHERE {RUN_CONVERSATIONS}) AS turns \
+                  AND t.is_current WHERE {of_run}) AS turns \
              FROM batch_runs r WHERE r.user_id = $1 ORDER BY r.created_at DESC, r.name"
         ))
         .bind(user_id)
@@ -58,23 +55,6 @@ impl Store {
             .await?
             .into_iter()
             .find(|r| r.name == name))
-    }
-
-    /// The run's conversations (its topics), by external id.
-    pub async fn run_conversations(&self, user_id: i64, name: &str) -> Result<Vec<Conversation>> {
-        let mut conversations: Vec<Conversation> = self
-            .list_conversations(user_id)
-            .await?
-            .into_iter()
-            .filter(|c| {
-                c.external_id
-                    .as_deref()
-                    .and_then(|e| e.strip_prefix(name))
-                    .is_some_and(|rest| rest.starts_with('/'))
-            })
-            .collect();
-        conversations.sort_by(|a, b| a.external_id.cmp(&b.external_id));
-        Ok(conversations)
     }
 
     /// Refuses judgments `name` of `bytes` bytes that the user's quota cannot take
@@ -136,20 +116,7 @@ impl Store {
         if deleted.rows_affected() == 0 {
             return Err(StoreError::NotFound { entity: "run" });
         }
-        // Turns first: their PTKB rankings point at statement versions without cascading (as
-        // `delete_conversation` does).
-        let run_conversations = "SELECT c.id FROM conversations c WHERE c.user_id = $1 \
-             AND left(c.external_id, length($2::text) + 1) = $2::text || '/'";
-        for table_filter in [
-            format!("turns WHERE conversation_id IN ({run_conversations})"),
-            format!("conversations WHERE id IN ({run_conversations})"),
-        ] {
-            sqlx::query(&format!("DELETE FROM {table_filter}"))
-                .bind(user_id)
-                .bind(name)
-                .execute(&mut *tx)
-                .await?;
-        }
+        super::run_conversations::delete_all(&mut tx, user_id, name).await?;
         tx.commit().await?;
         Ok(())
     }
