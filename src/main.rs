@@ -61,6 +61,7 @@ enum Command {
     Ikat(cli::ikat::IkatArgs),
     /// User accounts: add (prints the token), list, disable, enable; works beside a running server.
     User(cli::user::UserArgs),
+    #[cfg(feature = "bench")]
     /// Benchmarks of the library's parts (`bench ann`: approximate vs exact vector search).
     Bench(cli::bench::BenchArgs),
     /// Model Context Protocol over stdio, bridged to a running server's /mcp (for MCP clients).
@@ -124,6 +125,7 @@ fn run(command: Command, overrides: Overrides) -> anyhow::Result<()> {
         Command::Ikat(args) => cli::ikat::run(&config()?, args),
         Command::Mcp(args) => cli::mcp::run(&config()?, args),
         Command::User(args) => cli::user::run(&config()?, args),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => cli::bench::run_bench(&config()?, args),
     }
 }

@@ -1,7 +1,9 @@
 //! The command line's own layer: each command's arguments (clap), progress bars (indicatif) and
 //! printing. Commands call library functions and return `anyhow` errors, which `main` prints.
 
+#[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "bench")]
 pub mod bench_ann;
 pub mod collection;
 pub mod embed;

@@ -299,6 +299,7 @@ pub enum PipelineCommand {
         #[arg(long)]
         llm: bool,
     },
+    #[cfg(feature = "bench")]
     /// Turn latency per stage (p50/p95), cold and with the embedding cache warm.
     BenchTurns(super::bench::BenchTurnsArgs),
 }
@@ -347,6 +348,7 @@ pub fn run(config: &Config, args: PipelineArgs) -> anyhow::Result<()> {
                 write(&p, &ptkb_trec_run(&run_name, &rankings))?;
             }
         }
+        #[cfg(feature = "bench")]
         PipelineCommand::BenchTurns(args) => super::bench::run(config, args)?,
         PipelineCommand::Rewrite {
             topics,

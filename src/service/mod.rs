@@ -11,6 +11,7 @@
 //! * [`manifests`]: servers sharing a database serve only collections whose checksum
 //!   manifest matches the one recorded for the name.
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod chat;
 pub mod collections;

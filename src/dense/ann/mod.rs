@@ -14,16 +14,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::vectors::VectorFile;
-use crate::progress::Progress;
 use crate::rerank::RerankError;
 
+#[cfg(feature = "bench")]
 pub mod bench;
 mod hnsw;
+#[cfg(feature = "bench")]
 mod instant;
+#[cfg(feature = "bench")]
 mod int8;
 
 pub use hnsw::{DotDistance, HnswRsIndex};
+#[cfg(feature = "bench")]
 pub use instant::{InstantIndex, UnitPoint};
+#[cfg(feature = "bench")]
 pub use int8::Int8Index;
 
 /// Errors of building or searching an index.
@@ -62,10 +66,12 @@ pub enum IndexKind {
     /// Exact cosine over the memory-mapped vector files, on all cores (what dense retrieval
     /// serves).
     Exact,
+    #[cfg(feature = "bench")]
     /// Exact scan of int8 codes (one scale per vector), in memory, on all cores.
     Int8,
     /// HNSW of the `hnsw_rs` crate.
     HnswRs,
+    #[cfg(feature = "bench")]
     /// HNSW of the `instant-distance` crate.
     InstantDistance,
 }
@@ -74,8 +80,10 @@ impl IndexKind {
     pub fn as_str(self) -> &'static str {
         match self {
             IndexKind::Exact => "exact",
+            #[cfg(feature = "bench")]
             IndexKind::Int8 => "int8",
             IndexKind::HnswRs => "hnsw-rs",
+            #[cfg(feature = "bench")]
             IndexKind::InstantDistance => "instant-distance",
         }
     }
@@ -300,6 +308,7 @@ fn sort_best_first(v: &mut [(u64, f32)]) {
 }
 
 /// Keeps the best `k` of `v`, unordered.
+#[cfg(feature = "bench")]
 fn keep_best(v: &mut Vec<(u64, f32)>, k: usize) {
     if v.len() > k {
         v.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -334,12 +343,13 @@ impl VectorIndex for ExactIndex {
 }
 
 /// Opens or builds an index of `kind` over `source`.
+#[cfg(feature = "bench")]
 pub fn build_index(
     kind: IndexKind,
     source: &Arc<VectorSource>,
     params: &HnswParams,
     int8_rescore: usize,
-    progress: &dyn Progress,
+    progress: &dyn crate::progress::Progress,
 ) -> Result<Box<dyn VectorIndex>> {
     Ok(match kind {
         IndexKind::Exact => Box::new(ExactIndex::new(Arc::clone(source))),
