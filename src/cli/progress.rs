@@ -60,6 +60,7 @@ impl Bar {
     }
 
     /// Redrawn regularly, so a job that reports nothing for a while still shows its elapsed time.
+    #[cfg(feature = "bench")]
     pub fn ticking(self) -> Self {
         self.bar
             .enable_steady_tick(std::time::Duration::from_millis(250));
