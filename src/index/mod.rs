@@ -10,6 +10,8 @@ pub mod background;
 mod bm25;
 pub mod checksum;
 pub mod impacts;
+#[cfg(test)]
+pub mod memory;
 mod porter;
 pub mod search;
 pub mod topics;

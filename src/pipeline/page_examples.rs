@@ -245,39 +245,15 @@ pub fn with_page_examples<P: PagePassage>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{SearchOptions, WeightedQuery};
-    use std::collections::BTreeMap;
+    use crate::index::memory::MemoryRetriever;
 
-    /// Passages by id: a collection with no search of its own.
-    struct Pages(BTreeMap<String, String>);
-
-    impl Retriever for Pages {
-        fn search_with(
-            &self,
-            _: &WeightedQuery,
-            _: &SearchOptions,
-        ) -> crate::index::Result<Vec<Hit>> {
-            Ok(Vec::new())
-        }
-        fn passage(&self, id: &str) -> crate::index::Result<Option<Hit>> {
-            Ok(self.0.get(id).map(|text| Hit {
-                text: text.clone(),
-                title: format!("title of {id}"),
-                ..Hit::id_only(id.to_string(), 0.0, None)
-            }))
-        }
-        fn ids_with_prefix(&self, prefix: &str, limit: usize) -> crate::index::Result<Vec<String>> {
-            Ok(self
-                .0
-                .range(prefix.to_string()..)
-                .take_while(|(id, _)| id.starts_with(prefix))
-                .take(limit)
-                .map(|(id, _)| id.clone())
-                .collect())
-        }
-        fn num_passages(&self) -> u64 {
-            self.0.len() as u64
-        }
+    /// A manual's passages by id, each titled after its id.
+    fn pages(passages: &[(&str, &str)]) -> MemoryRetriever {
+        MemoryRetriever::new(passages.iter().map(|(id, text)| Hit {
+            text: text.to_string(),
+            title: format!("title of {id}"),
+            ..Hit::id_only(id.to_string(), 0.0, None)
+        }))
     }
 
     #[derive(Debug, Clone, PartialEq)]
@@ -335,42 +311,37 @@ mod tests {
         passages.iter().map(|p| p.id.as_str()).collect()
     }
 
-    fn manual() -> Pages {
-        Pages(BTreeMap::from([
+    fn manual() -> MemoryRetriever {
+        pages(&[
             (
-                "sql-dropview.html#examples:1".to_string(),
-                "This command will remove the view called kinds:\n\n```\nDROP VIEW kinds;\n```"
-                    .to_string(),
+                "sql-dropview.html#examples:1",
+                "This command will remove the view called kinds:\n\n```\nDROP VIEW kinds;\n```",
             ),
             (
-                "sql-droptable.html#examples:1".to_string(),
-                "To destroy two tables, films and distributors:\n\n```\nDROP TABLE films, distributors;\n```"
-                    .to_string(),
+                "sql-droptable.html#examples:1",
+                "To destroy two tables, films and distributors:\n\n```\nDROP TABLE films, distributors;\n```",
             ),
             (
-                "sql-droptable.html#examples:2".to_string(),
-                "To remove a table only if it exists:\n\n```\nDROP TABLE IF EXISTS films;\n```"
-                    .to_string(),
+                "sql-droptable.html#examples:2",
+                "To remove a table only if it exists:\n\n```\nDROP TABLE IF EXISTS films;\n```",
             ),
             (
-                "sql-grant.html#SQL-GRANT-DESCRIPTION:1".to_string(),
-                "The GRANT command gives specific privileges on a database object.".to_string(),
+                "sql-grant.html#SQL-GRANT-DESCRIPTION:1",
+                "The GRANT command gives specific privileges on a database object.",
             ),
             (
-                "sql-grant.html#SQL-GRANT-EXAMPLES:1".to_string(),
-                "Grant insert privilege to all users on table films:\n\n```\nGRANT INSERT ON films TO PUBLIC;\n```"
-                    .to_string(),
+                "sql-grant.html#SQL-GRANT-EXAMPLES:1",
+                "Grant insert privilege to all users on table films:\n\n```\nGRANT INSERT ON films TO PUBLIC;\n```",
             ),
             (
-                "sql-grant.html#SQL-GRANT-EXAMPLES:2".to_string(),
-                "Grant membership in role admins to user joe:\n\n```\nGRANT admins TO joe;\n```"
-                    .to_string(),
+                "sql-grant.html#SQL-GRANT-EXAMPLES:2",
+                "Grant membership in role admins to user joe:\n\n```\nGRANT admins TO joe;\n```",
             ),
             (
-                "sql-granted.html#examples:1".to_string(),
-                "Another page whose id starts alike.".to_string(),
+                "sql-granted.html#examples:1",
+                "Another page whose id starts alike.",
             ),
-        ]))
+        ])
     }
 
     #[test]
