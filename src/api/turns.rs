@@ -219,20 +219,22 @@ pub async fn create(
     request.context = TurnContext::Stored {
         manual_rewrite: body.rewrite,
     };
-    let (store, service) = (&state.store, &state.turns);
-    let turn = match key {
-        None => {
-            service
-                .begin(store, user.id, conversation_id, slot, request)
-                .await?
-        }
-        Some(key) => match service
-            .begin_keyed(store, user.id, conversation_id, slot, request, key)
-            .await?
-        {
-            Begun::Started(turn) => *turn,
-            Begun::Replayed(turn) => return Ok(replay(&req, *turn)),
-        },
+    let admission = state.turns.admit_turns(user.id, 1, "utterance")?;
+    let turn = match state
+        .turns
+        .begin_admitted(
+            admission,
+            &state.store,
+            user.id,
+            conversation_id,
+            slot,
+            request,
+            key,
+        )
+        .await?
+    {
+        Begun::Started(turn) => *turn,
+        Begun::Replayed(turn) => return Ok(replay(&req, *turn)),
     };
 
     if !wants_event_stream(&req) {

@@ -461,38 +461,21 @@ impl ChatService {
         request: &ChatTurnRequest<'_>,
     ) -> Result<AdmittedRun, ChatError> {
         let turn_request = self.turn_request(request.history.utterance(), &request.options)?;
-        let store = &self.store;
-        let started = match request.key.clone() {
-            Some(key) => {
-                match self
-                    .turns
-                    .begin_keyed_admitted(
-                        admission,
-                        store,
-                        user_id,
-                        conversation_id,
-                        slot,
-                        turn_request,
-                        key,
-                    )
-                    .await?
-                {
-                    Begun::Replayed(turn) => return Ok(AdmittedRun::Stored(turn)),
-                    Begun::Started(started) => started,
-                }
-            }
-            None => Box::new(
-                self.turns
-                    .begin_admitted(
-                        admission,
-                        store,
-                        user_id,
-                        conversation_id,
-                        slot,
-                        turn_request,
-                    )
-                    .await?,
-            ),
+        let begun = self
+            .turns
+            .begin_admitted(
+                admission,
+                &self.store,
+                user_id,
+                conversation_id,
+                slot,
+                turn_request,
+                request.key.clone(),
+            )
+            .await?;
+        let started = match begun {
+            Begun::Replayed(turn) => return Ok(AdmittedRun::Stored(turn)),
+            Begun::Started(started) => started,
         };
         Ok(AdmittedRun::Started(started))
     }

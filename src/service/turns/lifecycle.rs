@@ -95,7 +95,7 @@ impl TurnService {
     /// Takes the conversation's lease and prepares the turn: its utterance (the replaced
     /// version's when regenerating), its passage source (the collection opened) and its context.
     /// Nothing is stored until [`StartedTurn::run`] succeeds; dropping the result releases the
-    /// lease.
+    /// lease. The turn is counted against the user's rate first.
     pub async fn begin(
         &self,
         store: &Store,
@@ -104,12 +104,17 @@ impl TurnService {
         slot: TurnSlot,
         request: TurnRequest,
     ) -> Result<StartedTurn> {
-        let admission = self.admit_turns(user_id, 1, "utterance")?;
-        self.begin_admitted(admission, store, user_id, conversation_id, slot, request)
-            .await
+        let _admission = self.admit_turns(user_id, 1, "utterance")?;
+        let pending = Self::lease(store, user_id, conversation_id, slot, &request).await?;
+        self.start(store, pending, request, None).await
     }
 
-    /// As [`TurnService::begin`] for a turn already counted ([`TurnService::admit_turns`]).
+    /// As [`TurnService::begin`] for a turn already counted ([`TurnService::admit_turns`]),
+    /// with the request's `Idempotency-Key` when it has one. The key is looked up once the
+    /// conversation's lease is held: a retry of a turn still running waits for it like any turn
+    /// of that conversation, then answers with the turn it stored ([`Begun::Replayed`]), or runs
+    /// when it stored nothing. The key is recorded with the turn.
+    #[allow(clippy::too_many_arguments)]
     pub async fn begin_admitted(
         &self,
         _admission: Admission,
@@ -118,61 +123,30 @@ impl TurnService {
         conversation_id: Uuid,
         slot: TurnSlot,
         request: TurnRequest,
-    ) -> Result<StartedTurn> {
-        if let Some(utterance) = &request.utterance {
-            Self::check_utterance(store, "utterance", utterance)?;
-        }
-        let pending = store.begin_turn(user_id, conversation_id, slot).await?;
-        self.start(store, pending, request, None).await
-    }
-
-    /// As [`TurnService::begin`] for a request with an `Idempotency-Key`. The key is looked up
-    /// once the conversation's lease is held: a retry of a turn still running waits for it like
-    /// any turn of that conversation, then answers with the turn it stored
-    /// ([`Begun::Replayed`]), or runs when it stored nothing. The key is recorded with the turn.
-    pub async fn begin_keyed(
-        &self,
-        store: &Store,
-        user_id: i64,
-        conversation_id: Uuid,
-        slot: TurnSlot,
-        request: TurnRequest,
-        key: IdempotencyKey,
+        key: Option<IdempotencyKey>,
     ) -> Result<Begun> {
-        let admission = self.admit_turns(user_id, 1, "utterance")?;
-        self.begin_keyed_admitted(
-            admission,
-            store,
-            user_id,
-            conversation_id,
-            slot,
-            request,
-            key,
-        )
-        .await
-    }
-
-    /// As [`TurnService::begin_keyed`] for a turn already counted.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn begin_keyed_admitted(
-        &self,
-        _admission: Admission,
-        store: &Store,
-        user_id: i64,
-        conversation_id: Uuid,
-        slot: TurnSlot,
-        request: TurnRequest,
-        key: IdempotencyKey,
-    ) -> Result<Begun> {
-        if let Some(utterance) = &request.utterance {
-            Self::check_utterance(store, "utterance", utterance)?;
+        let pending = Self::lease(store, user_id, conversation_id, slot, &request).await?;
+        if let Some(key) = &key {
+            if let KeyLookup::Stored(turn) = store.idempotent_result(user_id, key).await? {
+                return Ok(Begun::Replayed(Box::new(turn)));
+            }
         }
-        let pending = store.begin_turn(user_id, conversation_id, slot).await?;
-        if let KeyLookup::Stored(turn) = store.idempotent_result(user_id, &key).await? {
-            return Ok(Begun::Replayed(Box::new(turn)));
-        }
-        let started = self.start(store, pending, request, Some(key)).await?;
+        let started = self.start(store, pending, request, key).await?;
         Ok(Begun::Started(Box::new(started)))
+    }
+
+    /// The conversation's lease for a turn whose utterance is checked first.
+    async fn lease(
+        store: &Store,
+        user_id: i64,
+        conversation_id: Uuid,
+        slot: TurnSlot,
+        request: &TurnRequest,
+    ) -> Result<PendingTurn> {
+        if let Some(utterance) = &request.utterance {
+            Self::check_utterance(store, "utterance", utterance)?;
+        }
+        Ok(store.begin_turn(user_id, conversation_id, slot).await?)
     }
 
     async fn start(
