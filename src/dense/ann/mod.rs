@@ -425,12 +425,9 @@ mod tests {
     }
 
     #[test]
-    fn each_index_finds_the_exact_neighbours_of_a_seeded_set() {
+    fn the_served_indexes_find_the_exact_neighbours_of_a_seeded_set() {
         let dir = tempfile::tempdir().unwrap();
-        let (data, queries) = clustered(2000, 50, 24);
-        let path = dir.path().join("c.vec");
-        write(&path, &data, None);
-        let source = Arc::new(VectorSource::open(&[path]).unwrap());
+        let (source, data, queries) = seeded_source(dir.path());
         let params = HnswParams::default();
 
         let exact = ExactIndex::new(Arc::clone(&source));
@@ -449,6 +446,26 @@ mod tests {
         assert_eq!(hnsw.len(), 2000);
         let r = recall(&hnsw, &data, &queries);
         assert!(r >= 0.95, "hnsw_rs recall@10 {r}");
+    }
+
+    /// A seeded set's vectors in a file, opened as the indexes read them.
+    fn seeded_source(dir: &std::path::Path) -> (Arc<VectorSource>, Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let (data, queries) = clustered(2000, 50, 24);
+        let path = dir.join("c.vec");
+        write(&path, &data, None);
+        (
+            Arc::new(VectorSource::open(&[path]).unwrap()),
+            data,
+            queries,
+        )
+    }
+
+    #[cfg(feature = "bench")]
+    #[test]
+    fn the_benchmarks_indexes_find_the_exact_neighbours_of_a_seeded_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, data, queries) = seeded_source(dir.path());
+        let params = HnswParams::default();
         let instant = InstantIndex::build(&source, &params, &NoProgress).unwrap();
         assert_eq!(instant.len(), 2000);
         let r = recall(&instant, &data, &queries);

@@ -246,6 +246,20 @@ pub fn default_model() -> convrag::rerank::OnnxReranker {
     .unwrap()
 }
 
+/// The `convrag` binary with a private data directory (`home`, also its working directory) and
+/// the installed ONNX Runtime library and default model (absolute paths).
+pub fn convrag_with_model(home: &std::path::Path) -> std::process::Command {
+    let lib = std::fs::canonicalize(ort_library()).unwrap();
+    let model = std::fs::canonicalize(model_dir("all-MiniLM-L6-v2")).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_convrag"));
+    cmd.env("CONVRAG_HOME", home)
+        .env("ORT_DYLIB_PATH", lib)
+        .env("CONVRAG_MODEL_DIR", model)
+        .env("RUST_LOG", "warn")
+        .current_dir(home);
+    cmd
+}
+
 /// The status, `Retry-After` and error body of a request.
 pub async fn with_retry_after(
     client: &Client,

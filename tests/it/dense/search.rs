@@ -327,19 +327,6 @@ fn turn_figures(
     measure(&run, codes)
 }
 
-/// The binary with a private data directory and the installed model and library.
-fn convrag(home: &Path) -> Command {
-    let lib = std::fs::canonicalize(common::ort_library()).unwrap();
-    let model = std::fs::canonicalize(common::model_dir("all-MiniLM-L6-v2")).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_convrag"));
-    cmd.env("CONVRAG_HOME", home)
-        .env("ORT_DYLIB_PATH", lib)
-        .env("CONVRAG_MODEL_DIR", model)
-        .env("RUST_LOG", "warn")
-        .current_dir(home);
-    cmd
-}
-
 fn run_ok(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -359,7 +346,7 @@ fn index_computes_vectors_and_search_without_them_names_convrag_embed() {
     std::fs::write(&input, lines.join("\n")).unwrap();
     let index = |name: &str, extra: &[&str]| {
         run_ok(
-            convrag(home.path())
+            common::convrag_with_model(home.path())
                 .args([
                     "index",
                     "--quiet",
@@ -375,7 +362,7 @@ fn index_computes_vectors_and_search_without_them_names_convrag_embed() {
     index("with", &[]);
     index("without", &["--no-vectors"]);
     let search = |name: &str, mode: &str| {
-        convrag(home.path())
+        common::convrag_with_model(home.path())
             .args(["search", "--json", "--k", "2", "--collection", name])
             .args(["--retrieval", mode, "which city is the French capital"])
             .output()
@@ -398,7 +385,12 @@ fn index_computes_vectors_and_search_without_them_names_convrag_embed() {
         );
     }
     // `convrag embed` fills them; then dense works there too.
-    run_ok(convrag(home.path()).args(["embed", "--quiet", "--collection", "without"]));
+    run_ok(common::convrag_with_model(home.path()).args([
+        "embed",
+        "--quiet",
+        "--collection",
+        "without",
+    ]));
     assert!(search("without", "dense").status.success());
 }
 
@@ -552,7 +544,7 @@ fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
 
     // `collection verify` checks the graph, and names its file once one byte of it changed.
     let verify = || {
-        convrag(home.path())
+        common::convrag_with_model(home.path())
             .args(["collection", "verify", "cran"])
             .output()
             .unwrap()

@@ -8,20 +8,6 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-/// The binary with a private data directory, but the library and model of the shared one
-/// (absolute paths: the child runs in `home`).
-fn convrag(home: &Path) -> Command {
-    let lib = std::fs::canonicalize(common::ort_library()).unwrap();
-    let model = std::fs::canonicalize(common::model_dir("all-MiniLM-L6-v2")).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_convrag"));
-    cmd.env("CONVRAG_HOME", home)
-        .env("ORT_DYLIB_PATH", lib)
-        .env("CONVRAG_MODEL_DIR", model)
-        .env("RUST_LOG", "warn")
-        .current_dir(home);
-    cmd
-}
-
 const DL_JSON: &str = r#"[
   {"query": "how long is the life cycle of a flea", "hits": [
     {"content": "Cook the pasta in salted boiling water for eight to ten minutes, then drain it.", "qid": 11, "docid": "pasta", "rank": 1, "score": 9.0},
@@ -53,7 +39,7 @@ fn reranks_trec_dl_json_and_reuses_the_disk_cache_across_processes() {
             .arg(&out)
             .args(["--collection", "tiny"]);
     };
-    let mut first = convrag(home.path());
+    let mut first = common::convrag_with_model(home.path());
     args(&mut first);
     let o = first.output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -77,7 +63,7 @@ fn reranks_trec_dl_json_and_reuses_the_disk_cache_across_processes() {
     }
 
     // A second process over the same collection encodes only the two queries.
-    let mut second = convrag(home.path());
+    let mut second = common::convrag_with_model(home.path());
     args(&mut second);
     let o = second.output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -95,7 +81,7 @@ fn depth_and_fusion_shape_the_run() {
     let candidates = home.path().join("cands.json");
     std::fs::write(&candidates, DL_JSON).unwrap();
     let out = home.path().join("run.trec");
-    let o = convrag(home.path())
+    let o = common::convrag_with_model(home.path())
         .args([
             "rerank",
             "--depth",
@@ -141,7 +127,7 @@ fn reads_trec_rag_reranker_requests() {
     )
     .unwrap();
     let out = home.path().join("run.trec");
-    let o = convrag(home.path())
+    let o = common::convrag_with_model(home.path())
         .args(["rerank", "--candidates"])
         .arg(&candidates)
         .arg("--output")
@@ -163,7 +149,7 @@ fn malformed_candidates_exit_nonzero_with_file_and_line_and_leave_no_run() {
     )
     .unwrap();
     let out = home.path().join("run.trec");
-    let o = convrag(home.path())
+    let o = common::convrag_with_model(home.path())
         .args(["rerank", "--candidates"])
         .arg(&candidates)
         .arg("--output")
@@ -184,7 +170,7 @@ fn bad_fusion_and_missing_model_are_reported() {
     let home = tempfile::tempdir().unwrap();
     let candidates = home.path().join("c.json");
     std::fs::write(&candidates, DL_JSON).unwrap();
-    let o = convrag(home.path())
+    let o = common::convrag_with_model(home.path())
         .args([
             "rerank",
             "--fusion",
@@ -198,7 +184,7 @@ fn bad_fusion_and_missing_model_are_reported() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("invalid fusion \"weighted:2\""));
-    let o = convrag(home.path())
+    let o = common::convrag_with_model(home.path())
         .args([
             "rerank",
             "--model",
@@ -222,7 +208,7 @@ fn bad_fusion_and_missing_model_are_reported() {
 fn bench_ann_refuses_bad_arguments_naming_the_argument_file_and_line() {
     let home = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let o = convrag(home.path())
+        let o = common::convrag_with_model(home.path())
             .args(["bench", "ann", "--quiet"])
             .args(args)
             .output()
