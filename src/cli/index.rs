@@ -9,12 +9,12 @@ use convrag::collection::{Format, SegmenterConfig};
 use convrag::dense::DiskEmbeddingCache;
 use convrag::dense::{FirstStage, HybridOptions, Retrieval, VectorSearch};
 use convrag::formats::topics::{read_topics, Topic};
-use convrag::index::search::{CollectionRegistry, Evaluation, SearchOptions, WeightedQuery};
 use convrag::index::topics::write_run_with;
 use convrag::index::writer::{index_collection, optimize, IndexOptions};
 use convrag::index::{
     open_tantivy, read_manifest, validate_name, Bm25Params, ContentsPart, FieldWeights, Language,
 };
+use convrag::index::{CollectionRegistry, Evaluation, SearchOptions, WeightedQuery};
 use convrag::rerank::{open_model, ModelKind, ModelManifest};
 use convrag::Config;
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::search::{Hit, Retriever, SearchOptions, WeightedQuery};
 use super::Result;
+use super::{Hit, Retriever, SearchOptions, WeightedQuery};
 
 /// Passages by id; its search finds nothing.
 #[derive(Debug, Default)]

@@ -1,9 +1,9 @@
 //! BM25 passage indexes on tantivy: one index per collection under
 //! `Config::collections_dir()/<name>/`, with a small JSON manifest beside it.
 //!
-//! Scoring is convrag's own BM25 (`search.rs`), computed from tantivy's postings and field norms,
+//! Scoring is convrag's own BM25 (`retriever.rs`), computed from tantivy's postings and field norms,
 //! because tantivy's built-in BM25 fixes k1 = 1.2 and b = 0.75. The formula and the document-length
-//! quantization are Lucene's (and so Anserini's): see `search.rs`.
+//! quantization are Lucene's (and so Anserini's): see `retriever.rs`.
 
 pub mod analysis;
 pub mod background;
@@ -13,7 +13,10 @@ pub mod impacts;
 #[cfg(test)]
 pub mod memory;
 mod porter;
-pub mod search;
+mod private;
+pub mod query;
+pub mod registry;
+pub mod retriever;
 pub mod topics;
 mod topk;
 pub mod writer;
@@ -28,10 +31,9 @@ use tantivy::schema::{
 
 use crate::collection::{CollectionError, Format, SegmenterConfig};
 pub use analysis::Language;
-pub use search::{
-    embedding_key, CollectionInfo, CollectionRegistry, Evaluation, Hit, Retriever, SearchOptions,
-    TantivyRetriever, WeightedQuery,
-};
+pub use query::{Evaluation, SearchOptions, WeightedQuery};
+pub use registry::{CollectionInfo, CollectionRegistry};
+pub use retriever::{embedding_key, Hit, Retriever, TantivyRetriever};
 pub use writer::{index_collection, IndexOptions, IndexReport};
 
 /// Errors of the index area.

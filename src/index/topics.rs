@@ -5,7 +5,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::search::{Hit, Retriever, SearchOptions, WeightedQuery};
+use super::{Hit, Retriever, SearchOptions, WeightedQuery};
 use super::{IndexError, Result};
 use crate::formats::topics::Topic;
 use crate::formats::trec_run::{self, RankedLine, ScoreFormat};

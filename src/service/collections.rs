@@ -6,14 +6,9 @@
 //! one; another user's private collection is never reached and so is not found, like a name that
 //! does not exist.
 //!
-//! A private collection on disk is `<collections>/.private/<user id>/<name>`, a symlink to its
-//! current version `.v-<uuid>/`, which holds `documents.jsonl` (every document's extracted text,
-//! the source the index is rebuilt from) and the index `<name>/`. An upload builds a complete new
-//! version beside it and swaps the symlink atomically, so searches see either the old documents or
-//! all of the new ones, and a failed build leaves nothing behind but the version it removes.
+//! A private collection's files (versions swapped in atomically) are `index::private`'s.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -22,11 +17,8 @@ use serde_json::json;
 
 use super::vectors::{VectorBuilds, VectorStatus};
 use crate::collection::documents::{self, Document, DocumentError};
-use crate::collection::Format;
 use crate::config::UploadLimits;
-use crate::index::{
-    index_collection, CollectionInfo, CollectionRegistry, IndexError, IndexOptions,
-};
+use crate::index::{CollectionInfo, CollectionRegistry, IndexError};
 use crate::progress::{Counter, Progress};
 use crate::store::{
     CollectionLimits, CollectionStatus, PrivateCollection, Store, StoreError, UploadSize,
@@ -225,23 +217,6 @@ pub struct CollectionService {
     vectors: Option<Arc<VectorBuilds>>,
 }
 
-const DOCUMENTS_FILE: &str = "documents.jsonl";
-
-/// Bytes of the files under `dir` (unreadable entries count as nothing: a size for a gauge).
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 impl CollectionService {
     pub fn new(store: Store, registry: CollectionRegistry, limits: UploadLimits) -> Self {
         CollectionService {
@@ -303,7 +278,7 @@ impl CollectionService {
         Ok(shared
             .into_iter()
             .map(|c| {
-                let bytes = dir_bytes(&self.registry.root().join(&c.name));
+                let bytes = self.registry.shared_bytes(&c.name);
                 (c.name, c.passages, bytes)
             })
             .collect())
@@ -386,8 +361,8 @@ impl CollectionService {
         for (owner, name) in self.store.private_collection_owners().await? {
             owned.entry(owner).or_default().push(name);
         }
-        let root = self.registry.root().join(crate::index::search::PRIVATE_DIR);
-        tokio::task::spawn_blocking(move || remove_unused_versions(&root, &owned))
+        let registry = self.registry.clone();
+        tokio::task::spawn_blocking(move || registry.remove_unused_private(&owned))
             .await
             .map_err(CollectionServiceError::Task)??;
         Ok(interrupted)
@@ -412,31 +387,20 @@ impl CollectionService {
         };
         let registry = self.registry.clone();
         let name = row.name;
-        tokio::task::spawn_blocking(move || remove_private_files(&registry, user_id, &name))
+        tokio::task::spawn_blocking(move || registry.remove_private(user_id, &name))
             .await
-            .map_err(CollectionServiceError::Task)?
+            .map_err(CollectionServiceError::Task)??;
+        Ok(())
     }
 
     /// Removes every private collection file of `user_id`, whose account is deleted (the rows
     /// went with it).
     pub async fn delete_owner_files(&self, user_id: i64) -> Result<()> {
         let registry = self.registry.clone();
-        tokio::task::spawn_blocking(move || {
-            let root = registry.private_root(user_id);
-            for entry in list_dir(&root)? {
-                if let Some(name) = entry.file_name().and_then(|n| n.to_str()) {
-                    if !name.starts_with('.') {
-                        registry.forget_private(user_id, name);
-                    }
-                }
-            }
-            match std::fs::remove_dir_all(&root) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&root)(e)),
-                _ => Ok(()),
-            }
-        })
-        .await
-        .map_err(CollectionServiceError::Task)?
+        tokio::task::spawn_blocking(move || registry.remove_owner(user_id))
+            .await
+            .map_err(CollectionServiceError::Task)??;
+        Ok(())
     }
 
     async fn registry_has_shared(&self, name: &str) -> Result<bool> {
@@ -659,100 +623,13 @@ impl CollectionService {
     ) -> Result<u64> {
         let registry = self.registry.clone();
         let name = name.to_string();
-        tokio::task::spawn_blocking(move || {
-            build_version(&registry, user_id, &name, &added, progress)
+        let passages = tokio::task::spawn_blocking(move || {
+            registry.build_private(user_id, &name, &added, progress)
         })
         .await
-        .map_err(CollectionServiceError::Task)?
+        .map_err(CollectionServiceError::Task)??;
+        Ok(passages)
     }
-}
-
-/// The entries of `dir` (none when it does not exist).
-fn list_dir(dir: &Path) -> Result<Vec<PathBuf>> {
-    match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.map(|e| e.path()))
-            .collect::<std::io::Result<_>>()
-            .map_err(io_err(dir)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(io_err(dir)(e)),
-    }
-}
-
-/// Removes a deleted private collection's live symlink and the version it points to.
-fn remove_private_files(registry: &CollectionRegistry, user_id: i64, name: &str) -> Result<()> {
-    let live = registry.private_dir(user_id, name);
-    registry.forget_private(user_id, name);
-    let version = std::fs::read_link(&live).ok().and_then(|target| {
-        target
-            .parent()
-            .map(|v| registry.private_root(user_id).join(v))
-    });
-    match std::fs::remove_file(&live) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&live)(e)),
-        _ => {}
-    }
-    if let Some(version) = version {
-        // Open searches keep their mapped files until they finish.
-        std::fs::remove_dir_all(&version).map_err(io_err(&version))?;
-    }
-    Ok(())
-}
-
-/// Under `private_root`: removes the folders of owners with no private collection, the live
-/// symlinks of collections not in `owned`, the versions (`.v-*`) no remaining symlink points
-/// to, and leftover new symlinks (`.v-*.link`).
-fn remove_unused_versions(private_root: &Path, owned: &HashMap<i64, Vec<String>>) -> Result<()> {
-    for owner in list_dir(private_root)? {
-        let names = owner
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.parse::<i64>().ok())
-            .and_then(|id| owned.get(&id));
-        let Some(names) = names else {
-            std::fs::remove_dir_all(&owner).map_err(io_err(&owner))?;
-            tracing::info!(path = %owner.display(), "removed the collections of a deleted owner");
-            continue;
-        };
-        let hidden = |p: &Path| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        };
-        let mut entries = Vec::new();
-        for entry in list_dir(&owner)? {
-            let known = entry
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| names.iter().any(|name| name == n));
-            if hidden(&entry) || known {
-                entries.push(entry);
-            } else {
-                remove_entry(&entry)?;
-                tracing::info!(path = %entry.display(), "removed a deleted collection");
-            }
-        }
-        let live: Vec<PathBuf> = entries
-            .iter()
-            .filter(|p| !hidden(p))
-            .filter_map(|p| std::fs::read_link(p).ok())
-            .filter_map(|target| target.parent().map(|v| owner.join(v)))
-            .collect();
-        for entry in entries.iter().filter(|p| hidden(p) && !live.contains(p)) {
-            remove_entry(entry)?;
-            tracing::info!(path = %entry.display(), "removed an unused collection version");
-        }
-    }
-    Ok(())
-}
-
-/// Removes a symlink or file, or a directory with its contents.
-fn remove_entry(entry: &Path) -> Result<()> {
-    let removed = if entry.is_symlink() || entry.is_file() {
-        std::fs::remove_file(entry)
-    } else {
-        std::fs::remove_dir_all(entry)
-    };
-    removed.map_err(io_err(entry))
 }
 
 /// Reads every uploaded file, or names the first one refused (`files[i]`).
@@ -806,116 +683,4 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> CollectionServiceError + '_
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// Writes a complete new version (documents + index) beside the live one and swaps it in; on
-/// any failure the new version is removed and the live one is untouched.
-fn build_version(
-    registry: &CollectionRegistry,
-    user_id: i64,
-    name: &str,
-    added: &[(String, Document)],
-    progress: Option<Arc<dyn Progress>>,
-) -> Result<u64> {
-    let root = registry.private_root(user_id);
-    std::fs::create_dir_all(&root).map_err(io_err(&root))?;
-    let version = format!(".v-{}", uuid::Uuid::new_v4().simple());
-    let staging = root.join(&version);
-    let built = write_version(registry, user_id, name, &staging, added, progress);
-    let passages = match built {
-        Ok(passages) => passages,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(e);
-        }
-    };
-    let live = registry.private_dir(user_id, name);
-    let previous = std::fs::read_link(&live).ok();
-    // A new symlink renamed over the old one: the swap is atomic.
-    let link = root.join(format!("{version}.link"));
-    let swapped = std::os::unix::fs::symlink(Path::new(&version).join(name), &link)
-        .and_then(|()| std::fs::rename(&link, &live));
-    if let Err(e) = swapped {
-        let _ = std::fs::remove_file(&link);
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(io_err(&live)(e));
-    }
-    registry.forget_private(user_id, name);
-    // The old version: open searches keep their files (mapped) until they finish.
-    if let Some(old) = previous.and_then(|p| p.parent().map(Path::to_path_buf)) {
-        let old = root.join(old);
-        if old != staging {
-            let _ = std::fs::remove_dir_all(old);
-        }
-    }
-    Ok(passages)
-}
-
-/// The documents file (the live version's documents, then `added`) and its index in `staging`.
-fn write_version(
-    registry: &CollectionRegistry,
-    user_id: i64,
-    name: &str,
-    staging: &Path,
-    added: &[(String, Document)],
-    progress: Option<Arc<dyn Progress>>,
-) -> Result<u64> {
-    std::fs::create_dir_all(staging).map_err(io_err(staging))?;
-    let documents = staging.join(DOCUMENTS_FILE);
-    let live_documents = registry
-        .private_dir(user_id, name)
-        .join("..")
-        .join(DOCUMENTS_FILE);
-    match std::fs::copy(&live_documents, &documents) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::File::create(&documents).map_err(io_err(&documents))?;
-        }
-        Err(e) => return Err(io_err(&live_documents)(e)),
-    }
-    append_documents(&documents, added)?;
-    let mut options = IndexOptions::new(name, Format::MsmarcoV21Doc);
-    options.inputs = vec![documents];
-    options.threads = 1;
-    options.heap_bytes = 32 << 20;
-    if let Some(progress) = progress {
-        options.progress = progress;
-    }
-    let report = index_collection(staging, &options)?;
-    Ok(report.passages_total)
-}
-
-/// Appends documents as MS MARCO v2.1 document records, which the indexer segments into passages.
-fn append_documents(path: &Path, added: &[(String, Document)]) -> Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    let mut out = String::new();
-    for (file_name, doc) in added {
-        let unique = uuid::Uuid::new_v4().simple().to_string();
-        let docid = format!("{}-{}", slug(file_name), &unique[..8]);
-        let record = json!({"docid": docid, "url": file_name, "title": doc.title,
-            "headings": doc.headings, "body": doc.text, "kind": doc.kind});
-        out.push_str(&record.to_string());
-        out.push('\n');
-    }
-    file.write_all(out.as_bytes()).map_err(io_err(path))?;
-    file.sync_all().map_err(io_err(path))
-}
-
-/// A file name reduced to letters, digits, '.', '-' and '_' (for passage ids).
-fn slug(file_name: &str) -> String {
-    let s: String = file_name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(60)
-        .collect();
-    s
 }
