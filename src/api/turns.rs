@@ -12,9 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::model::{stream_event, StreamEvent, TurnEnvelope, TurnsEnvelope};
 use crate::dense::Retrieval;
 use crate::pipeline::turn::{GeneratorChoice, RewriterChoice, TurnEvent};
-use crate::service::{
-    Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest, TurnService,
-};
+use crate::service::{Begun, RequestedSettings, SettingLimits, TurnContext, TurnRequest};
 use crate::store::{Turn, TurnSlot};
 use crate::web::error::{ApiError, ErrorCode};
 use crate::web::extract::{
@@ -177,7 +175,7 @@ pub async fn create(
     let route = format!("POST /v1/conversations/{conversation_id}/turns");
     let key = idempotency_key(&req, &route, &body)?;
     if let Some(u) = &body.utterance {
-        TurnService::check_utterance(&state.store, "utterance", u)?;
+        state.turns.check_utterance("utterance", u)?;
     } else if body.regenerate.is_none() {
         return Err(ApiError::invalid(
             "utterance",
@@ -186,7 +184,7 @@ pub async fn create(
     }
     if let Some(r) = &body.rewrite {
         // A manual rewrite is a query a person wrote: an utterance's rule.
-        TurnService::check_utterance(&state.store, "rewrite", r)?;
+        state.turns.check_utterance("rewrite", r)?;
     }
     let settings = state.turns.resolve(
         &body.requested_settings(),
@@ -222,15 +220,7 @@ pub async fn create(
     let admission = state.turns.admit_turns(user.id, 1, "utterance")?;
     let turn = match state
         .turns
-        .begin_admitted(
-            admission,
-            &state.store,
-            user.id,
-            conversation_id,
-            slot,
-            request,
-            key,
-        )
+        .begin_admitted(admission, user.id, conversation_id, slot, request, key)
         .await?
     {
         Begun::Started(turn) => *turn,

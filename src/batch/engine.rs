@@ -327,7 +327,7 @@ impl Engine {
                 topic: &topic.id,
                 seq,
             };
-            store_turn(&self.service, &self.store, self.user_id, position, request).await?;
+            store_turn(&self.service, self.user_id, position, request).await?;
             computed += 1;
             self.progress.inc(1);
         }
@@ -395,7 +395,6 @@ pub(crate) struct TurnPosition<'a> {
 /// errors name the turn by its external id.
 pub(crate) async fn store_turn(
     service: &TurnService,
-    store: &Store,
     user_id: i64,
     at: TurnPosition<'_>,
     mut request: TurnRequest,
@@ -405,7 +404,7 @@ pub(crate) async fn store_turn(
     let turn = request.references.external_turn_id.clone();
     let named = |e| super::service_error(turn.as_deref(), e);
     let started = service
-        .begin(store, user_id, at.conversation, TurnSlot::Next, request)
+        .begin(user_id, at.conversation, TurnSlot::Next, request)
         .await
         .map_err(named)?;
     // The conversation is locked now: a turn stored since the caller read its turns is visible,

@@ -352,7 +352,6 @@ fn failure(endpoint: &str, f: Failure) -> BatchError {
 /// Takes part in (or resumes) an interactive run until the API reports its last response.
 pub async fn run(
     service: Arc<TurnService>,
-    store: &Store,
     user_id: i64,
     options: &InteractiveOptions,
     progress: SharedProgress,
@@ -372,12 +371,16 @@ pub async fn run(
             ));
         }
     }
+    let store = service
+        .store()
+        .map_err(|e| super::service_error(None, e))?
+        .clone();
     let client = Client {
         api,
+        conversations: store.run_conversations(user_id, &options.run_id),
         service,
         store,
         user_id,
-        conversations: store.run_conversations(user_id, &options.run_id),
         options,
         progress,
     };
@@ -388,7 +391,8 @@ pub async fn run(
 struct Client<'a> {
     api: SimApi,
     service: Arc<TurnService>,
-    store: &'a Store,
+    /// The service's store.
+    store: Store,
     user_id: i64,
     /// A session is the conversation of topic `<topic id>/<user id>`.
     conversations: RunConversations,
@@ -570,7 +574,7 @@ impl Client<'_> {
             topic: &session,
             seq: done as i32 + 1,
         };
-        let turn = store_turn(&self.service, self.store, self.user_id, position, request).await?;
+        let turn = store_turn(&self.service, self.user_id, position, request).await?;
         Ok((turn, true))
     }
 

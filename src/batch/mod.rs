@@ -123,6 +123,7 @@ pub(crate) fn service_error(turn: Option<&str>, e: crate::service::ServiceError)
             | ServiceError::MissingUtterance
             | ServiceError::NoCollection
             | ServiceError::LlmConfig(_)
+            | ServiceError::NoStore
             | ServiceError::RateLimited { .. }
             | ServiceError::Task(_)),
         ) => BatchError::Resume(format!("{prefix}{e}")),

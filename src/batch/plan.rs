@@ -339,13 +339,16 @@ pub enum Execution {
 pub async fn execute(
     service: Arc<TurnService>,
     config: &Config,
-    store: &Store,
     run: PlannedRun,
     execution: Execution,
     owner: Option<&str>,
     progress: SharedProgress,
 ) -> Result<RunSummary> {
     let PlannedRun { plan, render } = run;
+    let store = &service
+        .store()
+        .map_err(|e| super::service_error(None, e))?
+        .clone();
     let record = run_record(&service, config, &plan)?;
     let user = run_owner(store, owner).await?;
     let busy = || {

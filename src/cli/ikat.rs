@@ -87,10 +87,7 @@ pub struct InteractiveArgs {
 /// Runs `convrag ikat ...`.
 pub fn run(config: &Config, args: IkatArgs) -> anyhow::Result<()> {
     let IkatCommand::Interactive(a) = args.command;
-    let service = Arc::new(TurnService::from_config(
-        config,
-        convrag::dense::load_default(config),
-    )?);
+    let service = TurnService::from_config(config, convrag::dense::load_default(config))?;
     let requested = RequestedSettings {
         generator: a.generator,
         passages: a.passages,
@@ -122,11 +119,11 @@ pub fn run(config: &Config, args: IkatArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let database = convrag::store::embedded::Database::open(config).await?;
         let store = &database.store;
+        let service = Arc::new(service.with_store(store.clone()));
         let work = async {
             let user_id = run_owner(store, a.user.as_deref()).await?;
             let bar = crate::cli::run::progress_bar(a.quiet);
-            let summary =
-                interactive::run(Arc::clone(&service), store, user_id, &options, bar).await?;
+            let summary = interactive::run(Arc::clone(&service), user_id, &options, bar).await?;
             let written = match &a.output {
                 Some(path) => {
                     let team = options.team_id.as_deref().unwrap_or("convrag");

@@ -365,7 +365,7 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
     // As the server builds it.
     let search = convrag::dense::load_default_search(config);
     let reranker = search.as_ref().map(|s| s.reranker());
-    let service = Arc::new(TurnService::from_config(config, reranker)?.with_vectors(search));
+    let service = TurnService::from_config(config, reranker)?.with_vectors(search);
     let (options, flags) = args.task.into_options();
     let planned = task::plan(&service, options)?;
     let run_name = planned.plan.run_name.clone();
@@ -375,10 +375,10 @@ pub fn run(config: &Config, args: RunArgs) -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         let database = convrag::store::embedded::Database::open(config).await?;
+        let service = Arc::new(service.with_store(database.store.clone()));
         let work = plan::execute(
             service,
             config,
-            &database.store,
             planned,
             flags.execution,
             flags.user.as_deref(),

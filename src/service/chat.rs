@@ -465,7 +465,6 @@ impl ChatService {
             .turns
             .begin_admitted(
                 admission,
-                &self.store,
                 user_id,
                 conversation_id,
                 slot,

@@ -530,7 +530,7 @@ impl From<ServiceError> for ApiError {
             },
             ServiceError::Index(e) => e.into(),
             ServiceError::Pipeline(e) => e.into(),
-            ServiceError::LlmConfig(_) | ServiceError::Task(_) => {
+            ServiceError::LlmConfig(_) | ServiceError::NoStore | ServiceError::Task(_) => {
                 ApiError::new(ErrorCode::Internal, e.to_string())
             }
         }

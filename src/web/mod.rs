@@ -52,9 +52,9 @@ impl AppState {
         use sha2::{Digest, Sha256};
         crate::service::turns::register_llm_series();
         error::register_error_series();
-        let turns = Arc::new(turn_service(&config, None));
+        let limited = store.clone().with_limits(config.limits.clone());
+        let turns = Arc::new(turn_service(&config, &limited, None));
         let collections = collection_service(&store, &turns, &config);
-        let limited = store.with_limits(config.limits.clone());
         Self {
             users: UserService::new(limited.clone(), collections.clone()),
             collections,
@@ -99,7 +99,8 @@ impl AppState {
     }
 
     fn with_models(mut self, reranker: Arc<dyn Reranker>, vectors: Option<VectorSearch>) -> Self {
-        self.turns = Arc::new(turn_service(&self.config, Some(reranker)).with_vectors(vectors));
+        self.turns =
+            Arc::new(turn_service(&self.config, &self.store, Some(reranker)).with_vectors(vectors));
         self.collections = collection_service(&self.store, &self.turns, &self.config);
         self.users = UserService::new(self.store.clone(), self.collections.clone());
         self.chat = chat_service(&self.store, &self.turns, &self.config);
@@ -132,8 +133,13 @@ fn collection_service(
     )
 }
 
-/// The server's turn service: the configured stages, and every user's rates limited.
-fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnService {
+/// The server's turn service: the configured stages, turns stored in `store`, and every user's
+/// rates limited.
+fn turn_service(
+    config: &Config,
+    store: &Store,
+    reranker: Option<Arc<dyn Reranker>>,
+) -> TurnService {
     TurnService::from_config(config, reranker.clone())
         .unwrap_or_else(|e| {
             tracing::error!(error = %e, "extractive answers only");
@@ -142,6 +148,7 @@ fn turn_service(config: &Config, reranker: Option<Arc<dyn Reranker>>) -> TurnSer
             TurnService::from_config(&config, reranker).expect("no LLM endpoint, nothing to refuse")
         })
         .with_rate_limits(&config.limits)
+        .with_store(store.clone())
 }
 
 /// The response header naming the request (also in the log lines of its failures).

@@ -38,6 +38,9 @@ pub enum ServiceError {
     /// What the caller sent breaks the input contract ([`crate::service::input`]).
     #[error(transparent)]
     Input(#[from] InvalidInput),
+    /// A stored turn was asked of a service built without a database (benchmarks, evaluation).
+    #[error("this turn service stores no turns: it was built without a database")]
+    NoStore,
     /// A blocking task panicked or was cancelled.
     #[error("a task failed: {0}")]
     Task(#[source] tokio::task::JoinError),

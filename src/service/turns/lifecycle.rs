@@ -84,12 +84,9 @@ impl TurnRequest {
 impl TurnService {
     /// Refuses an utterance that is blank, holds a NUL or is longer than the configured limit
     /// (400 naming `field`): every adapter's rule for what a user says.
-    pub fn check_utterance(store: &Store, field: &str, utterance: &str) -> Result<()> {
-        Ok(input::required_text(
-            field,
-            utterance,
-            store.limits().utterance_chars,
-        )?)
+    pub fn check_utterance(&self, field: &str, utterance: &str) -> Result<()> {
+        let limit = self.store()?.limits().utterance_chars;
+        Ok(input::required_text(field, utterance, limit)?)
     }
 
     /// Takes the conversation's lease and prepares the turn: its utterance (the replaced
@@ -98,15 +95,14 @@ impl TurnService {
     /// lease. The turn is counted against the user's rate first.
     pub async fn begin(
         &self,
-        store: &Store,
         user_id: i64,
         conversation_id: Uuid,
         slot: TurnSlot,
         request: TurnRequest,
     ) -> Result<StartedTurn> {
         let _admission = self.admit_turns(user_id, 1, "utterance")?;
-        let pending = Self::lease(store, user_id, conversation_id, slot, &request).await?;
-        self.start(store, pending, request, None).await
+        let pending = self.lease(user_id, conversation_id, slot, &request).await?;
+        self.start(pending, request, None).await
     }
 
     /// As [`TurnService::begin`] for a turn already counted ([`TurnService::admit_turns`]),
@@ -114,44 +110,44 @@ impl TurnService {
     /// conversation's lease is held: a retry of a turn still running waits for it like any turn
     /// of that conversation, then answers with the turn it stored ([`Begun::Replayed`]), or runs
     /// when it stored nothing. The key is recorded with the turn.
-    #[allow(clippy::too_many_arguments)]
     pub async fn begin_admitted(
         &self,
         _admission: Admission,
-        store: &Store,
         user_id: i64,
         conversation_id: Uuid,
         slot: TurnSlot,
         request: TurnRequest,
         key: Option<IdempotencyKey>,
     ) -> Result<Begun> {
-        let pending = Self::lease(store, user_id, conversation_id, slot, &request).await?;
+        let pending = self.lease(user_id, conversation_id, slot, &request).await?;
         if let Some(key) = &key {
-            if let KeyLookup::Stored(turn) = store.idempotent_result(user_id, key).await? {
+            if let KeyLookup::Stored(turn) = self.store()?.idempotent_result(user_id, key).await? {
                 return Ok(Begun::Replayed(Box::new(turn)));
             }
         }
-        let started = self.start(store, pending, request, key).await?;
+        let started = self.start(pending, request, key).await?;
         Ok(Begun::Started(Box::new(started)))
     }
 
     /// The conversation's lease for a turn whose utterance is checked first.
     async fn lease(
-        store: &Store,
+        &self,
         user_id: i64,
         conversation_id: Uuid,
         slot: TurnSlot,
         request: &TurnRequest,
     ) -> Result<PendingTurn> {
         if let Some(utterance) = &request.utterance {
-            Self::check_utterance(store, "utterance", utterance)?;
+            self.check_utterance("utterance", utterance)?;
         }
-        Ok(store.begin_turn(user_id, conversation_id, slot).await?)
+        Ok(self
+            .store()?
+            .begin_turn(user_id, conversation_id, slot)
+            .await?)
     }
 
     async fn start(
         &self,
-        store: &Store,
         pending: PendingTurn,
         request: TurnRequest,
         key: Option<IdempotencyKey>,
@@ -195,7 +191,7 @@ impl TurnService {
         };
         Ok(StartedTurn {
             pipeline: Arc::clone(&self.pipeline),
-            store: store.clone(),
+            store: self.store()?.clone(),
             pending,
             utterance,
             ctx,
@@ -416,6 +412,18 @@ mod tests {
             ordinal: None,
             ranks: Default::default(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_service_without_a_store_refuses_to_begin_a_stored_turn() {
+        let service = TurnService::from_config(&crate::config::Config::default(), None).unwrap();
+        let request = TurnRequest::new(Some("a question".into()), TurnSettings::default());
+        let begun = service.begin(1, Uuid::nil(), TurnSlot::Next, request).await;
+        assert!(matches!(begun, Err(ServiceError::NoStore)));
+        assert!(matches!(
+            service.check_utterance("utterance", "a question"),
+            Err(ServiceError::NoStore)
+        ));
     }
 
     #[test]

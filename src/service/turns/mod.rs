@@ -32,6 +32,7 @@ use crate::rerank::Reranker;
 use crate::service::input::InvalidInput;
 use crate::service::rate::{RateKind, RateLimiter};
 use crate::service::vectors::{VectorBuilds, VectorStatus};
+use crate::store::Store;
 
 /// What dense or hybrid retrieval does on a collection whose passage vectors are not ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,6 +56,9 @@ pub struct TurnService {
     vectors: Option<VectorSearch>,
     /// The same model computing collections' vectors in the background.
     vector_builds: Option<Arc<VectorBuilds>>,
+    /// Where turns are stored, with its limits (the server's and batch runs'; benchmarks and
+    /// evaluation run turns unstored).
+    store: Option<Store>,
 }
 
 impl TurnService {
@@ -80,6 +84,7 @@ impl TurnService {
             chat_max_words: config.chat_max_words,
             vectors: None,
             vector_builds: None,
+            store: None,
         })
     }
 
@@ -91,6 +96,17 @@ impl TurnService {
             .map(|search| Arc::new(VectorBuilds::new(search)));
         self.vectors = vectors;
         self
+    }
+
+    /// Stores the turns it begins in `store`, within its limits.
+    pub fn with_store(mut self, store: Store) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The store of begun turns ([`ServiceError::NoStore`] without [`Self::with_store`]).
+    pub fn store(&self) -> Result<&Store> {
+        self.store.as_ref().ok_or(ServiceError::NoStore)
     }
 
     /// The background vector builds (with [`Self::with_vectors`]).
