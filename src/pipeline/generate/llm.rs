@@ -297,17 +297,25 @@ impl LlmGenerator {
         }
     }
 
-    async fn attempt(
+    /// The chat request for `request` and how many passages it shows, or a prompt failure.
+    fn prompt(
         &self,
         request: &GenerationRequest,
-    ) -> std::result::Result<Generation, Failure> {
+    ) -> std::result::Result<(ChatRequest, usize), Failure> {
         let chat = self.chat_request(request).map_err(|e| Failure {
             kind: FallbackKind::Prompt,
             reason: e.to_string(),
             call: None,
             dropped: vec![],
         })?;
-        let shown = self.shown(request);
+        Ok((chat, self.shown(request)))
+    }
+
+    async fn attempt(
+        &self,
+        request: &GenerationRequest,
+    ) -> std::result::Result<Generation, Failure> {
+        let (chat, shown) = self.prompt(request)?;
         let started = Instant::now();
         let response = self.model.chat(&chat).await.map_err(failure_of)?;
         let mut call = self.call_record(&chat, false, started, &response.content, shown);
@@ -329,13 +337,7 @@ impl LlmGenerator {
         on_event: &mut (dyn FnMut(GenerationEvent) + Send),
         emitted: &mut usize,
     ) -> std::result::Result<Generation, Failure> {
-        let chat = self.chat_request(request).map_err(|e| Failure {
-            kind: FallbackKind::Prompt,
-            reason: e.to_string(),
-            call: None,
-            dropped: vec![],
-        })?;
-        let shown = self.shown(request);
+        let (chat, shown) = self.prompt(request)?;
         let started = Instant::now();
         let mut stream = self.model.chat_stream(&chat).await.map_err(failure_of)?;
         let mut buffer = String::new();
