@@ -5,7 +5,7 @@ import { loadConversations } from "./conversation-list.js";
 import { $, scrollToEnd, setError } from "./dom.js";
 import { reportError } from "./session.js";
 import { draftKey, setBusy, state } from "./state.js";
-import { settingsFrom } from "./turn-settings.js";
+import { renderSettingsFields, settingsFrom } from "./turn-settings.js";
 import { streamHandlers } from "./stream.js";
 import { TurnView } from "./turn-view.js";
 
@@ -62,6 +62,8 @@ async function send(event) {
 }
 
 export function init() {
+  // A new message's word limit is the chat's; only a regenerated answer sets its own.
+  renderSettingsFields($("composer-settings"), "composer", ["max_words"]);
   $("composer").addEventListener("submit", send);
   $("composer-input").addEventListener("input", (event) => {
     if (state.current) sessionStorage.setItem(draftKey(state.current.conversation.id), event.target.value);

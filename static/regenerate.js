@@ -1,7 +1,7 @@
 // The "Regenerate…" dialog: runs a turn again, with its settings to start from.
 
 import { $, closeOnBackdropClick } from "./dom.js";
-import { fillSettingsForm, settingsFrom } from "./turn-settings.js";
+import { fillSettingsForm, renderSettingsFields, settingsFrom } from "./turn-settings.js";
 
 /** The turn view being regenerated and the button that opened the dialog (focus returns there). */
 let target = null;
@@ -17,6 +17,7 @@ export function openRegenerate(view, opener) {
 }
 
 export function init() {
+  renderSettingsFields($("regenerate-settings"), "regenerate");
   $("regenerate-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const chosen = target;
