@@ -7,8 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # `build`, not `check`: after a debug build (scripts/test.sh builds the tests first) only the
-# library itself is compiled again, where a check would first check every dependency.
-cargo build --locked --lib --no-default-features
+# library itself is compiled again, where a check would first check every dependency. Only
+# whether it compiles matters here, so it is not optimized (the dependencies' settings, and so
+# their builds, stay the test build's).
+cargo build --locked --lib --no-default-features --config 'profile.dev.package.convrag.opt-level=0'
 for dep in indicatif instant-distance; do
     # `cargo tree -i` says "nothing to print" (or that no package matches) when nothing depends on it.
     tree=$(cargo tree --locked --no-default-features -e normal -i "$dep" 2>&1 || true)

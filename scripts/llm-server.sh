@@ -47,8 +47,10 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 # reports AMX crashed in ggml_backend_amx_mul_mat (the VM does not enable the AMX tile state), and
 # the wheel is cached across machines. The flavor names the cache directory and is recorded in the
 # venv, so a wheel built otherwise is never reused.
-LLAMA_FLAVOR="avx2-portable"
-LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+# Text only: the multimodal library (LLAVA_BUILD) is loaded by llama-cpp-python only for image
+# chat handlers, which nothing here uses, and is a large part of the build.
+LLAMA_FLAVOR="avx2-portable-text"
+LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 LLAMA_WHEELS="$WHEELS/llama-$LLAMA_FLAVOR"
 
 install_llama() {
