@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map};
+use serde_json::json;
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
 use super::plan::{
-    check_jobs, collection_required, resolve_stages, retriever, run_name, settings, stem,
-    CommonOptions, Outputs, Plan, PlannedRun, Render, Stage, Stages,
+    collection_required, retriever, run_name, settings, stages, stem, CommonOptions, Outputs, Plan,
+    PlannedRun, Render, Stage, Stages,
 };
 use super::{input_error, option, submitted_score, BatchError, Result};
 use crate::formats::ikat::{
@@ -19,7 +19,7 @@ use crate::formats::ikat::{
 };
 use crate::formats::ikat25::{self, Ikat25Metadata, Ikat25Response, Ikat25Turn, ScoredIds};
 use crate::formats::trec_run::{self, read_run, TrecRunLine};
-use crate::formats::{FormatError, ValidationContext};
+use crate::formats::ValidationContext;
 use crate::index::Retriever;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
@@ -227,7 +227,6 @@ pub enum IkatFormat {
 
 /// Checks the options against the inputs and the installed model and plans the run.
 pub(super) fn plan(service: &TurnService, a: IkatOptions) -> Result<PlannedRun> {
-    check_jobs(&a.common)?;
     let run_type: RunType = a.run_type;
     let only_response = run_type == RunType::OnlyResponse;
     let default: &[Stage] = if only_response {
@@ -246,11 +245,7 @@ pub(super) fn plan(service: &TurnService, a: IkatOptions) -> Result<PlannedRun> 
             Stage::Generate,
         ]
     };
-    let stages = resolve_stages(
-        a.common.stages.as_deref(),
-        default,
-        service.reranker().is_some(),
-    )?;
+    let stages = stages(service, &a.common, default)?;
     if only_response && (!stages.retrieve || !stages.generate || stages.rerank) {
         return Err(option(
             "--stages",
@@ -307,28 +302,26 @@ pub(super) fn plan(service: &TurnService, a: IkatOptions) -> Result<PlannedRun> 
     }
     let jobs = jobs(&topics, run_type, collection.as_deref(), given)?;
     let run_name = run_name(a.common.run_name.as_deref(), &stem(&a.output))?;
-    let mut options = Map::new();
-    options.insert("run_type".into(), json!(run_type.as_str()));
-    let mut output_options = Map::new();
-    output_options.insert("ptkb_list".into(), json!(a.ptkb_list));
-    if format == IkatFormat::Y2025 {
-        output_options.insert("format".into(), json!(format));
-        output_options.insert("team_id".into(), json!(a.team_id));
-    }
-    let plan = Plan {
-        task: "ikat".into(),
-        run_name: run_name.clone(),
+    let mut plan = Plan::new(
+        "ikat",
+        run_name.clone(),
+        &a.common,
         stages,
         settings,
-        options,
-        output_options,
-        collections: collection.into_iter().collect(),
-        inputs,
-        topics: jobs,
-        fill_to: 0,
-        jobs: a.common.jobs,
-        output: a.output.clone(),
-    };
+        jobs,
+        a.output.clone(),
+    );
+    plan.options
+        .insert("run_type".into(), json!(run_type.as_str()));
+    plan.output_options
+        .insert("ptkb_list".into(), json!(a.ptkb_list));
+    if format == IkatFormat::Y2025 {
+        plan.output_options.insert("format".into(), json!(format));
+        plan.output_options
+            .insert("team_id".into(), json!(a.team_id));
+    }
+    plan.collections.extend(collection);
+    plan.inputs = inputs;
     if a.trec_output.is_some() && !stages.retrieve {
         return Err(option(
             "--trec-output",
@@ -384,9 +377,7 @@ impl IkatRender {
             &ValidationContext::default(),
             self.stages.retrieve,
         );
-        if report.has_errors() {
-            return Err(FormatError::Invalid(report.error_summary()).into());
-        }
+        report.check()?;
         let mut outputs = vec![(self.output, text)];
         if let Some(path) = self.trec_output {
             let ids: Vec<String> = self
@@ -402,9 +393,7 @@ impl IkatRender {
                 topics: Some(ids),
             };
             let report = trec_run::validate_text(&trec, &rules, &ValidationContext::default());
-            if report.has_errors() {
-                return Err(FormatError::Invalid(report.error_summary()).into());
-            }
+            report.check()?;
             outputs.push((path, trec));
         }
         Ok(outputs)

@@ -80,11 +80,22 @@ impl Stages {
     }
 }
 
-pub(super) fn resolve_stages(
-    given: Option<&[Stage]>,
+/// The start of every task's plan: `--jobs` checked, the stages resolved against the task's
+/// `default` and the installed model.
+pub(super) fn stages(
+    service: &TurnService,
+    common: &CommonOptions,
     default: &[Stage],
-    model: bool,
 ) -> Result<Stages> {
+    check_jobs(common)?;
+    resolve_stages(
+        common.stages.as_deref(),
+        default,
+        service.reranker().is_some(),
+    )
+}
+
+fn resolve_stages(given: Option<&[Stage]>, default: &[Stage], model: bool) -> Result<Stages> {
     let explicit = given.is_some();
     let list: BTreeSet<Stage> = given.unwrap_or(default).iter().copied().collect();
     if !list.contains(&Stage::Ptkb) || !list.contains(&Stage::Rewrite) {
@@ -137,6 +148,34 @@ pub struct Plan {
     /// Topics computed in parallel.
     pub jobs: usize,
     pub output: PathBuf,
+}
+
+impl Plan {
+    /// A plan of `topics` with no task options, inputs or collections yet, nor padding.
+    pub(super) fn new(
+        task: impl Into<String>,
+        run_name: String,
+        common: &CommonOptions,
+        stages: Stages,
+        settings: TurnSettings,
+        topics: Vec<TopicJob>,
+        output: PathBuf,
+    ) -> Plan {
+        Plan {
+            task: task.into(),
+            run_name,
+            stages,
+            settings,
+            options: Map::new(),
+            output_options: Map::new(),
+            collections: BTreeSet::new(),
+            inputs: BTreeMap::new(),
+            topics,
+            fill_to: 0,
+            jobs: common.jobs,
+            output,
+        }
+    }
 }
 
 /// What a render produced: files to write, the first being the submission.
@@ -260,7 +299,7 @@ pub(super) fn stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-pub(super) fn check_jobs(common: &CommonOptions) -> Result<()> {
+fn check_jobs(common: &CommonOptions) -> Result<()> {
     // Each topic in flight holds one database connection for its turn (the pool has 16).
     if common.jobs == 0 || common.jobs > 12 {
         return Err(option("--jobs", "must be between 1 and 12"));

@@ -5,18 +5,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde_json::{json, Map};
+use serde_json::json;
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
 use super::plan::{
-    check_jobs, resolve_stages, retriever, run_name, settings, CommonOptions, Plan, PlannedRun,
-    Render, Stage,
+    retriever, run_name, settings, stages, CommonOptions, Plan, PlannedRun, Render, Stage,
 };
 use super::{option, BatchError, Result};
 use crate::formats::poleval::{PolevalQuestion, PASSAGES_PER_LINE};
-use crate::formats::{
-    ikat as ikat_format, poleval as poleval_format, FormatError, ValidationContext,
-};
+use crate::formats::{ikat as ikat_format, poleval as poleval_format, ValidationContext};
 use crate::index::Language;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::turn::TurnSettings;
@@ -99,14 +96,9 @@ pub struct PolevalOptions {
 
 /// Checks the options against the inputs and the installed model and plans the run.
 pub(super) fn plan(service: &TurnService, a: PolevalOptions) -> Result<PlannedRun> {
-    check_jobs(&a.common)?;
     // The installed model reads English; rerank Polish passages only when asked to.
     let default = [Stage::Ptkb, Stage::Rewrite, Stage::Retrieve];
-    let stages = resolve_stages(
-        a.common.stages.as_deref(),
-        &default,
-        service.reranker().is_some(),
-    )?;
+    let stages = stages(service, &a.common, &default)?;
     if !stages.retrieve || stages.generate {
         return Err(option(
             "--stages",
@@ -157,23 +149,19 @@ pub(super) fn plan(service: &TurnService, a: PolevalOptions) -> Result<PlannedRu
             .unwrap_or_default()
     );
     let run_name = run_name(a.common.run_name.as_deref(), &fallback)?;
-    let mut options = Map::new();
-    options.insert("collections".into(), json!(routes));
-    let output_options = Map::new();
-    let plan = Plan {
-        task: "poleval".into(),
+    let mut plan = Plan::new(
+        "poleval",
         run_name,
+        &a.common,
         stages,
         settings,
-        options,
-        output_options,
-        collections: routes.values().cloned().collect(),
-        inputs: BTreeMap::from([("in".to_string(), a.input.clone())]),
-        topics: jobs,
-        fill_to: poleval_format::PASSAGES_PER_LINE,
-        jobs: a.common.jobs,
-        output: output.clone(),
-    };
+        jobs,
+        output.clone(),
+    );
+    plan.options.insert("collections".into(), json!(routes));
+    plan.collections.extend(routes.values().cloned());
+    plan.inputs.insert("in".into(), a.input.clone());
+    plan.fill_to = poleval_format::PASSAGES_PER_LINE;
     let render: Render = Box::new(move |stored: &[Vec<Turn>]| {
         let rankings = render(&questions, stored)?;
         let text = poleval_format::render_out(&rankings)?;
@@ -182,9 +170,7 @@ pub(super) fn plan(service: &TurnService, a: PolevalOptions) -> Result<PlannedRu
             Some(&questions),
             &ValidationContext::default(),
         );
-        if report.has_errors() {
-            return Err(FormatError::Invalid(report.error_summary()).into());
-        }
+        report.check()?;
         Ok(vec![(output, text)])
     });
     Ok(PlannedRun::new(plan, render))

@@ -2,19 +2,19 @@
 //! each turn's context is the stored conversation (earlier questions with convrag's own answers:
 //! the task gives no canonical responses). The stored turns → `run.json`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-use serde_json::{json, Map};
+use serde_json::json;
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
 use super::plan::{
-    check_jobs, collection_required, resolve_stages, retriever, run_name, settings, CommonOptions,
-    Plan, PlannedRun, Render, Stage,
+    collection_required, retriever, run_name, settings, stages, CommonOptions, Plan, PlannedRun,
+    Render, Stage,
 };
 use super::{submitted_score, BatchError, Result};
 use crate::formats::qrecc::{QreccAnswer, Question};
-use crate::formats::{ikat as ikat_format, qrecc as qrecc_format, FormatError, ValidationContext};
+use crate::formats::{ikat as ikat_format, qrecc as qrecc_format, ValidationContext};
 use crate::pipeline::generate::{WordLimit, WordMeasure};
 use crate::pipeline::turn::TurnSettings;
 use crate::service::TurnService;
@@ -115,7 +115,6 @@ pub struct QreccOptions {
 
 /// Checks the options against the inputs and the installed model and plans the run.
 pub(super) fn plan(service: &TurnService, a: QreccOptions) -> Result<PlannedRun> {
-    check_jobs(&a.common)?;
     let default = [
         Stage::Ptkb,
         Stage::Rewrite,
@@ -123,11 +122,7 @@ pub(super) fn plan(service: &TurnService, a: QreccOptions) -> Result<PlannedRun>
         Stage::Rerank,
         Stage::Generate,
     ];
-    let stages = resolve_stages(
-        a.common.stages.as_deref(),
-        &default,
-        service.reranker().is_some(),
-    )?;
+    let stages = stages(service, &a.common, &default)?;
     let base = TurnSettings {
         passages: 10,
         limit: WordLimit {
@@ -160,23 +155,18 @@ pub(super) fn plan(service: &TurnService, a: QreccOptions) -> Result<PlannedRun>
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
     let run_name = run_name(a.common.run_name.as_deref(), &format!("qrecc-{input_name}"))?;
-    let mut options = Map::new();
-    options.insert("rewritten".into(), json!(a.rewritten));
-    let output_options = Map::new();
-    let plan = Plan {
-        task: "qrecc".into(),
+    let mut plan = Plan::new(
+        "qrecc",
         run_name,
+        &a.common,
         stages,
         settings,
-        options,
-        output_options,
-        collections: collection.into_iter().collect(),
-        inputs: BTreeMap::from([("questions".to_string(), questions_path)]),
-        topics: jobs,
-        fill_to: 0,
-        jobs: a.common.jobs,
-        output: output.clone(),
-    };
+        jobs,
+        output.clone(),
+    );
+    plan.options.insert("rewritten".into(), json!(a.rewritten));
+    plan.collections.extend(collection);
+    plan.inputs.insert("questions".into(), questions_path);
     let fields = Fields {
         passages: stages.retrieve,
         answer: stages.generate,
@@ -186,9 +176,7 @@ pub(super) fn plan(service: &TurnService, a: QreccOptions) -> Result<PlannedRun>
         let text = qrecc_format::render_run(&answers)?;
         let report =
             qrecc_format::validate_run_text(&text, Some(&questions), &ValidationContext::default());
-        if report.has_errors() {
-            return Err(FormatError::Invalid(report.error_summary()).into());
-        }
+        report.check()?;
         Ok(vec![(output, text)])
     });
     Ok(PlannedRun::new(plan, render))

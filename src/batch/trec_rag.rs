@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map};
+use serde_json::json;
 
 use super::engine::{TopicJob, TurnContext, TurnJob, TurnPassages};
 use super::plan::{
-    check_jobs, collection_required, resolve_stages, retriever, run_name, settings, stem,
-    CommonOptions, Outputs, Plan, PlannedRun, Render, Stage, Stages,
+    collection_required, retriever, run_name, settings, stages, stem, CommonOptions, Outputs, Plan,
+    PlannedRun, Render, Stage, Stages,
 };
 use super::{input_error, option, submitted_score, BatchError, Result};
 use crate::formats::trec_rag::{
@@ -18,7 +18,7 @@ use crate::formats::trec_rag::{
     SegmentFields, Sentence, Topic,
 };
 use crate::formats::trec_run::{self, RankedList, RunRules, TrecRunLine, TrecRunWriter};
-use crate::formats::{FormatError, ValidationContext};
+use crate::formats::ValidationContext;
 use crate::index::Retriever;
 use crate::pipeline::context::ConversationContext;
 use crate::pipeline::generate::WordLimit;
@@ -210,9 +210,7 @@ pub fn render_run(
         topics: Some(topics.to_vec()),
     };
     let report = trec_run::validate_text(&text, &rules, &ValidationContext::default());
-    if report.has_errors() {
-        return Err(crate::formats::FormatError::Invalid(report.error_summary()).into());
-    }
+    report.check()?;
     Ok(text)
 }
 
@@ -480,7 +478,6 @@ fn read_trec_rag_inputs(a: &TrecRagOptions) -> Result<RagInputs> {
 
 /// Checks the options against the inputs and the installed model and plans the run.
 pub(super) fn plan(service: &TurnService, a: TrecRagOptions) -> Result<PlannedRun> {
-    check_jobs(&a.common)?;
     let year2025 = a.year == RagYear::Y2025;
     let answers = a.task != RagTask::R;
     let default: &[Stage] = if answers {
@@ -494,11 +491,7 @@ pub(super) fn plan(service: &TurnService, a: TrecRagOptions) -> Result<PlannedRu
     } else {
         &[Stage::Ptkb, Stage::Rewrite, Stage::Retrieve, Stage::Rerank]
     };
-    let stages = resolve_stages(
-        a.common.stages.as_deref(),
-        default,
-        service.reranker().is_some(),
-    )?;
+    let stages = stages(service, &a.common, default)?;
     check_trec_rag(&a, stages)?;
     // R runs (and RAG runs writing their ranking too) keep 100 segments; answers cite the top.
     let base_passages = if a.task == RagTask::R || a.trec_output.is_some() {
@@ -562,29 +555,26 @@ pub(super) fn plan(service: &TurnService, a: TrecRagOptions) -> Result<PlannedRu
             RagTask::Rag => "rag",
         }
     );
-    let mut options = Map::new();
-    options.insert("references".into(), json!(a.references));
-    let mut output_options = Map::new();
+    let mut plan = Plan::new(
+        task_name,
+        run_name.clone(),
+        &a.common,
+        stages,
+        settings,
+        jobs,
+        a.output.clone(),
+    );
+    plan.options
+        .insert("references".into(), json!(a.references));
     if year2025 && answers {
+        let output_options = &mut plan.output_options;
         output_options.insert("format".into(), json!(a.format.as_str()));
         output_options.insert("checker_layout".into(), json!(a.checker_layout));
         output_options.insert("team_id".into(), json!(a.team_id));
         output_options.insert("run_type".into(), json!(a.run_type));
     }
-    let plan = Plan {
-        task: task_name,
-        run_name: run_name.clone(),
-        stages,
-        settings,
-        options,
-        output_options,
-        collections: collection.into_iter().collect(),
-        inputs,
-        topics: jobs,
-        fill_to: 0,
-        jobs: a.common.jobs,
-        output: a.output.clone(),
-    };
+    plan.collections.extend(collection);
+    plan.inputs = inputs;
     let metadata = Rag25Metadata {
         team_id: a.team_id.unwrap_or_default(),
         run_id: run_name.clone(),
@@ -645,9 +635,7 @@ impl RagRender {
         let ctx = ValidationContext::default();
         let check = |text: String, format: AnswerFormat| -> Result<String> {
             let report = rag_format::validate_answers_text(&text, format, Some(&topics), &ctx);
-            if report.has_errors() {
-                return Err(FormatError::Invalid(report.error_summary()).into());
-            }
+            report.check()?;
             Ok(text)
         };
         let text = if !year2025 {

@@ -384,9 +384,7 @@ impl IkatRun {
     ) -> Result<()> {
         let text = self.render()?;
         let report = validate_run_text(&text, topics, ctx);
-        if report.has_errors() {
-            return Err(FormatError::Invalid(report.error_summary()));
-        }
+        report.check()?;
         atomic::write_atomic(path, text.as_bytes())
     }
 

@@ -82,9 +82,7 @@ pub fn write_out(
 ) -> Result<()> {
     let text = render_out(rankings)?;
     let report = validate_out_text(&text, questions, ctx);
-    if report.has_errors() {
-        return Err(FormatError::Invalid(report.error_summary()));
-    }
+    report.check()?;
     atomic::write_atomic(path, text.as_bytes())
 }
 

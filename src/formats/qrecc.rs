@@ -156,9 +156,7 @@ pub fn write_run(
 ) -> Result<()> {
     let text = render_run(answers)?;
     let report = validate_run_text(&text, questions, ctx);
-    if report.has_errors() {
-        return Err(FormatError::Invalid(report.error_summary()));
-    }
+    report.check()?;
     atomic::write_atomic(path, text.as_bytes())
 }
 

@@ -189,9 +189,7 @@ impl TrecRunWriter {
             &RunRules::new(self.max_per_topic),
             &ValidationContext::default(),
         );
-        if report.has_errors() {
-            return Err(FormatError::Invalid(report.error_summary()));
-        }
+        report.check()?;
         atomic::write_atomic(path, text.as_bytes())
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
 
-use super::{read_text, Result};
+use super::{read_text, FormatError, Result};
 
 /// How serious a problem is. Errors break a rule of the guidelines (or one the organizers'
 /// checkers reject); warnings are what the organizers' checkers only warn about.
@@ -81,6 +81,14 @@ impl Report {
     /// The report as `FILE:LINE: severity: message` lines.
     pub fn display<'a>(&'a self, file: &'a Path) -> impl fmt::Display + 'a {
         DisplayReport { report: self, file }
+    }
+
+    /// Fails a write: [`FormatError::Invalid`] with the summary when any problem is an error.
+    pub fn check(&self) -> Result<()> {
+        if self.has_errors() {
+            return Err(FormatError::Invalid(self.error_summary()));
+        }
+        Ok(())
     }
 
     /// A one-line summary of the errors, for failing a write.

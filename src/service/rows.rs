@@ -4,7 +4,7 @@
 use crate::pipeline::context::{ConversationContext, HistoryTurn, PtkbStatement};
 use crate::pipeline::generate::Generation;
 use crate::pipeline::turn::{TurnOutput, TurnSettings};
-use crate::store::turns::{NewRankedStatement, NewTurn, NewTurnPassage, Sentence};
+use crate::store::turns::{NewRankedStatement, NewTurn, Sentence, TurnPassage};
 use crate::store::{HistoryEntry, Statement};
 
 /// The key of the turn's search query in its stored diagnostics.
@@ -128,7 +128,9 @@ pub fn new_turn(
             .passages
             .iter()
             .zip(used)
-            .map(|(p, used)| NewTurnPassage {
+            .zip(1..)
+            .map(|((p, used), rank)| TurnPassage {
+                rank,
                 passage_id: p.id.clone(),
                 collection: collection.map(str::to_string),
                 retrieval_score: Some(p.retrieval_score as f64),

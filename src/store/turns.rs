@@ -22,9 +22,11 @@ pub struct RankedStatement {
     pub selected: bool,
 }
 
-/// A passage of a turn's provenance, in final rank order.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
+/// A passage of a turn's provenance, in final rank order: as the pipeline hands it to the store
+/// and as the store gives it back.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
 pub struct TurnPassage {
+    /// 1-based; a turn's passages are ranked 1..n in order.
     pub rank: i32,
     pub passage_id: String,
     pub collection: Option<String>,
@@ -94,8 +96,8 @@ pub struct NewTurn {
     pub diagnostics: serde_json::Value,
     /// Statement ids in rank order with score and selection.
     pub ptkb_ranking: Vec<NewRankedStatement>,
-    /// Passages in rank order (rank = index + 1).
-    pub passages: Vec<NewTurnPassage>,
+    /// Passages in rank order, ranked 1..n.
+    pub passages: Vec<TurnPassage>,
     pub sentences: Vec<Sentence>,
 }
 
@@ -104,22 +106,6 @@ pub struct NewRankedStatement {
     pub statement_id: String,
     pub score: f64,
     pub selected: bool,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct NewTurnPassage {
-    pub passage_id: String,
-    pub collection: Option<String>,
-    pub retrieval_score: Option<f64>,
-    pub rerank_score: Option<f64>,
-    pub score: f64,
-    pub used: bool,
-    pub title: Option<String>,
-    pub url: Option<String>,
-    pub text: Option<String>,
-    pub bm25_rank: Option<i32>,
-    pub dense_rank: Option<i32>,
-    pub fused_rank: Option<i32>,
 }
 
 /// Where a new turn goes: a new position, or a new version of an existing one.
@@ -131,6 +117,16 @@ pub enum TurnSlot {
 
 fn check_new_turn(turn: &NewTurn) -> Result<()> {
     require_text("utterance", &turn.utterance, 10_000)?;
+    // Citations name passages by rank.
+    if let Some((i, p)) = (1..).zip(&turn.passages).find(|(i, p)| p.rank != *i) {
+        return Err(StoreError::Invalid {
+            field: "passages",
+            message: format!(
+                "passage {:?} is ranked {} at position {i}: ranks are 1..n in order",
+                p.passage_id, p.rank
+            ),
+        });
+    }
     let n = turn.passages.len() as i32;
     for (i, sentence) in turn.sentences.iter().enumerate() {
         require_text("sentences", &sentence.text, 100_000)?;
@@ -503,23 +499,23 @@ async fn insert_ptkb_ranking(
 }
 
 /// The passages in rank order, in one statement.
-async fn insert_passages(tx: &mut Tx, turn_id: Uuid, passages: &[NewTurnPassage]) -> Result<()> {
+async fn insert_passages(tx: &mut Tx, turn_id: Uuid, passages: &[TurnPassage]) -> Result<()> {
     if let Some(p) = first_repeat(passages, |p| p.passage_id.as_str()) {
         return Err(StoreError::Invalid {
             field: "passages",
             message: format!("passage {:?} appears twice", p.passage_id),
         });
     }
-    let column = |f: fn(&NewTurnPassage) -> Option<String>| -> Vec<Option<String>> {
+    let column = |f: fn(&TurnPassage) -> Option<String>| -> Vec<Option<String>> {
         passages.iter().map(f).collect()
     };
-    let ranks: Vec<i32> = (1..=passages.len() as i32).collect();
+    let ranks: Vec<i32> = passages.iter().map(|p| p.rank).collect();
     let ids: Vec<&str> = passages.iter().map(|p| p.passage_id.as_str()).collect();
     let retrieval: Vec<Option<f64>> = passages.iter().map(|p| p.retrieval_score).collect();
     let rerank: Vec<Option<f64>> = passages.iter().map(|p| p.rerank_score).collect();
     let scores: Vec<f64> = passages.iter().map(|p| p.score).collect();
     let used: Vec<bool> = passages.iter().map(|p| p.used).collect();
-    let rank_column = |f: fn(&NewTurnPassage) -> Option<i32>| -> Vec<Option<i32>> {
+    let rank_column = |f: fn(&TurnPassage) -> Option<i32>| -> Vec<Option<i32>> {
         passages.iter().map(f).collect()
     };
     sqlx::query(
@@ -746,7 +742,8 @@ mod tests {
     fn citations_outside_the_passages_are_refused() {
         let turn = NewTurn {
             utterance: "q".into(),
-            passages: vec![NewTurnPassage {
+            passages: vec![TurnPassage {
+                rank: 1,
                 passage_id: "p".into(),
                 score: 1.0,
                 ..Default::default()
@@ -759,6 +756,26 @@ mod tests {
         };
         let err = check_new_turn(&turn).unwrap_err();
         assert!(err.to_string().contains("cites passage rank 2"), "{err}");
+    }
+
+    #[test]
+    fn passages_out_of_rank_order_are_refused() {
+        let passage = |rank, id: &str| TurnPassage {
+            rank,
+            passage_id: id.into(),
+            score: 1.0,
+            ..Default::default()
+        };
+        let turn = NewTurn {
+            utterance: "u".into(),
+            passages: vec![passage(1, "a"), passage(3, "b")],
+            ..Default::default()
+        };
+        let err = check_new_turn(&turn).unwrap_err();
+        assert!(
+            err.to_string().contains("\"b\" is ranked 3 at position 2"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -223,9 +223,7 @@ pub fn write_answers<T: Serialize>(
 ) -> Result<()> {
     let text = render_jsonl(records)?;
     let report = validate_answers_text(&text, format, topics, ctx);
-    if report.has_errors() {
-        return Err(FormatError::Invalid(report.error_summary()));
-    }
+    report.check()?;
     atomic::write_atomic(path, text.as_bytes())
 }
 

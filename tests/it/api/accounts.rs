@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::store::turns::{NewRankedStatement, NewTurnPassage, Sentence, TurnSlot};
+use convrag::store::turns::{NewRankedStatement, Sentence, TurnPassage, TurnSlot};
 use convrag::store::NewTurn;
 use serde_json::json;
 
@@ -431,7 +431,8 @@ async fn user_with_everything(
             score: 0.9,
             selected: true,
         }],
-        passages: vec![NewTurnPassage {
+        passages: vec![TurnPassage {
+            rank: 1,
             passage_id: "doc1#0".into(),
             score: 1.0,
             used: true,

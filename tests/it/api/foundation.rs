@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
-use convrag::store::turns::{NewRankedStatement, NewTurnPassage, Sentence, TurnSlot};
+use convrag::store::turns::{NewRankedStatement, Sentence, TurnPassage, TurnSlot};
 use convrag::store::NewTurn;
 use serde_json::json;
 
@@ -435,7 +435,8 @@ async fn turns_are_stored_whole_and_listed() {
             },
         ],
         passages: vec![
-            NewTurnPassage {
+            TurnPassage {
+                rank: 1,
                 passage_id: "doc1#0".into(),
                 score: 2.0,
                 retrieval_score: Some(11.0),
@@ -444,7 +445,8 @@ async fn turns_are_stored_whole_and_listed() {
                 text: Some("Lentil curry ...".into()),
                 ..Default::default()
             },
-            NewTurnPassage {
+            TurnPassage {
+                rank: 2,
                 passage_id: "doc2#3".into(),
                 score: 1.0,
                 retrieval_score: Some(10.0),
@@ -452,7 +454,8 @@ async fn turns_are_stored_whole_and_listed() {
                 used: true,
                 ..Default::default()
             },
-            NewTurnPassage {
+            TurnPassage {
+                rank: 3,
                 passage_id: "doc3#1".into(),
                 score: 0.5,
                 ..Default::default()
