@@ -7,11 +7,12 @@
 //! the figures were measured: its dense 0.3995 / 0.7724 is reproduced exactly.
 
 use crate::common;
+use crate::support::copy_dir;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use convrag::collection::Format;
 use convrag::config::Config;
@@ -139,13 +140,27 @@ fn measure(run: &Run, codes: &HashMap<String, HashMap<String, i32>>) -> (f64, f6
     (e.all[0], e.all[1])
 }
 
-/// Cranfield indexed as `cran` under `config`'s home, and its passage vectors computed.
-fn index_and_embed_cranfield(config: &Config, data: &Path) -> EmbedReport {
-    let mut o = IndexOptions::new("cran", Format::Smart);
-    o.inputs = vec![data.join("cran.all.1400")];
-    o.heap_bytes = 64 << 20;
-    index_collection(&config.collections_dir(), &o).unwrap();
-    embed_cranfield(config)
+/// A data directory holding Cranfield indexed as `cran` with its passage vectors: a copy of one
+/// made once per test process, since encoding the 1,398 passages is most of a test's work.
+fn cranfield_home(data: &Path) -> tempfile::TempDir {
+    static EMBEDDED: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let embedded = EMBEDDED.get_or_init(|| {
+        let home = tempfile::Builder::new()
+            .prefix("cranfield-embedded")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let config = config(home.path());
+        let mut o = IndexOptions::new("cran", Format::Smart);
+        o.inputs = vec![data.join("cran.all.1400")];
+        o.heap_bytes = 64 << 20;
+        index_collection(&config.collections_dir(), &o).unwrap();
+        let report = embed_cranfield(&config);
+        assert_eq!(report.encoded, 1398);
+        home
+    });
+    let home = tempfile::tempdir().unwrap();
+    copy_dir(embedded.path(), home.path());
+    home
 }
 
 /// `convrag embed --collection cran` (a rerun resumes or finds nothing to do).
@@ -161,10 +176,8 @@ fn embed_cranfield(config: &Config) -> EmbedReport {
 #[test]
 fn cranfield_dense_matches_python_and_hybrid_beats_bm25_and_dense() {
     let data = crate::support::shared_data("classic-ir/cranfield");
-    let home = tempfile::tempdir().unwrap();
+    let home = cranfield_home(&data);
     let config = config(home.path());
-    let report = index_and_embed_cranfield(&config, &data);
-    assert_eq!(report.encoded, 1398);
     let stage = first_stage(&config, "cran").unwrap();
 
     let queries = crate::index::cranfield::queries(&data);
@@ -487,10 +500,11 @@ fn cranfield_dense_through_its_graph_recalls_the_exact_top_10() {
     use convrag::dense::graph::{graph_files, GraphSums};
 
     let data = crate::support::shared_data("classic-ir/cranfield");
-    let home = tempfile::tempdir().unwrap();
+    let home = cranfield_home(&data);
     let mut config = config(home.path());
     config.dense.ann_min_vectors = 1;
-    index_and_embed_cranfield(&config, &data);
+    // Complete vectors of a collection above the threshold get their graph.
+    assert_eq!(embed_cranfield(&config).encoded, 0);
     let vectors = vector_file(home.path());
     let [graph, graph_data] = graph_files(&vectors);
     assert!(

@@ -6,6 +6,7 @@
 
 use crate::batch_support::Env;
 use crate::common::ADMIN_TOKEN;
+use crate::support::copy_dir;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,19 +19,6 @@ const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/turns/recipes.jsonl"
 );
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 /// A real `convrag serve` on a free port; its standard error is collected on a thread.
 struct Server {
