@@ -6,12 +6,9 @@
 
 use crate::batch_support::Env;
 use crate::common::ADMIN_TOKEN;
-use crate::support::copy_dir;
+use crate::support::{copy_dir, ServeProcess};
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -20,60 +17,25 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/turns/recipes.jsonl"
 );
 
-/// A real `convrag serve` on a free port; its standard error is collected on a thread.
+/// A real `convrag serve` of an environment, on a free port, its standard error collected.
 struct Server {
-    child: Child,
-    base: String,
-    log: std::sync::Arc<std::sync::Mutex<String>>,
+    process: ServeProcess,
 }
 
 impl Server {
-    async fn start(env: &Env) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = env
-            .cmd()
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        let base = format!("http://127.0.0.1:{port}");
-        let started = Instant::now();
-        loop {
-            if let Ok(r) = reqwest::get(format!("{base}/readyz")).await {
-                if r.status() == 200 {
-                    break;
-                }
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("convrag serve exited ({status}):\n{}", log.lock().unwrap());
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "not ready in 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Server { child, base, log }
+    fn start(env: &Env) -> Server {
+        let process = ServeProcess::start_logged(
+            env.cmd()
+                .args(["serve", "--bind", "127.0.0.1:0"])
+                .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
+                .env("RUST_LOG", "info"),
+        );
+        Server { process }
     }
 
     async fn token(&self) -> String {
         let r = reqwest::Client::new()
-            .post(format!("{}/v1/users", self.base))
+            .post(format!("{}/v1/users", self.process.url))
             .bearer_auth(ADMIN_TOKEN)
             .json(&json!({"name": format!("u{}", uuid::Uuid::new_v4().simple())}))
             .send()
@@ -90,7 +52,7 @@ impl Server {
         let r = reqwest::Client::new()
             .get(format!(
                 "{}/v1/collections/recipes/search?q=curry",
-                self.base
+                self.process.url
             ))
             .bearer_auth(token)
             .send()
@@ -100,10 +62,8 @@ impl Server {
     }
 
     fn stop(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let log = self.log.lock().unwrap().clone();
-        log
+        self.process.kill();
+        self.process.log()
     }
 }
 
@@ -142,8 +102,8 @@ async fn servers_refuse_a_collection_whose_files_differ_from_the_recorded_manife
     copy_dir(&collection(&one), &collection(&two));
     two.ok(&["collection", "verify", "recipes"]);
 
-    let a = Server::start(&one).await;
-    let b = Server::start(&two).await;
+    let a = Server::start(&one);
+    let b = Server::start(&two);
     assert_eq!(a.search().await.0, 200);
     assert_eq!(b.search().await.0, 200);
     b.stop();
@@ -156,7 +116,7 @@ async fn servers_refuse_a_collection_whose_files_differ_from_the_recorded_manife
     )
     .unwrap();
     two.index("recipes", "jsonl", &extra, None);
-    let b = Server::start(&two).await;
+    let b = Server::start(&two);
     let (status, body) = b.search().await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "collection_unavailable");
@@ -197,10 +157,10 @@ async fn servers_refuse_a_collection_whose_files_differ_from_the_recorded_manife
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("recorded"));
-    let b = Server::start(&two).await;
+    let b = Server::start(&two);
     assert_eq!(b.search().await.0, 200);
     a.stop();
-    let a = Server::start(&one).await;
+    let a = Server::start(&one);
     assert_eq!(a.search().await.0, 503);
     a.stop();
     b.stop();

@@ -1,5 +1,6 @@
 use std::io::{BufRead, BufReader, Lines};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `convrag serve` of the binary under test, without the caller's configuration file; the
@@ -17,6 +18,8 @@ pub struct ServeProcess {
     pub url: String,
     /// The lines printed before that one (the other listeners' addresses).
     pub printed: Vec<String>,
+    /// Standard error, collected on a thread when started with [`ServeProcess::start_logged`].
+    stderr: Arc<Mutex<String>>,
     // Kept open: a server writing to a closed pipe would fail.
     _stdout: Lines<BufReader<ChildStdout>>,
 }
@@ -26,11 +29,24 @@ impl ServeProcess {
     /// its address.
     pub fn start(cmd: &mut Command) -> ServeProcess {
         let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        // Read from the start: a server blocked on a full pipe would never print its address.
+        if let Some(pipe) = child.stderr.take() {
+            let sink = stderr.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut process = ServeProcess {
             child,
             url: String::new(),
             printed: Vec::new(),
+            stderr,
             _stdout: stdout,
         };
         loop {
@@ -45,6 +61,20 @@ impl ServeProcess {
             }
             process.printed.push(line);
         }
+    }
+
+    /// [`ServeProcess::start`] with standard error collected for [`ServeProcess::log`].
+    pub fn start_logged(cmd: &mut Command) -> ServeProcess {
+        Self::start(cmd.stderr(Stdio::piped()))
+    }
+
+    /// What the process wrote to standard error so far (started with
+    /// [`ServeProcess::start_logged`]; empty otherwise).
+    pub fn log(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What followed `prefix` on a line printed before the API's address.
