@@ -20,7 +20,7 @@ export function openPassage(turn, rank, opener) {
   );
   $("passage-scores").textContent = passageScores(turn, passage);
   const text = passage.text || "(the text of this passage was not stored)";
-  $("passage-text").replaceChildren(highlightedText(text, citing));
+  $("passage-text").replaceChildren(highlightedText(text, passage.text ? passage.cited_spans : []));
   $("passage-citing").replaceChildren(...citing.map((s) => el("li", {}, s)));
   $("passage-citing-section").hidden = citing.length === 0;
   const dialog = $("passage-dialog");

@@ -561,72 +561,18 @@ export function comparisonNode(older, newer, onCite) {
   );
 }
 
-const WORD = /[\p{L}\p{N}]+/gu;
-const STOPWORDS = new Set(
-  "a an and are as at be but by for from has have in is it its of on or that the their this to was were which with you your i my me we our they".split(" "),
-);
-
-function contentWords(text) {
-  return (text.toLowerCase().match(WORD) || []).filter((w) => !STOPWORDS.has(w));
-}
-
 /**
- * The parts of `passage` that `sentences` draw on, as sorted, merged [start, end) ranges: the
- * sentence itself where the passage contains it verbatim (extractive answers), else the passage
- * sentences sharing most of their content words with it (paraphrasing answers).
+ * The passage text with `spans` in <mark>: the server's `cited_spans`, sorted {start, end}
+ * ranges in Unicode characters (code points, not the UTF-16 units string indices count).
  */
-export function citedRanges(passage, sentences) {
-  const ranges = [];
-  const lower = passage.toLowerCase();
-  const spans = [];
-  const splitter = /[^.!?]+(?:[.!?]+["')\]]*|$)\s*/g;
-  let m;
-  while ((m = splitter.exec(passage)) !== null) {
-    if (m[0].length === 0) {
-      splitter.lastIndex++;
-      continue;
-    }
-    const text = m[0].trimEnd();
-    if (text.trim()) spans.push({ start: m.index, end: m.index + text.length, words: contentWords(text) });
-  }
-  for (const sentence of sentences) {
-    const needle = sentence.trim().replace(/\s+/g, " ").toLowerCase();
-    const at = needle.length >= 12 ? lower.indexOf(needle) : -1;
-    if (at >= 0) {
-      ranges.push([at, at + needle.length]);
-      continue;
-    }
-    const words = new Set(contentWords(sentence));
-    let best = null;
-    for (const span of spans) {
-      if (span.words.length === 0) continue;
-      const shared = new Set(span.words.filter((w) => words.has(w))).size;
-      const share = shared / new Set(span.words).size;
-      if (shared >= 3 && share >= 0.5) ranges.push([span.start, span.end]);
-      if (shared >= 3 && (!best || shared > best.shared)) best = { span, shared };
-    }
-    if (best && !ranges.some(([s, e]) => s === best.span.start && e === best.span.end)) {
-      ranges.push([best.span.start, best.span.end]);
-    }
-  }
-  ranges.sort((a, b) => a[0] - b[0]);
-  const merged = [];
-  for (const r of ranges) {
-    const last = merged[merged.length - 1];
-    if (last && r[0] <= last[1]) last[1] = Math.max(last[1], r[1]);
-    else merged.push([...r]);
-  }
-  return merged;
-}
-
-/** The passage text with the cited ranges in <mark>. */
-export function highlightedText(passage, sentences) {
+export function highlightedText(passage, spans) {
+  const chars = Array.from(passage);
   const fragment = document.createDocumentFragment();
   let at = 0;
-  for (const [start, end] of citedRanges(passage, sentences)) {
-    fragment.append(passage.slice(at, start), el("mark", {}, passage.slice(start, end)));
+  for (const { start, end } of spans || []) {
+    fragment.append(chars.slice(at, start).join(""), el("mark", {}, chars.slice(start, end).join("")));
     at = end;
   }
-  fragment.append(passage.slice(at));
+  fragment.append(chars.slice(at).join(""));
   return fragment;
 }

@@ -12,6 +12,7 @@ use crate::pipeline::turn::{RankedPassage, TurnEvent};
 use crate::service::rows::SEARCH_QUERY;
 use crate::store::turns::{RankedStatement, Sentence, TurnPassage};
 use crate::store::Turn;
+use crate::text::cited::cited_spans;
 
 /// The events of a streamed turn (`Accept: text/event-stream`), in the order they can come:
 /// `ptkb`, `rewrite`, `passages`, then `sentence`s (a `restart` discards those before it), and
@@ -133,6 +134,16 @@ pub struct PassageResponse {
     pub bm25_rank: Option<u32>,
     pub dense_rank: Option<u32>,
     pub fused_rank: Option<u32>,
+    /// The parts of `text` that the answer's sentences citing this passage draw on (their own
+    /// words where they are extractive), sorted, not overlapping; empty where no sentence cites it.
+    pub cited_spans: Vec<TextSpan>,
+}
+
+/// Part of a text: `[start, end)` in Unicode characters (code points).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct TextSpan {
+    pub start: usize,
+    pub end: usize,
 }
 
 /// A response sentence with the 1-based ranks of the passages it cites.
@@ -180,6 +191,7 @@ impl From<TurnPassage> for PassageResponse {
             bm25_rank: p.bm25_rank.map(|r| r.max(1) as u32),
             dense_rank: p.dense_rank.map(|r| r.max(1) as u32),
             fused_rank: p.fused_rank.map(|r| r.max(1) as u32),
+            cited_spans: Vec::new(),
         }
     }
 }
@@ -201,6 +213,12 @@ impl From<Turn> for TurnResponse {
             .as_object_mut()
             .and_then(|d| d.remove(SEARCH_QUERY))
             .and_then(|v| serde_json::from_value(v).ok());
+        let sentences: Vec<SentenceResponse> = t.sentences.into_iter().map(Into::into).collect();
+        let passages = t
+            .passages
+            .into_iter()
+            .map(|p| PassageResponse::from(p).cited_by(&sentences))
+            .collect();
         TurnResponse {
             id: t.id,
             conversation_id: t.conversation_id,
@@ -221,8 +239,8 @@ impl From<Turn> for TurnResponse {
             diagnostics,
             created_at: t.created_at,
             ptkb_ranking: t.ptkb_ranking.into_iter().map(Into::into).collect(),
-            passages: t.passages.into_iter().map(Into::into).collect(),
-            sentences: t.sentences.into_iter().map(Into::into).collect(),
+            passages,
+            sentences,
         }
     }
 }
@@ -250,7 +268,24 @@ impl PassageResponse {
             bm25_rank: p.ranks.bm25,
             dense_rank: p.ranks.dense,
             fused_rank: p.ranks.fused,
+            cited_spans: Vec::new(),
         }
+    }
+
+    /// This passage with the parts of its text that those of `sentences` citing it draw on.
+    fn cited_by(mut self, sentences: &[SentenceResponse]) -> Self {
+        let citing: Vec<&str> = sentences
+            .iter()
+            .filter(|s| s.citations.contains(&self.rank))
+            .map(|s| s.text.as_str())
+            .collect();
+        if let Some(text) = self.text.as_deref().filter(|_| !citing.is_empty()) {
+            self.cited_spans = cited_spans(text, &citing)
+                .into_iter()
+                .map(|[start, end]| TextSpan { start, end })
+                .collect();
+        }
+        self
     }
 }
 

@@ -1,8 +1,9 @@
-//! Text utilities shared by the pipeline stages and the evaluator: sentence splitting, citation
-//! markers, a small lexical analyzer (terms for sentence scoring), NLTK's Porter stemmer and the
+//! Text utilities shared by the pipeline stages, the API and the evaluator: sentence splitting,
+//! citation markers, the parts of a passage its citing sentences draw on, a small lexical analyzer (terms for sentence scoring), NLTK's Porter stemmer and the
 //! English stopword list.
 
 pub mod citations;
+pub mod cited;
 pub mod porter_nltk;
 pub mod rouge_tokens;
 pub mod sentences;

@@ -94,6 +94,55 @@ fn passage_ids(turn: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A passage's `cited_spans`: within its text, sorted, not overlapping, none where no sentence
+/// cites it.
+fn check_cited_spans(p: &Value, cited: bool) {
+    let spans = p["cited_spans"].as_array().unwrap();
+    if !cited {
+        assert!(spans.is_empty(), "an uncited passage has cited spans: {p}");
+    }
+    let chars = p["text"].as_str().unwrap().chars().count() as u64;
+    let mut end = 0;
+    for span in spans {
+        let (s, e) = (
+            span["start"].as_u64().unwrap(),
+            span["end"].as_u64().unwrap(),
+        );
+        assert!(
+            end <= s && s < e && e <= chars,
+            "span {span} after {end}, text of {chars}: {p}"
+        );
+        end = e;
+    }
+}
+
+/// Each extractive sentence standing in a passage it cites is inside one of that passage's cited
+/// spans (at least one sentence does).
+fn check_extractive_spans(passages: &[Value], sentences: &[Value]) {
+    let mut found = 0;
+    for s in sentences {
+        let text = s["text"].as_str().unwrap();
+        for c in s["citations"].as_array().unwrap() {
+            let p = &passages[c.as_u64().unwrap() as usize - 1];
+            let passage = p["text"].as_str().unwrap();
+            let Some(at) = passage.find(text) else {
+                continue;
+            };
+            let start = passage[..at].chars().count() as u64;
+            let end = start + text.chars().count() as u64;
+            let covered = p["cited_spans"].as_array().unwrap().iter().any(|span| {
+                span["start"].as_u64().unwrap() <= start && end <= span["end"].as_u64().unwrap()
+            });
+            assert!(covered, "{text:?} is not in a cited span of {p}");
+            found += 1;
+        }
+    }
+    assert!(
+        found > 0,
+        "no extractive sentence stands in a passage it cites: {sentences:?}"
+    );
+}
+
 /// What every stored turn must satisfy: citations point to this turn's passages, `used` is
 /// exactly the cited set, every sentence cites, the word limit holds, stages were timed.
 pub(crate) fn check_turn_invariants(turn: &Value, max_words: usize) {
@@ -120,6 +169,10 @@ pub(crate) fn check_turn_invariants(turn: &Value, max_words: usize) {
     for p in passages {
         let rank = p["rank"].as_u64().unwrap();
         assert_eq!(p["used"].as_bool().unwrap(), cited.contains(&rank), "{p}");
+        check_cited_spans(p, cited.contains(&rank));
+    }
+    if turn["generator"] == "extractive" {
+        check_extractive_spans(passages, sentences);
     }
     let text = turn["response_text"].as_str().unwrap();
     let words = text.split_whitespace().count();
