@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerates the reference outputs under tests/fixtures/eval/ that tests/eval_*.rs compare with.
+"""Regenerates the reference outputs under tests/fixtures (trec_eval/, rouge/, ikat/, qrecc/,
+trec_rag/, poleval/) that tests/it/eval/*.rs compare with.
 
 Run from the repository root, with ../shared/data present:
 
@@ -7,7 +8,7 @@ Run from the repository root, with ../shared/data present:
     python3 scripts/eval-reference.py
 
 What it produces and how:
-- `*.trec_eval.txt`: trec_eval output (`measure<TAB>qid<TAB>value`, 4 decimals, per query then
+- `trec_eval/*.trec_eval.txt`: trec_eval output (`measure<TAB>qid<TAB>value`, 4 decimals, per query then
   `all`) computed by pytrec_eval-terrier, i.e. trec_eval's own C code (te_form_res_rels and the
   m_*.c measures) compiled into a Python module; `all` is the mean over the evaluated queries (the
   sum for num_*), exactly what trec_eval prints. The trec_eval binary is not inside the
@@ -21,21 +22,21 @@ What it produces and how:
     * Cranfield: `cranfield_bm25.run.gz`, BM25 (k1=0.9, b=0.4, top 50, scores rounded to 3
       decimals so ties occur) over cran.all.1400 for cran.qry written by this script, vs
       QRelsCorrectedforTRECeval; level 1.
-- `rouge1_pairs.tsv`: rouge-score 0.1.2 ROUGE-1 precision/recall/F1 (without and with stemming)
+- `rouge/rouge1_pairs.tsv`: rouge-score 0.1.2 ROUGE-1 precision/recall/F1 (without and with stemming)
   of real rewrite pairs: CAsT 2019 raw vs resolved, CAsT 2020 raw vs manual rewrite, iKAT 2023
   test utterance vs resolved_utterance.
-- `porter_nltk.tsv`: NLTK PorterStemmer() stems of every distinct token (longer than 3) of those
+- `rouge/porter_nltk.tsv`: NLTK PorterStemmer() stems of every distinct token (longer than 3) of those
   texts and of the iKAT 2023 responses.
-- `ptkb_overlap_run.json` + `ptkb_overlap.nist.trec_eval.txt`: an iKAT run whose per-turn
+- `ikat/ptkb_overlap_run.json` + `trec_eval/ptkb_overlap.nist.trec_eval.txt`: an iKAT run whose per-turn
   `ptkb_provenance` lists the statements sharing a (rouge-score) token with the utterance, most
   shared first (ties: lower statement id first), for the 2023 test topics; and trec_eval's values
   for it against the NIST PTKB qrels (per turn, and `all` averaged over every judged turn: -c).
-- `squad_batch1.tsv`: SQuAD 2.0-script F1/EM of the SCAI batch1.csv (gt vs predicted) rows.
-- `squad_scai_sample.tsv`: F1/EM of the GPT-3 baseline run (gpt3_run.json.gz) on the turns of
+- `qrecc/squad_batch1.tsv`: SQuAD 2.0-script F1/EM of the SCAI batch1.csv (gt vs predicted) rows.
+- `qrecc/squad_scai_sample.tsv`: F1/EM of the GPT-3 baseline run (gpt3_run.json.gz) on the turns of
   SCAI's ground-truth sample (Truth_answer), per `<Conversation_no>_<Turn_no>`.
-- `rag24_gpt4o_stats.json`: statistics of the TREC RAG 2024 GPT-4o baseline answers (words =
+- `trec_rag/gpt4o_stats_2024.json`: statistics of the TREC RAG 2024 GPT-4o baseline answers (words =
   whitespace tokens of the sentence texts, as `response_length`).
-- `poleval_dev0_samples.tsv`: NDCG@10 (binary gains, expected ids de-duplicated, a repeated
+- `poleval/dev0_samples.tsv`: NDCG@10 (binary gains, expected ids de-duplicated, a repeated
   output id gains once) of the two sample dev-0 submissions, computed here independently.
 The Rust tests rebuild the runs from ../shared/data with the same rules and compare every value.
 """
@@ -54,7 +55,7 @@ from nltk.stem import porter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data")
-OUT = os.path.join(ROOT, "tests", "fixtures", "eval")
+OUT = os.path.join(ROOT, "tests", "fixtures")
 
 MEASURES = [
     "ndcg_cut.5,10,20,100,1000", "P.5,10,20,100", "recall.5,10,100,1000", "map",
@@ -196,6 +197,7 @@ def bm25_run(docs, queries, k1=0.9, b=0.4, depth=50):
 
 
 def write(name, text):
+    os.makedirs(os.path.dirname(os.path.join(OUT, name)), exist_ok=True)
     with open(os.path.join(OUT, name), "w") as f:
         f.write(text)
     print("wrote", name, len(text), "bytes")
@@ -249,27 +251,26 @@ def squad_f1(pred, gold):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
     dl19_qrels = read_qrels(os.path.join(DATA, "trec-dl-rerank", "qrels.dl19-passage.txt"))
     run = dl19_run()
     for level in (1, 2):
-        write(f"dl19_bm25.l{level}.trec_eval.txt", trec_eval_text(dl19_qrels, run, level))
+        write(f"trec_eval/dl19_bm25.l{level}.trec_eval.txt", trec_eval_text(dl19_qrels, run, level))
 
     qrels_path = os.path.join(DATA, "ikat", "qrels", "2023-qrels.all-turns.txt")
     ikat_qrels = read_qrels(qrels_path)
     run = ikat2023_derived_run(qrels_path)
     for level in (1, 2):
-        write(f"ikat2023_derived.l{level}.trec_eval.txt", trec_eval_text(ikat_qrels, run, level))
+        write(f"trec_eval/ikat2023_derived.l{level}.trec_eval.txt", trec_eval_text(ikat_qrels, run, level))
 
     cran = os.path.join(DATA, "classic-ir", "cranfield")
     run = bm25_run(cranfield_docs(os.path.join(cran, "cran.all.1400")), cranfield_queries(os.path.join(cran, "cran.qry")))
-    with gzip.GzipFile(os.path.join(OUT, "cranfield_bm25.run.gz"), "wb", mtime=0) as f:
+    with gzip.GzipFile(os.path.join(OUT, "trec_eval", "cranfield_bm25.run.gz"), "wb", mtime=0) as f:
         for qid in sorted(run, key=int):
             ranked = sorted(run[qid].items(), key=lambda x: -x[1])
             for r, (d, s) in enumerate(ranked, 1):
                 f.write(f"{qid} Q0 {d} {r} {s:.3f} pybm25\n".encode())
     cran_qrels = read_qrels(os.path.join(cran, "QRelsCorrectedforTRECeval"))
-    write("cranfield_bm25.l1.trec_eval.txt", trec_eval_text(cran_qrels, run, 1))
+    write("trec_eval/cranfield_bm25.l1.trec_eval.txt", trec_eval_text(cran_qrels, run, 1))
 
     pairs, topics = rewrite_pairs()
     plain = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=False)
@@ -279,7 +280,7 @@ def main():
         a = plain.score(ref, raw)["rouge1"]
         s = stemmed.score(ref, raw)["rouge1"]
         lines.append(f"{src}\t{i}\t{a.precision!r}\t{a.recall!r}\t{a.fmeasure!r}\t{s.precision!r}\t{s.recall!r}\t{s.fmeasure!r}")
-    write("rouge1_pairs.tsv", "\n".join(lines) + "\n")
+    write("rouge/rouge1_pairs.tsv", "\n".join(lines) + "\n")
 
     stemmer = porter.PorterStemmer()
     words = set()
@@ -287,7 +288,7 @@ def main():
     texts += [turn.get("response", "") for topic in topics for turn in topic["turns"]]
     for t in texts:
         words.update(w for w in tokenize.tokenize(t, None) if len(w) > 3)
-    write("porter_nltk.tsv", "".join(f"{w}\t{stemmer.stem(w)}\n" for w in sorted(words)))
+    write("rouge/porter_nltk.tsv", "".join(f"{w}\t{stemmer.stem(w)}\n" for w in sorted(words)))
 
     ptkb_run = {"run_name": "overlap", "run_type": "automatic", "turns": []}
     trec_ptkb = {}
@@ -305,7 +306,7 @@ def main():
                 {"rank": 1, "text": "", "ptkb_provenance": ranked, "passage_provenance": []}]})
             if ranked:
                 trec_ptkb[tid] = {str(sid): float(len(ranked) - i) for i, sid in enumerate(ranked)}
-    write("ptkb_overlap_run.json", json.dumps(ptkb_run, indent=0) + "\n")
+    write("ikat/ptkb_overlap_run.json", json.dumps(ptkb_run, indent=0) + "\n")
     nist = read_qrels(os.path.join(DATA, "ikat", "qrels", "2023_ptkb_qrels_nist.txt"))
     ptkb_measures = ["ndcg_cut.3,5", "P.1,3,5", "recall.3,5", "map", "recip_rank", "set_P", "set_recall", "set_F"]
     ev = pytrec_eval.RelevanceEvaluator(nist, set(ptkb_measures))
@@ -315,14 +316,14 @@ def main():
     lines.append(f"{'num_q':<22}\tall\t{len(nist)}")
     for n in names:
         lines.append(f"{n:<22}\tall\t{sum(res[q][n] for q in sorted(res)) / len(nist):.4f}")
-    write("ptkb_overlap.nist.trec_eval.txt", "\n".join(lines) + "\n")
+    write("trec_eval/ptkb_overlap.nist.trec_eval.txt", "\n".join(lines) + "\n")
 
     rows = ["row\tf1\tem"]
     with open(os.path.join(DATA, "qrecc-scai", "scai_official", "batch1.csv"), newline="") as f:
         for n, rec in enumerate(csv.DictReader(f), 1):
             em = float(squad_normalize(rec["predicted"]) == squad_normalize(rec["gt"]))
             rows.append(f"{n}\t{squad_f1(rec['predicted'], rec['gt'])!r}\t{em!r}")
-    write("squad_batch1.tsv", "\n".join(rows) + "\n")
+    write("qrecc/squad_batch1.tsv", "\n".join(rows) + "\n")
 
     scai = os.path.join(DATA, "qrecc-scai", "scai_official")
     with open(os.path.join(scai, "ground-truth.sample.json")) as f:
@@ -333,7 +334,7 @@ def main():
     for i, gold in truth.items():
         pred = gpt3.get(i, "")
         rows.append(f"{i}\t{squad_f1(pred, gold)!r}\t{float(squad_normalize(pred) == squad_normalize(gold))!r}")
-    write("squad_scai_sample.tsv", "\n".join(rows) + "\n")
+    write("qrecc/squad_scai_sample.tsv", "\n".join(rows) + "\n")
 
     answers = []
     with gzip.open(os.path.join(DATA, "trec-rag", "rag24", "ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz"), "rt") as f:
@@ -350,7 +351,7 @@ def main():
         "citations_outside_references": sum(outside),
         "length_mismatches": sum(1 for a, w in zip(answers, words) if a["response_length"] != w),
     }
-    write("rag24_gpt4o_stats.json", json.dumps(stats, indent=1) + "\n")
+    write("trec_rag/gpt4o_stats_2024.json", json.dumps(stats, indent=1) + "\n")
 
     pol = os.path.join(DATA, "poleval2022-passage-retrieval")
     with open(os.path.join(pol, "dev-0", "expected.tsv")) as f:
@@ -369,7 +370,7 @@ def main():
             idcg = sum(1 / math.log2(i + 2) for i in range(min(10, len(rel))))
             scores.append(dcg / idcg if rel else 0.0)
         rows.append(f"{sub}\t{sum(scores) / len(scores)!r}")
-    write("poleval_dev0_samples.tsv", "\n".join(rows) + "\n")
+    write("poleval/dev0_samples.tsv", "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

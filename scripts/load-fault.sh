@@ -26,8 +26,8 @@ trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 home="$work/home"
 mkdir -p "$home"
-"$convrag" --home "$home" index --collection diet --format jsonl tests/fixtures/ui/diet.jsonl >"$work/index.log" 2>&1 ||
-  { cat "$work/index.log" >&2; die "indexing tests/fixtures/ui/diet.jsonl failed"; }
+"$convrag" --home "$home" index --collection diet --format jsonl tests/fixtures/jsonl/diet.jsonl >"$work/index.log" 2>&1 ||
+  { cat "$work/index.log" >&2; die "indexing tests/fixtures/jsonl/diet.jsonl failed"; }
 
 status=0
 timeout 900 python3 scripts/load_fault.py run --binary "$convrag" --home "$home" --work "$work/pg" \

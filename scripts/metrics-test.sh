@@ -41,7 +41,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # 1. A server with one answered turn.
 home="$work/home"
 mkdir -p "$home"
-"$bin" --home "$home" index --collection diet --format jsonl tests/fixtures/ui/diet.jsonl >/dev/null 2>&1 ||
+"$bin" --home "$home" index --collection diet --format jsonl tests/fixtures/jsonl/diet.jsonl >/dev/null 2>&1 ||
   die "indexing the diet fixture failed"
 admin_url="$(./scripts/test-database.sh)"
 database="convrag_metrics_$(date +%s)_$$"

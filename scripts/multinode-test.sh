@@ -102,7 +102,7 @@ pooled_url="postgres://$pg_user@127.0.0.1:$bouncer_port/$database?pgbouncer=true
 
 # One collection, indexed once and copied to every node's data directory.
 admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
-"$convrag" --home "$work/node1" index --collection recipes --format jsonl tests/fixtures/turns/recipes.jsonl >/dev/null 2>&1
+"$convrag" --home "$work/node1" index --collection recipes --format jsonl tests/fixtures/jsonl/recipes.jsonl >/dev/null 2>&1
 for n in 2 3; do mkdir -p "$work/node$n/collections" && cp -r "$work/node1/collections/recipes" "$work/node$n/collections/"; done
 ports=("" "$(free_port)" "$(free_port)" "$(free_port)")
 server_pids=("" "" "" "")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes the reranking test fixtures under tests/fixtures/rerank/.
+"""Makes the reranking test fixtures under tests/fixtures/onnx/.
 
     ~/.cache/convrag/venv-convert/bin/python scripts/rerank-make-fixtures.py [CONVRAG_HOME]
 
@@ -7,14 +7,14 @@
 safetensors, onnxruntime==1.31.1; `pip install tokenizers` into it as well.)
 
 Produces:
-1. tests/fixtures/rerank/tiny-cross-encoder/ — a tiny BERT cross-encoder (random weights, seed 5,
+1. tests/fixtures/onnx/tiny-cross-encoder/ — a tiny BERT cross-encoder (random weights, seed 5,
    hidden 16, 2 layers, a 60-word WordPiece vocabulary, one logit) as model.onnx, tokenizer.json and
    manifest.json (max_length 24), plus expected.json: pairs and their logits computed by the
    independent numpy forward pass in rerank_bert_onnx.py (float64) on inputs built here as
    `[CLS] query [SEP] passage [SEP]`, the passage truncated so the query stays whole. The graph is
    also checked against onnxruntime. Its ranking quality is meaningless (random weights): it tests
    the cross-encoder code path, not relevance.
-2. tests/fixtures/rerank/minilm_scores.json — cosine scores of query/passage pairs under the real
+2. tests/fixtures/onnx/minilm_scores.json — cosine scores of query/passage pairs under the real
    default model (CONVRAG_HOME/models/all-MiniLM-L6-v2 and the -int8 variant, as put there by
    scripts/fetch-models.sh) computed by Python onnxruntime + tokenizers: truncation 256, mean
    pooling, L2 normalization. One passage is longer than 256 tokens to exercise truncation.
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rerank_bert_onnx import build_graph, numpy_forward  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "rerank")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "onnx")
 
 WORDS = """the a of and to in is was for on that with as by it at from this are be or which an
 cat dog fish bird sea river mountain city car train music song paint color red blue green

@@ -28,8 +28,8 @@ start_test_server() {
   mkdir -p "$home"
   ln -s "$root/.convrag/onnxruntime" "$home/onnxruntime"
   ln -s "$root/.convrag/models" "$home/models"
-  "$convrag" --home "$home" index --collection diet --format jsonl tests/fixtures/ui/diet.jsonl >"$work/index.log" 2>&1 ||
-    { cat "$work/index.log" >&2; die "indexing tests/fixtures/ui/diet.jsonl failed"; }
+  "$convrag" --home "$home" index --collection diet --format jsonl tests/fixtures/jsonl/diet.jsonl >"$work/index.log" 2>&1 ||
+    { cat "$work/index.log" >&2; die "indexing tests/fixtures/jsonl/diet.jsonl failed"; }
 
   # A fresh database on the test server.
   test_db_admin_url="$(./scripts/test-database.sh)"

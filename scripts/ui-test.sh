@@ -147,7 +147,7 @@ origins_token="$(new_user ui-origins)" || die "creating the user of the search q
 # diet collection, BM25 order.
 for run_type in automatic manual; do
   env DATABASE_URL="$server_database_url" CONVRAG_HOME="$server_home" RUST_LOG=warn \
-    "$convrag" run ikat --topics tests/fixtures/ui/runs_topics.json --collection diet \
+    "$convrag" run ikat --topics tests/fixtures/ikat/topics_ui_runs.json --collection diet \
     --run-type "$run_type" --stages ptkb,rewrite,retrieve --depth 20 --passages 10 \
     --run-name "diet-$run_type" --user ui-runs --output "$work/diet-$run_type.json" --quiet \
     >"$work/run-$run_type.log" 2>&1 ||
@@ -166,7 +166,7 @@ status=0
   CONVRAG_UI_RETRIEVAL_TOKEN="$retrieval_token" CONVRAG_UI_PERSONAL_TOKEN="$personal_token" \
   CONVRAG_UI_ORIGINS_TOKEN="$origins_token" \
   CONVRAG_UI_CORS_ALLOWED_PORT="$cors_allowed_port" CONVRAG_UI_CORS_BLOCKED_PORT="$cors_blocked_port" \
-  CONVRAG_UI_COLLECTION=diet CONVRAG_UI_QRELS="$root/tests/fixtures/ui/runs_qrels.txt" \
+  CONVRAG_UI_COLLECTION=diet CONVRAG_UI_QRELS="$root/tests/fixtures/ikat/qrels_ui_runs.txt" \
   CONVRAG_UI_LLM="$llm_mode" \
   CONVRAG_UI_ARTIFACTS="$artifacts" CHROMIUM="$chromium_bin" \
   node --test --test-concurrency=1 --test-reporter=spec "${files[@]}") || status=$?

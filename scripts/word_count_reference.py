@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference word counts for convrag's `formats::words`, computed with the organizers' tools.
 
-Run:  pip install spacy && python3 scripts/word_count_reference.py > tests/fixtures/formats/word_counts.jsonl
+Run:  pip install spacy && python3 scripts/word_count_reference.py > tests/fixtures/trec_rag/word_counts.jsonl
 Reads the iKAT 2023 canonical responses from ../shared/data (when present) plus hand-picked
 tricky strings, and prints one JSON line per text:
   {"text": ..., "spacy_tokens": N, "trec_rag_words": M}

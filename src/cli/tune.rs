@@ -147,7 +147,7 @@ pub struct TunePtkbSelectionArgs {
     /// Fit only on turns whose provenance lists a statement (all turns are still measured).
     #[arg(long)]
     pub judged_only: bool,
-    /// Made-up small-PTKB development turns (the format of `tests/fixtures/ptkb_small_dev.json`):
+    /// Made-up small-PTKB development turns (the format of `tests/fixtures/ptkb/small_dev.json`):
     /// the prior shift from iKAT's large PTKBs to small ones is chosen on them. Without it, none.
     #[arg(long)]
     pub dev: Option<PathBuf>,

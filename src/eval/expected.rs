@@ -286,7 +286,7 @@ mod tests {
     fn the_question_set_reads_and_bad_lines_are_named() {
         let set = read_expected(Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/manual-questions.jsonl"
+            "/tests/fixtures/expected_answers/manual-questions.jsonl"
         )))
         .unwrap();
         assert!(set.len() >= 30, "{}", set.len());

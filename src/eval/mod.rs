@@ -20,9 +20,10 @@
 //! Text output uses trec_eval's layout (`measure<TAB>qid|all<TAB>value`, 4 decimals); `--json`
 //! prints `{"all": {...}, "per_query": {...}}` at full precision; `-o FILE` writes atomically.
 //!
-//! Reference values: `scripts/eval-reference.py` regenerates `tests/fixtures/eval/` (trec_eval's
-//! C code through pytrec_eval-terrier, rouge-score, NLTK). JSON numbers are parsed with
-//! serde_json's `float_roundtrip` (correctly rounded), as Python does: run scores decide ties.
+//! Reference values: `scripts/eval-reference.py` regenerates the reference files under
+//! `tests/fixtures` (trec_eval's C code through pytrec_eval-terrier, rouge-score, NLTK). JSON
+//! numbers are parsed with serde_json's `float_roundtrip` (correctly rounded), as Python does:
+//! run scores decide ties.
 
 pub mod answers;
 pub mod compare;

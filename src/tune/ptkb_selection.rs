@@ -80,7 +80,7 @@ pub fn selection_turns(
     Ok(out)
 }
 
-/// Made-up turns with small PTKBs (`tests/fixtures/ptkb_small*.json`).
+/// Made-up turns with small PTKBs (`tests/fixtures/ptkb/small*.json`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct SmallPtkbFile {
     pub turns: Vec<SmallPtkbTurn>,

@@ -608,7 +608,7 @@ describe("convrag chat page", { timeout: 10 * 60_000 }, () => {
     await dialog.locator(".ptkb-item", { hasText: PRIVATE_COLLECTION }).waitFor();
     // The picker (a drop lands on the same upload).
     await page.locator("#documents-files").setInputFiles([
-      { name: "tide-pools.pdf", mimeType: "application/pdf", buffer: readFileSync(new URL("../fixtures/tide-pools.pdf", import.meta.url)) },
+      { name: "tide-pools.pdf", mimeType: "application/pdf", buffer: readFileSync(new URL("../fixtures/pdf/tide-pools.pdf", import.meta.url)) },
       { name: "otters.md", mimeType: "text/markdown", buffer: Buffer.from(OTTERS_MARKDOWN) },
     ]);
     await dialog.getByText(`${PRIVATE_COLLECTION} is ready: 2 document(s)`).waitFor({ timeout: TIMEOUT });

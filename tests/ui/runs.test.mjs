@@ -1,6 +1,7 @@
 // Browser test of the Runs view: the test user's two stored batch runs (scripts/ui-test.sh makes
-// them with `convrag run ikat --user`: automatic and manual rewrites of tests/fixtures/ui's
-// topics), judgments uploaded through the page, the runs listed with their measures, one run's
+// them with `convrag run ikat --user`: automatic and manual rewrites of the made-up topics
+// tests/fixtures/ikat/topics_ui_runs.json), judgments uploaded through the page, the runs listed
+// with their measures, one run's
 // turns, and the two compared turn by turn (rewrites, selected statements, graded passages, the
 // difference), sorted by the difference. A second user sees no runs.
 //

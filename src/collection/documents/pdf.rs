@@ -472,7 +472,7 @@ BT /F1 11 Tf 72 500 Td 14 TL
 
     #[test]
     fn the_text_layer_of_a_real_pdf_is_read() {
-        let bytes = include_bytes!("../../../tests/fixtures/tide-pools.pdf");
+        let bytes = include_bytes!("../../../tests/fixtures/pdf/tide-pools.pdf");
         assert!(is_pdf(bytes));
         let d = read(bytes, "tide-pools").unwrap();
         assert!(d.text.contains("Glaucilla"), "{:?}", d.text);

@@ -2,7 +2,6 @@
 //! shape, the same vectors the model gives dense retrieval, base64 as float32s, refusals
 //! naming the field, and the rate of searches.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use convrag::api::{self, RunningServer};
@@ -13,6 +12,7 @@ use convrag::web::AppState;
 use serde_json::{json, Value};
 
 use crate::common::{self, new_user, Client, TestDb, ADMIN_TOKEN};
+use crate::support::fixture;
 
 const MODEL: &str = "all-MiniLM-L6-v2";
 
@@ -29,7 +29,7 @@ async fn setup(with_model: bool, searches_per_minute: u32) -> Setup {
     config.home = home.path().to_path_buf();
     config.limits.searches_per_minute = searches_per_minute;
     let mut options = IndexOptions::new("diet", Format::Jsonl);
-    options.inputs = vec![Path::new(super::openai::FIXTURE).to_path_buf()];
+    options.inputs = vec![fixture("jsonl/diet.jsonl")];
     options.threads = 1;
     options.heap_bytes = 16 << 20;
     index_collection(&config.collections_dir(), &options).unwrap();

@@ -4,17 +4,15 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::fixture;
 use common::{Client, TestDb, ADMIN_TOKEN};
 use convrag::api;
 use convrag::index::background::{BuildState, DefaultCollection};
 use convrag::rerank::MemoryEmbeddingCache;
 use convrag::web::AppState;
 use serde_json::json;
-
-const MANUAL_PAGES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/html");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_users_sign_in_link_works_once() {
@@ -73,7 +71,7 @@ async fn the_default_collection_is_listed_while_built_and_answers_with_the_reran
     let home = tempfile::tempdir().unwrap();
     let mut config = db.config();
     config.home = home.path().to_path_buf();
-    let default = Arc::new(DefaultCollection::new("manual", Path::new(MANUAL_PAGES)));
+    let default = Arc::new(DefaultCollection::new("manual", &fixture("html")));
     let state = AppState::new(db.store.clone(), Arc::new(config.clone()), ADMIN_TOKEN)
         .with_reranker(Arc::new(
             common::default_model().with_cache(Arc::new(MemoryEmbeddingCache::new())),

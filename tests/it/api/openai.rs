@@ -3,18 +3,15 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::fixture;
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
 use convrag::api::{self, RunningServer};
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
 use convrag::web::AppState;
 use serde_json::{json, Value};
-
-pub(crate) const FIXTURE: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
 
 pub struct Setup {
     _db: TestDb,
@@ -35,7 +32,7 @@ pub async fn setup_with(change: impl FnOnce(&mut convrag::config::Config)) -> Se
     config.home = home.path().to_path_buf();
     change(&mut config);
     let mut options = IndexOptions::new("diet", Format::Jsonl);
-    options.inputs = vec![Path::new(FIXTURE).to_path_buf()];
+    options.inputs = vec![fixture("jsonl/diet.jsonl")];
     options.threads = 1;
     options.heap_bytes = 16 << 20;
     index_collection(&config.collections_dir(), &options).unwrap();

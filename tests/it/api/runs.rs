@@ -5,14 +5,15 @@
 
 use serde_json::Value;
 
-use crate::batch_support::{fixture, s, Env};
+use crate::batch_support::{s, Env};
 use crate::common::Client;
+use crate::support::fixture;
 
 const MEASURES: &[&str] = &["ndcg_cut_3", "ndcg_cut_10", "P_10", "recall_100", "map"];
 
 /// `convrag run ikat` over the fixture topics for `user`, writing `<name>.json` and `<name>.trec`.
 fn run(env: &Env, name: &str, run_type: &str, user: Option<&str>) -> std::process::Output {
-    let topics = fixture("ikat_topics.json");
+    let topics = fixture("ikat/topics_2023.json");
     let (output, trec) = (format!("{name}.json"), format!("{name}.trec"));
     let mut args = vec![
         "run",
@@ -53,7 +54,7 @@ async fn runs_are_measured_and_compared_per_turn_and_stay_private() {
     env.index(
         "ikat-fixture",
         "ikat-passages",
-        &fixture("ikat_passages.jsonl"),
+        &fixture("ikat/passages.jsonl"),
         None,
     );
     let store = &env.db.store;
@@ -132,7 +133,7 @@ async fn runs_are_measured_and_compared_per_turn_and_stay_private() {
         )
         .await;
     assert_eq!((bad_name.status, bad_name.field()), (400, "name"));
-    let qrels_text = std::fs::read(fixture("ikat_qrels.txt")).unwrap();
+    let qrels_text = std::fs::read(fixture("ikat/qrels.txt")).unwrap();
     let put = alice
         .raw("PUT", "/v1/qrels/fixture", "text/plain", qrels_text)
         .await;
@@ -145,7 +146,7 @@ async fn runs_are_measured_and_compared_per_turn_and_stay_private() {
     // One run: the summary is `convrag eval ranking` on the run's TREC file.
     let report = alice.get("/v1/runs/auto?qrels=fixture").await;
     assert_eq!(report.status, 200, "{:?}", report.body);
-    let qrels_path = fixture("ikat_qrels.txt");
+    let qrels_path = fixture("ikat/qrels.txt");
     let trec = env.path("auto.trec");
     let mut args = vec![
         "eval",

@@ -4,10 +4,9 @@
 //! without it those tests FAIL on purpose rather than skip silently).
 
 use crate::common;
-use crate::support::{serve_command, ServeProcess};
+use crate::support::{fixture, serve_command, ServeProcess};
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,15 +19,10 @@ use convrag::rerank::MemoryEmbeddingCache;
 use convrag::web::AppState;
 use serde_json::{json, Value};
 
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/turns/recipes.jsonl"
-);
-
 /// Indexes the recipe fixture as collection `recipes` under `home`.
 pub(crate) fn index_recipes(config: &Config) {
     let mut options = IndexOptions::new("recipes", Format::Jsonl);
-    options.inputs = vec![Path::new(FIXTURE).to_path_buf()];
+    options.inputs = vec![fixture("jsonl/recipes.jsonl")];
     options.threads = 1;
     options.heap_bytes = 16 << 20;
     index_collection(&config.collections_dir(), &options).unwrap();

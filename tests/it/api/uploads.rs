@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 const SHARED: &str = r#"{"id": "s1", "title": "Foxes", "text": "Red foxes live in dens and hunt small rodents at night."}
 "#;
 
-const PDF: &[u8] = include_bytes!("../../fixtures/tide-pools.pdf");
+const PDF: &[u8] = include_bytes!("../../fixtures/pdf/tide-pools.pdf");
 
 const MARKDOWN: &str = "# Otters of Kestrel Bay\n\nThe sea otters of Kestrel Bay *crack clams* on \
      their bellies with a favourite stone.\n\n## Wardens\n\nWardens ring a brass bell at dusk.\n";

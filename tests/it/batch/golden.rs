@@ -1,13 +1,13 @@
-//! `convrag run ...` on small fixtures (tests/fixtures/batch): every output format byte for byte
-//! against tests/golden/batch, the stored records behind it, the sidecar, resumption rules and
+//! `convrag run ...` on small made-up fixtures (tests/fixtures/ikat, trec_rag, qrecc, poleval):
+//! every output format byte for byte against tests/golden/batch, the stored records behind it, the sidecar, resumption rules and
 //! bad input. BM25 order and the extractive generator (the data directory holds no model), so the
 //! goldens do not depend on the machine's floating point.
 //! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it batch::golden` and review the diff.
 
 use crate::batch_support;
 
-use crate::support::golden;
-use batch_support::{fixture, s, Env};
+use crate::support::{fixture, golden};
+use batch_support::{s, Env};
 use convrag::formats::{ikat, poleval, qrecc, trec_rag, trec_run, ValidationContext};
 use serde_json::Value;
 
@@ -21,10 +21,10 @@ async fn ikat_runs_of_every_type() {
     env.index(
         "ikat-fixture",
         "ikat-passages",
-        &fixture("ikat_passages.jsonl"),
+        &fixture("ikat/passages.jsonl"),
         None,
     );
-    let topics = fixture("ikat_topics.json");
+    let topics = fixture("ikat/topics_2023.json");
     let common = ["--depth", "20", "--passages", "5", "--quiet"];
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "ikat", "--topics", s(&topics)];
@@ -54,7 +54,7 @@ async fn ikat_runs_of_every_type() {
         "--run-type",
         "only_response",
         "--ranking",
-        s(&fixture("ikat_given_ranking.trec")),
+        s(&fixture("ikat/given_ranking.trec")),
         "--output",
         "only_response.json",
     ]);
@@ -154,10 +154,10 @@ async fn trec_rag_2024_r_ag_and_rag() {
     env.index(
         "marco",
         "msmarco-v2.1-segmented",
-        &fixture("segments.jsonl"),
+        &fixture("trec_rag/segments.jsonl"),
         None,
     );
-    let topics = fixture("rag24_topics.tsv");
+    let topics = fixture("trec_rag/topics_2024.tsv");
     let t = s(&topics);
     let base = [
         "run", "trec-rag", "--year", "2024", "--topics", t, "--quiet",
@@ -184,9 +184,9 @@ async fn trec_rag_2024_r_ag_and_rag() {
         "--task",
         "ag",
         "--ranking",
-        s(&fixture("ag_ranking.tsv")),
+        s(&fixture("trec_rag/ag_ranking.tsv")),
         "--requests",
-        s(&fixture("ag_requests.jsonl")),
+        s(&fixture("trec_rag/ag_requests.jsonl")),
         "--collection",
         "marco",
         "--references",
@@ -204,9 +204,9 @@ async fn trec_rag_2024_r_ag_and_rag() {
         "--task",
         "ag",
         "--ranking",
-        s(&fixture("ag_ranking.tsv")),
+        s(&fixture("trec_rag/ag_ranking.tsv")),
         "--requests",
-        s(&fixture("ag_requests.jsonl")),
+        s(&fixture("trec_rag/ag_requests.jsonl")),
         "--output",
         "ag-no-text.jsonl",
     ]);
@@ -264,10 +264,10 @@ async fn trec_rag_2025_formats_from_one_run() {
     env.index(
         "marco",
         "msmarco-v2.1-segmented",
-        &fixture("segments.jsonl"),
+        &fixture("trec_rag/segments.jsonl"),
         None,
     );
-    let topics = fixture("rag25_topics.jsonl");
+    let topics = fixture("trec_rag/topics_2025.jsonl");
     let run = |extra: &[&str]| {
         let mut args = vec![
             "run",
@@ -354,33 +354,33 @@ async fn qrecc_tira_convention_and_poleval_domains() {
     env.index(
         "qrecc-fixture",
         "jsonl",
-        &fixture("qrecc_passages.jsonl"),
+        &fixture("qrecc/passages.jsonl"),
         None,
     );
     env.index(
         "wiki-trivia",
         "poleval",
-        &fixture("poleval_wiki.jl"),
+        &fixture("poleval/passages_wiki.jl"),
         Some("polish"),
     );
     env.index(
         "legal",
         "poleval",
-        &fixture("poleval_legal.jl"),
+        &fixture("poleval/passages_legal.jl"),
         Some("polish"),
     );
     let out_dir = env.path("tira-out");
     env.ok(&[
         "run",
         "qrecc",
-        s(&fixture("qrecc")),
+        s(&fixture("qrecc/run_input")),
         s(&out_dir),
         "--collection",
         "qrecc-fixture",
         "--quiet",
     ]);
     let run = env.read("tira-out/run.json");
-    let questions = qrecc::read_questions(&fixture("qrecc/questions.json")).unwrap();
+    let questions = qrecc::read_questions(&fixture("qrecc/run_input/questions.json")).unwrap();
     let report = qrecc::validate_run_text(&run, Some(&questions), &ValidationContext::default());
     assert!(report.is_clean(), "{:?}", report.problems);
     golden("batch/qrecc_run.json", &run);
@@ -397,7 +397,7 @@ async fn qrecc_tira_convention_and_poleval_domains() {
 
     // PolEval: in.tsv's domains routed to their collections; the fourth question matches no
     // passage, so its line is filled from the collection to keep ten ids.
-    std::fs::copy(fixture("poleval_in.tsv"), env.path("in.tsv")).unwrap();
+    std::fs::copy(fixture("poleval/questions.tsv"), env.path("in.tsv")).unwrap();
     env.ok(&[
         "run",
         "poleval",
@@ -436,7 +436,7 @@ async fn bad_input_and_options_fail_cleanly() {
     env.index(
         "ikat-fixture",
         "ikat-passages",
-        &fixture("ikat_passages.jsonl"),
+        &fixture("ikat/passages.jsonl"),
         None,
     );
     let broken = env.path("broken.json");
@@ -458,7 +458,7 @@ async fn bad_input_and_options_fail_cleanly() {
     assert!(err.contains("broken.json:4:"), "{err}");
     assert!(!env.path("out.json").exists());
 
-    let topics = fixture("ikat_topics.json");
+    let topics = fixture("ikat/topics_2023.json");
     let err = env.fails(&[
         "run",
         "ikat",

@@ -1,4 +1,4 @@
-//! `convrag run ikat` over made-up topics in the 2025 layout (tests/fixtures/batch/ikat25_topics.json,
+//! `convrag run ikat` over made-up topics in the 2025 layout (tests/fixtures/ikat/topics_2025.json,
 //! the batch fixture's topics rewritten) writes the 2025 JSONL: automatic, manual and
 //! generation-only runs, byte for byte against tests/golden/batch/ikat25_*.jsonl, each of which
 //! the organizers' checker accepts with nothing to fix. BM25 order and the extractive generator,
@@ -19,8 +19,8 @@
 
 use crate::batch_support;
 
-use crate::support::{golden, golden_text};
-use batch_support::{fixture, s, Env};
+use crate::support::{fixture, golden, golden_text};
+use batch_support::{s, Env};
 use convrag::formats::ikat;
 use convrag::formats::ikat25_validate::check_text;
 use convrag::formats::ValidationContext;
@@ -32,10 +32,10 @@ async fn ikat_2025_submissions_pass_the_official_checker() {
     env.index(
         "ikat-fixture",
         "ikat-passages",
-        &fixture("ikat_passages.jsonl"),
+        &fixture("ikat/passages.jsonl"),
         None,
     );
-    let topics = fixture("ikat25_topics.json");
+    let topics = fixture("ikat/topics_2025.json");
     let common = ["--depth", "20", "--passages", "5", "--quiet"];
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "ikat", "--topics", s(&topics)];
@@ -67,7 +67,7 @@ async fn ikat_2025_submissions_pass_the_official_checker() {
         "--run-type",
         "generation-only",
         "--ranking",
-        s(&fixture("ikat_given_ranking.trec")),
+        s(&fixture("ikat/given_ranking.trec")),
         "--output",
         "generation_only.jsonl",
     ]);
@@ -126,7 +126,7 @@ async fn ikat_2025_submissions_pass_the_official_checker() {
     let report = ikat::validate_run_text(&text, Some(&parsed), &ValidationContext::default());
     assert!(report.is_clean(), "{:?}", report.problems);
     // And --format 2025 the JSONL from 2023-layout topics.
-    let old = fixture("ikat_topics.json");
+    let old = fixture("ikat/topics_2023.json");
     env.ok(&[
         "run",
         "ikat",

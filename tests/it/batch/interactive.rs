@@ -4,7 +4,7 @@
 //! run), `run/continue` (the next topic after a session's end, 428 once the run is complete),
 //! `run/session` (fails when no session is open, as the router reading a missing session does).
 //! Its users and topics are made up; their utterances are scripted. A real collection
-//! (tests/fixtures/ui/diet.jsonl) answers through the turn pipeline.
+//! (tests/fixtures/jsonl/diet.jsonl) answers through the turn pipeline.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,10 +12,10 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::{json, Value};
 
 use crate::batch_support::{s, Env};
+use crate::support::fixture;
 
 const TOKEN: &str = "made-up-token";
 const TEAM: &str = "made-up-team";
-const DIET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
 
 /// A scripted session: (topic id, user id, utterances); the last one ends the session.
 type Session = (&'static str, &'static str, Vec<&'static str>);
@@ -295,7 +295,7 @@ fn routes(log: &[(String, Value)]) -> Vec<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
     let env = Env::new(false).await;
-    env.index("diet", "jsonl", std::path::Path::new(DIET), None);
+    env.index("diet", "jsonl", &fixture("jsonl/diet.jsonl"), None);
     let sim = shared(script());
     // The 2nd continue fails once with a 503 (retried); the 5th with a 400 (the run stops).
     sim.lock().unwrap().fail_continue = vec![(2, 503), (5, 400)];
@@ -332,7 +332,7 @@ async fn answers_simulated_users_and_resumes_without_replaying_sessions() {
         "{stderr}"
     );
     let log = sim.lock().unwrap().log.clone();
-    let ids: Vec<String> = std::fs::read_to_string(DIET)
+    let ids: Vec<String> = std::fs::read_to_string(fixture("jsonl/diet.jsonl"))
         .unwrap()
         .lines()
         .map(|l| {
@@ -471,7 +471,7 @@ async fn ranking_of(env: &Env, run_id: &str, turn_id: &str) -> Vec<(String, bool
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remembers_what_a_returning_user_said_about_themselves() {
     let env = Env::new(false).await;
-    env.index("diet", "jsonl", std::path::Path::new(DIET), None);
+    env.index("diet", "jsonl", &fixture("jsonl/diet.jsonl"), None);
     let sim = shared(vec![
         (
             "1-1",
@@ -539,7 +539,7 @@ async fn remembers_what_a_returning_user_said_about_themselves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dump_that_differs_from_the_stored_turns_is_an_error_naming_the_turn() {
     let env = Env::new(false).await;
-    env.index("diet", "jsonl", std::path::Path::new(DIET), None);
+    env.index("diet", "jsonl", &fixture("jsonl/diet.jsonl"), None);
     let sim = shared(script());
     sim.lock().unwrap().altered_response = Some("Something convrag never said.".into());
     let api = sim_api(sim.clone());

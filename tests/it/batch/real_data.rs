@@ -5,11 +5,11 @@
 //! licensed corpora. No reranking model: these check reading, routing and writing.
 
 use crate::batch_support;
-use crate::support::shared_data;
+use crate::support::{fixture, shared_data};
 
 use std::path::Path;
 
-use batch_support::{fixture, s, Env};
+use batch_support::{s, Env};
 use convrag::formats::{ikat, poleval, qrecc, trec_rag, trec_run, ValidationContext};
 use serde_json::Value;
 
@@ -79,7 +79,7 @@ async fn rag24_and_rag25_topics_run_r_and_rag() {
     env.index(
         "marco",
         "msmarco-v2.1-segmented",
-        &fixture("segments.jsonl"),
+        &fixture("trec_rag/segments.jsonl"),
         None,
     );
     head(&t24, 8, &env.path("t24.tsv"));
@@ -239,7 +239,7 @@ async fn poleval_dev0_questions_routed_to_a_polish_collection() {
     env.index(
         "wiki-trivia",
         "poleval",
-        &fixture("poleval_wiki.jl"),
+        &fixture("poleval/passages_wiki.jl"),
         Some("polish"),
     );
     head(&dev, 25, &env.path("in.tsv"));

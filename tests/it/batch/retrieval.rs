@@ -6,7 +6,8 @@ use crate::batch_support;
 
 use std::collections::BTreeMap;
 
-use batch_support::{fixture, s, Env};
+use crate::support::fixture;
+use batch_support::{s, Env};
 
 /// Each query's (id, score) in a TREC run file, by id: two writers may order tied scores
 /// differently (trec_eval reorders ties itself), so runs are compared as scores per passage.
@@ -64,10 +65,10 @@ async fn batch_runs_retrieve_as_search_does_and_need_the_vectors() {
     env.index(
         "marco",
         "msmarco-v2.1-segmented",
-        &fixture("segments.jsonl"),
+        &fixture("trec_rag/segments.jsonl"),
         None,
     );
-    let topics = fixture("rag24_topics.tsv");
+    let topics = fixture("trec_rag/topics_2024.tsv");
     for mode in ["dense", "hybrid"] {
         let run = format!("{mode}.trec");
         let searched = format!("{mode}-search.trec");
@@ -116,7 +117,7 @@ async fn batch_runs_retrieve_as_search_does_and_need_the_vectors() {
         );
     }
     // The turn benchmark runs turns with the same first stage over those vectors.
-    let ikat = fixture("ikat_topics.json");
+    let ikat = fixture("ikat/topics_2023.json");
     let out = env.convrag(&bench_args(s(&ikat), "marco", &["--precomputed"]));
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -129,7 +130,7 @@ async fn batch_runs_retrieve_as_search_does_and_need_the_vectors() {
     let err = env.fails(&bench_args(s(&ikat), "marco", &[]));
     assert!(err.contains("--precomputed"), "{err}");
     // A collection indexed without vectors: refused, naming the option and the command.
-    let file = fixture("segments.jsonl");
+    let file = fixture("trec_rag/segments.jsonl");
     env.ok(&[
         "index",
         "--collection",

@@ -9,12 +9,6 @@ use crate::common;
 
 pub use common::TestDb;
 
-pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/batch")
-        .join(name)
-}
-
 /// A data directory and a database for `convrag` runs.
 pub struct Env {
     pub db: TestDb,

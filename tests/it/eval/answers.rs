@@ -2,7 +2,7 @@
 //! statistics, PolEval NDCG@10 of the sample submissions (references by scripts/eval-reference.py).
 
 use crate::eval_common;
-use crate::support::shared_data;
+use crate::support::{fixture, shared_data};
 use eval_common::*;
 
 use convrag::eval::answers::{answer_stats_file, exact_match, f1};
@@ -46,7 +46,7 @@ fn squad_f1_em_equal_reference_script_on_scai_answers() {
     let header = &records[0];
     let gt = header.iter().position(|h| h == "gt").unwrap();
     let pred = header.iter().position(|h| h == "predicted").unwrap();
-    let reference = std::fs::read_to_string(fixture("squad_batch1.tsv")).unwrap();
+    let reference = std::fs::read_to_string(fixture("qrecc/squad_batch1.tsv")).unwrap();
     let expected: Vec<(f64, f64)> = reference
         .lines()
         .skip(1)
@@ -66,9 +66,10 @@ fn squad_f1_em_equal_reference_script_on_scai_answers() {
 fn rag24_baseline_answer_statistics() {
     let answers = shared_data("trec-rag/rag24/ragnarok_baseline_rag24.test_gpt-4o_top20.jsonl.gz");
     let r = answer_stats_file(&answers).unwrap();
-    let want: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("rag24_gpt4o_stats.json")).unwrap())
-            .unwrap();
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("trec_rag/gpt4o_stats_2024.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(r.answers as u64, want["answers"].as_u64().unwrap());
     assert_eq!(r.mean_words, want["mean_words"].as_f64().unwrap());
     assert_eq!(r.mean_sentences, want["mean_sentences"].as_f64().unwrap());
@@ -97,7 +98,7 @@ fn rag24_baseline_answer_statistics() {
 #[test]
 fn poleval_sample_submissions() {
     let dir = shared_data("poleval2022-passage-retrieval");
-    let reference = std::fs::read_to_string(fixture("poleval_dev0_samples.tsv")).unwrap();
+    let reference = std::fs::read_to_string(fixture("poleval/dev0_samples.tsv")).unwrap();
     for line in reference.lines() {
         let (sub, want) = line.split_once('\t').unwrap();
         let want: f64 = want.parse().unwrap();
@@ -152,7 +153,7 @@ fn squad_cli_on_scai_ground_truth_sample_and_gpt3_run() {
     ] as [&std::ffi::OsStr; 6])
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let reference = std::fs::read_to_string(fixture("squad_scai_sample.tsv")).unwrap();
+    let reference = std::fs::read_to_string(fixture("qrecc/squad_scai_sample.tsv")).unwrap();
     let mut sum = 0.0;
     let mut n = 0;
     for line in reference.lines().skip(1) {

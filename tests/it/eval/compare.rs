@@ -3,7 +3,7 @@
 //! are checked against SciPy by scripts/compare-scipy.sh (scripts/test.sh runs it).
 
 use crate::eval_common;
-use crate::support::{golden, shared_data};
+use crate::support::{fixture, golden, shared_data};
 use eval_common::*;
 
 use std::path::{Path, PathBuf};
@@ -244,7 +244,7 @@ fn ptkb_and_rewrite_comparisons_use_their_evaluators() {
     );
     let dir = tempfile::tempdir().unwrap();
     // PTKB: the overlap run of the eval fixtures against the same run cut to its first statement.
-    let overlap = fixture("ptkb_overlap_run.json");
+    let overlap = fixture("ikat/ptkb_overlap_run.json");
     let run = convrag::eval::ptkb::read_ptkb_run(&overlap).unwrap();
     let mut first = String::new();
     for (qid, docs) in run.iter() {

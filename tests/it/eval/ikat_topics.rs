@@ -1,29 +1,23 @@
 //! One iKAT topics reader for every command: the same made-up topics in the 2023 layout
-//! (tests/fixtures/batch/ikat_topics.json: `number` strings, a `ptkb` object, `turns`,
+//! (tests/fixtures/ikat/topics_2023.json: `number` strings, a `ptkb` object, `turns`,
 //! `utterance`, `ptkb_provenance` ids), the 2024 layout (ikat24_topics.json: integer numbers)
 //! and the 2025 layout (ikat25_topics.json: a `ptkb` list, `responses`, `user_utterance`,
 //! `relevant_ptkbs` texts) give the same references to `eval rewrite`, `eval answers` and
 //! `eval ptkb`, and the commands accept each file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use convrag::eval::ptkb::ptkb_qrels_from_topics;
 use convrag::eval::rewrite::{read_texts, TextRole};
 use convrag::formats::ikat::{read_topics_with_layout, TopicsLayout};
 
-use crate::support::golden_path;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/batch")
-        .join(name)
-}
+use crate::support::{fixture, golden_path};
 
 const LAYOUTS: [(&str, TopicsLayout); 3] = [
-    ("ikat_topics.json", TopicsLayout::Y2023),
-    ("ikat24_topics.json", TopicsLayout::Y2024),
-    ("ikat25_topics.json", TopicsLayout::Y2025),
+    ("ikat/topics_2023.json", TopicsLayout::Y2023),
+    ("ikat/topics_2024.json", TopicsLayout::Y2024),
+    ("ikat/topics_2025.json", TopicsLayout::Y2025),
 ];
 
 /// The 2024 file numbers its topics 1 and 2 where the others say 1-1 and 2-1.
@@ -47,7 +41,7 @@ fn every_layout_gives_the_same_rewrites_answers_and_ptkb_judgments() {
         texts
             .into_iter()
             .map(|(k, v)| {
-                let k = if name == "ikat24_topics.json" {
+                let k = if name == "ikat/topics_2024.json" {
                     renumbered(&k)
                 } else {
                     k
@@ -61,13 +55,13 @@ fn every_layout_gives_the_same_rewrites_answers_and_ptkb_judgments() {
         TextRole::RunRewrite,
         TextRole::ReferenceAnswer,
     ] {
-        let expected = read("ikat_topics.json", role);
+        let expected = read("ikat/topics_2023.json", role);
         assert_eq!(expected.len(), 5, "{role:?}");
         for (name, _) in &LAYOUTS[1..] {
             assert_eq!(read(name, role), expected, "{name} {role:?}");
         }
     }
-    let answers = read("ikat25_topics.json", TextRole::ReferenceAnswer);
+    let answers = read("ikat/topics_2025.json", TextRole::ReferenceAnswer);
     assert_eq!(
         answers[1],
         (
@@ -75,8 +69,8 @@ fn every_layout_gives_the_same_rewrites_answers_and_ptkb_judgments() {
             "Lentils, tofu, eggs and dairy give plenty of protein.".to_string()
         )
     );
-    let qrels23 = ptkb_qrels_from_topics(&fixture("ikat_topics.json")).unwrap();
-    let qrels25 = ptkb_qrels_from_topics(&fixture("ikat25_topics.json")).unwrap();
+    let qrels23 = ptkb_qrels_from_topics(&fixture("ikat/topics_2023.json")).unwrap();
+    let qrels25 = ptkb_qrels_from_topics(&fixture("ikat/topics_2025.json")).unwrap();
     assert_eq!(qrels23, qrels25);
     assert_eq!(qrels25.len(), 5);
 }
@@ -95,7 +89,7 @@ fn convrag(args: &[&str]) -> (bool, String) {
 
 #[test]
 fn eval_commands_read_2025_topics() {
-    let topics = fixture("ikat25_topics.json");
+    let topics = fixture("ikat/topics_2025.json");
     let topics = topics.to_str().unwrap();
     // The no-rewrite baseline: the raw utterances against the resolved ones.
     let (ok, out) = convrag(&[
@@ -177,8 +171,8 @@ fn a_2025_submission_is_judged_like_the_2024_run_of_the_same_turns() {
         assert!(ok, "{out}");
         json(&out)
     };
-    let from2024 = report("ikat_topics.json", golden("ikat_manual.json"));
-    let from2025 = report("ikat25_topics.json", golden("ikat25_manual.jsonl"));
+    let from2024 = report("ikat/topics_2023.json", golden("ikat_manual.json"));
+    let from2025 = report("ikat/topics_2025.json", golden("ikat25_manual.jsonl"));
     assert_eq!(from2025, from2024);
     assert_eq!(from2025["all"]["num_q"], 5);
     // Without topics the texts cannot be judged.

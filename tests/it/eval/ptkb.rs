@@ -1,7 +1,7 @@
 //! PTKB evaluation on the real iKAT 2023 judgments.
 
 use crate::eval_common;
-use crate::support::shared_data;
+use crate::support::{fixture, shared_data};
 use eval_common::*;
 
 use std::path::Path;
@@ -25,11 +25,12 @@ fn topics_provenance_equals_organizers_qrels() {
 fn overlap_run_matches_trec_eval_on_nist_qrels() {
     let nist = shared_data("ikat/qrels/2023_ptkb_qrels_nist.txt");
     let qrels = read_qrels(&nist).unwrap();
-    let run = read_ptkb_run(&fixture("ptkb_overlap_run.json")).unwrap();
+    let run = read_ptkb_run(&fixture("ikat/ptkb_overlap_run.json")).unwrap();
     let report = evaluate_ptkb(&qrels, &run, &default_measures());
     assert_eq!(report.evaluation.num_q, 98);
     let json = report.to_json();
-    let reference = std::fs::read_to_string(fixture("ptkb_overlap.nist.trec_eval.txt")).unwrap();
+    let reference =
+        std::fs::read_to_string(fixture("trec_eval/ptkb_overlap.nist.trec_eval.txt")).unwrap();
     let mut checked = 0;
     for line in reference.lines() {
         let f: Vec<&str> = line.split('\t').collect();
@@ -57,7 +58,7 @@ fn ptkb_cli_with_topics_and_qrels() {
         shared_data("ikat/qrels/2023_ptkb_qrels_org.txt"),
     );
     let run = |judg: &str, path: &Path| {
-        let run = fixture("ptkb_overlap_run.json");
+        let run = fixture("ikat/ptkb_overlap_run.json");
         convrag_eval([
             "ptkb".as_ref(),
             judg.as_ref(),

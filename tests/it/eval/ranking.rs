@@ -3,7 +3,7 @@
 //! iKAT 2023 qrels and a Cranfield BM25 run (fixtures made by scripts/eval-reference.py).
 
 use crate::eval_common;
-use crate::support::shared_data;
+use crate::support::{fixture, shared_data};
 use eval_common::*;
 
 use std::path::Path;
@@ -99,7 +99,7 @@ fn dl19_bm25_matches_trec_eval() {
         assert_eq!(format!("{:.4}", e.get("ndcg_cut_10").unwrap()), "0.5058");
         assert_same_output(
             &e.to_trec_text(true),
-            &format!("dl19_bm25.l{l}.trec_eval.txt"),
+            &format!("trec_eval/dl19_bm25.l{l}.trec_eval.txt"),
         );
     }
 }
@@ -140,7 +140,7 @@ fn ikat2023_derived_run_with_ties_matches_trec_eval() {
         let e = evaluate(&q, &run, &fixture_measures(), &level(l));
         assert_same_output(
             &e.to_trec_text(true),
-            &format!("ikat2023_derived.l{l}.trec_eval.txt"),
+            &format!("trec_eval/ikat2023_derived.l{l}.trec_eval.txt"),
         );
     }
 }
@@ -149,9 +149,12 @@ fn ikat2023_derived_run_with_ties_matches_trec_eval() {
 fn cranfield_bm25_matches_trec_eval() {
     let qrels = shared_data("classic-ir/cranfield/QRelsCorrectedforTRECeval");
     let q = read_qrels(&qrels).unwrap();
-    let run = read_run(&fixture("cranfield_bm25.run.gz")).unwrap();
+    let run = read_run(&fixture("trec_eval/cranfield_bm25.run.gz")).unwrap();
     let e = evaluate(&q, &run, &fixture_measures(), &level(1));
-    assert_same_output(&e.to_trec_text(true), "cranfield_bm25.l1.trec_eval.txt");
+    assert_same_output(
+        &e.to_trec_text(true),
+        "trec_eval/cranfield_bm25.l1.trec_eval.txt",
+    );
 }
 
 #[test]
@@ -162,7 +165,9 @@ fn cli_prints_trec_eval_output_and_json() {
         "--qrels".into(),
         qrels.display().to_string(),
         "--run".into(),
-        fixture("cranfield_bm25.run.gz").display().to_string(),
+        fixture("trec_eval/cranfield_bm25.run.gz")
+            .display()
+            .to_string(),
         "-q".into(),
     ];
     for m in [
@@ -185,7 +190,7 @@ fn cli_prints_trec_eval_output_and_json() {
         args.push(m.into());
     }
     let out = convrag_eval(args.clone()).unwrap();
-    assert_same_output(&out, "cranfield_bm25.l1.trec_eval.txt");
+    assert_same_output(&out, "trec_eval/cranfield_bm25.l1.trec_eval.txt");
 
     args.push("--json".into());
     let v: serde_json::Value = serde_json::from_str(&convrag_eval(args).unwrap()).unwrap();

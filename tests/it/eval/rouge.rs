@@ -2,7 +2,7 @@
 //! scripts/eval-reference.py from real rewrite pairs).
 
 use crate::eval_common;
-use crate::support::shared_data;
+use crate::support::{fixture, shared_data};
 use eval_common::*;
 
 use std::collections::HashMap;
@@ -17,7 +17,7 @@ fn fixture_text(name: &str) -> String {
 
 #[test]
 fn porter_matches_nltk_on_real_words() {
-    let table = fixture_text("porter_nltk.tsv");
+    let table = fixture_text("rouge/porter_nltk.tsv");
     let mut n = 0;
     let mut wrong = Vec::new();
     for line in table.lines() {
@@ -38,7 +38,7 @@ fn porter_matches_nltk_on_real_words() {
 
 /// (source, id) → [p, r, f, stem p, stem r, stem f] from rouge-score.
 fn reference_scores() -> HashMap<(String, String), Vec<f64>> {
-    fixture_text("rouge1_pairs.tsv")
+    fixture_text("rouge/rouge1_pairs.tsv")
         .lines()
         .skip(1)
         .map(|l| {

@@ -2,14 +2,7 @@
 #![allow(dead_code)]
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/eval")
-        .join(name)
-}
 
 /// Runs `convrag eval <args>` (the binary), writing the output with `-o` to a temporary file
 /// (the atomic writer). Err carries what the binary printed on standard error.

@@ -3,8 +3,6 @@
 //! Regenerate with `CONVRAG_UPDATE_GOLDEN=1 cargo test --test it formats::golden`, then
 //! review the diff by hand against the guidelines.
 
-use std::path::{Path, PathBuf};
-
 use convrag::formats::ikat::{
     self, IkatResponse, IkatRun, IkatRunTurn, PassageProvenance, RunType,
 };
@@ -17,13 +15,7 @@ use convrag::formats::trec_run::{RankedList, ScoreFormat, TrecRunWriter};
 use convrag::formats::ValidationContext;
 use serde_json::Value;
 
-use crate::support::golden;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/formats")
-        .join(name)
-}
+use crate::support::{fixture, golden};
 
 fn json(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
@@ -92,8 +84,9 @@ fn trec_run_golden() {
 /// guidelines print.
 #[test]
 fn rag24_answer_golden() {
-    let topics = trec_rag::read_topics_tsv(&fixture("rag24_topics.tsv")).unwrap();
-    let ex = json("rag24_example_input.json");
+    let topics =
+        trec_rag::read_topics_tsv(&fixture("trec_rag/topics_2024_numeric_ids.tsv")).unwrap();
+    let ex = json("trec_rag/example_input_2024.json");
     let refs: Vec<String> = serde_json::from_value(ex["references"].clone()).unwrap();
     let sentences: Vec<Sentence> = serde_json::from_value(ex["sentences"].clone()).unwrap();
     let a = Rag24Answer::new(ex["run_id"].as_str().unwrap(), &topics[0], refs, sentences);
@@ -127,9 +120,9 @@ fn rag24_answer_golden() {
 /// support scores; the writer must restore the guidelines' highest-support-first order.
 #[test]
 fn rag25_answer_golden() {
-    let topics = trec_rag::read_rag25_topics(&fixture("rag25_topics.json")).unwrap();
+    let topics = trec_rag::read_rag25_topics(&fixture("trec_rag/topics_2025.json")).unwrap();
     assert_eq!(topics.len(), 2);
-    let ex = json("rag25_example_input.json");
+    let ex = json("trec_rag/example_input_2025.json");
     let refs: Vec<String> = serde_json::from_value(ex["references"].clone()).unwrap();
     let sentences: Vec<(String, Vec<(usize, f64)>)> = ex["sentences"]
         .as_array()
@@ -224,7 +217,7 @@ fn ikat_run_golden() {
         &std::fs::read_to_string(&trec).unwrap(),
     );
     // Against the guideline topics, every other turn is missing: the validator says so.
-    let topics = ikat::read_topics(&fixture("ikat_topics_guideline.json")).unwrap();
+    let topics = ikat::read_topics(&fixture("ikat/topics_guideline.json")).unwrap();
     let report = ikat::validate_run_text(&text, Some(&topics), &ValidationContext::default());
     assert_eq!(report.errors().count(), 5, "{report:?}");
     assert!(report
@@ -234,7 +227,7 @@ fn ikat_run_golden() {
 
 #[test]
 fn qrecc_run_golden() {
-    let questions = qrecc::read_questions(&fixture("qrecc_questions.json")).unwrap();
+    let questions = qrecc::read_questions(&fixture("qrecc/questions.json")).unwrap();
     let answers: Vec<QreccAnswer> = questions
         .iter()
         .enumerate()
@@ -262,7 +255,7 @@ fn qrecc_run_golden() {
     let report = qrecc::validate_run_text(&text, Some(&questions), &ValidationContext::default());
     assert!(report.is_clean(), "{report:?}");
     let dir = tempfile::tempdir().unwrap();
-    let (input, output) = qrecc::tira_paths(&fixture(""), dir.path());
+    let (input, output) = qrecc::tira_paths(&fixture("qrecc"), dir.path());
     assert!(input.ends_with("questions.json"));
     qrecc::write_run(
         &output,
@@ -279,7 +272,7 @@ fn qrecc_run_golden() {
 
 #[test]
 fn poleval_out_golden() {
-    let questions = poleval::read_questions(&fixture("poleval_in.tsv")).unwrap();
+    let questions = poleval::read_questions(&fixture("poleval/questions_three_tasks.tsv")).unwrap();
     assert_eq!(questions[1].domain, "legal-questions");
     let rankings: Vec<Vec<String>> = questions
         .iter()

@@ -1,11 +1,11 @@
 //! `convrag validate ikat25` against the organizers' checker: each broken submission under
-//! tests/fixtures/formats/ikat25 (made-up lines over the made-up topics
-//! tests/fixtures/batch/ikat25_topics.json) was checked by `validate_trec_ikat25.py`
+//! tests/fixtures/ikat/runs_2025 (made-up lines over the made-up topics
+//! tests/fixtures/ikat/topics_2025.json) was checked by `validate_trec_ikat25.py`
 //! (irlabamsterdam/iKAT, 2025/scripts, commit 05399308a3cf4eb56b35bed8bee0771e4f8f1404; MIT; not
 //! part of this repository), and what it said is tests/golden/ikat25/validate_NAME.txt:
 //!
 //! ```text
-//! cd DIR && cp tests/fixtures/formats/ikat25/NAME.jsonl tests/fixtures/batch/ikat25_topics.json . &&
+//! cd DIR && cp tests/fixtures/ikat/runs_2025/NAME.jsonl tests/fixtures/ikat/topics_2025.json . &&
 //! PYTHONHASHSEED=0 python3 validate_trec_ikat25.py --input NAME.jsonl --topics ikat25_topics.json \
 //!   > NAME.out 2> NAME.err; echo "[exit] $?"; test -e NAME.jsonl.fixed && echo "[fixed] yes"
 //! ```
@@ -16,25 +16,17 @@
 //! turns, the same exit status, and no file written.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use convrag::formats::ikat;
 use convrag::formats::ikat25_validate::{check_text, FindingKind};
 use convrag::formats::Severity;
 
-use crate::support::golden_text;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn fixture(name: &str) -> PathBuf {
-    root().join("tests/fixtures/formats/ikat25").join(name)
-}
+use crate::support::{fixture, golden_text};
 
 fn topics_path() -> PathBuf {
-    root().join("tests/fixtures/batch/ikat25_topics.json")
+    fixture("ikat/topics_2025.json")
 }
 
 /// One verdict: (line, "error" | "warning", message); line 0 is the file.
@@ -115,7 +107,7 @@ fn official(name: &str) -> Verdict {
 /// convrag's verdict, in the same terms.
 fn convrag_verdict(name: &str) -> Verdict {
     let topics = ikat::read_topics(&topics_path()).unwrap();
-    let text = std::fs::read_to_string(fixture(&format!("{name}.jsonl"))).unwrap();
+    let text = std::fs::read_to_string(fixture(&format!("ikat/runs_2025/{name}.jsonl"))).unwrap();
     let findings = check_text(&text, &topics);
     let mut said = Said::new();
     let mut crash = None;
@@ -171,7 +163,7 @@ fn every_verdict_of_the_official_checker_is_reproduced() {
 #[test]
 fn the_crash_is_placed_on_its_line() {
     let topics = ikat::read_topics(&topics_path()).unwrap();
-    let text = std::fs::read_to_string(fixture("crash.jsonl")).unwrap();
+    let text = std::fs::read_to_string(fixture("ikat/runs_2025/crash.jsonl")).unwrap();
     let findings = check_text(&text, &topics);
     let last = findings.last().unwrap();
     assert_eq!(last.line, 2);
@@ -185,7 +177,7 @@ fn the_command_exits_as_the_official_checker_and_fixes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     for name in FIXTURES {
         let file = dir.path().join(format!("{name}.jsonl"));
-        std::fs::copy(fixture(&format!("{name}.jsonl")), &file).unwrap();
+        std::fs::copy(fixture(&format!("ikat/runs_2025/{name}.jsonl")), &file).unwrap();
         let before = std::fs::read(&file).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
             .args(["validate", "ikat25"])
@@ -208,7 +200,7 @@ fn the_command_exits_as_the_official_checker_and_fixes_nothing() {
     // Each problem names the file and line.
     let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
         .args(["validate", "ikat25"])
-        .arg(fixture("bad_metadata.jsonl"))
+        .arg(fixture("ikat/runs_2025/bad_metadata.jsonl"))
         .arg("--topics")
         .arg(topics_path())
         .output()
@@ -221,7 +213,7 @@ fn the_command_exits_as_the_official_checker_and_fixes_nothing() {
     // The topics are required, as they are by the official checker.
     let out = Command::new(env!("CARGO_BIN_EXE_convrag"))
         .args(["validate", "ikat25"])
-        .arg(fixture("good.jsonl"))
+        .arg(fixture("ikat/runs_2025/good.jsonl"))
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::fixture;
 use convrag::formats::trec_rag::{self, AnswerFormat};
 use convrag::formats::trec_run::{self, RunRules};
 use convrag::formats::{ikat, poleval, qrecc, FormatError, ValidationContext};
@@ -17,12 +18,6 @@ fn file(name: &str, content: &str) -> Tmp {
     let path = dir.path().join(name);
     std::fs::write(&path, content).unwrap();
     Tmp { _dir: dir, path }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/formats")
-        .join(name)
 }
 
 /// The error is a parse error for `path` at `line`, and its message says so.
@@ -172,14 +167,14 @@ fn ikat_topics_reader() {
         "number",
     );
     // 2024 (integer numbers) and 2025 (PTKB list, `responses`) layouts read into the same model.
-    let t24 = ikat::read_topics(&fixture("ikat_topics_2024.json")).unwrap();
+    let t24 = ikat::read_topics(&fixture("ikat/layout_2024.json")).unwrap();
     assert_eq!(t24[0].turn_key(&t24[0].turns[1]), "0_2");
     assert_eq!(
         t24[0].ptkb.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(),
         ["1", "2", "10"]
     );
     assert_eq!(t24[0].turns[1].ptkb_provenance, ["2"]);
-    let t25 = ikat::read_topics(&fixture("ikat_topics_2025.json")).unwrap();
+    let t25 = ikat::read_topics(&fixture("ikat/layout_2025.json")).unwrap();
     assert_eq!(t25[0].turn_key(&t25[0].turns[1]), "1-1_2");
     assert_eq!(t25[0].turns[1].ptkb_provenance, ["2"]);
     assert_eq!(t25[0].turns[1].utterance, "How about the fruits I like?");
@@ -205,7 +200,7 @@ fn qrecc_questions_reader() {
         3,
         "duplicate",
     );
-    let qs = qrecc::read_questions(&fixture("qrecc_questions.json")).unwrap();
+    let qs = qrecc::read_questions(&fixture("qrecc/questions.json")).unwrap();
     assert_eq!(qs.len(), 3);
     assert_eq!(qs[2].key(), "2775_1");
 }
@@ -245,7 +240,8 @@ fn has(report: &convrag::formats::Report, line: usize, contains: &str) -> bool {
 
 #[test]
 fn rag24_validator() {
-    let topics = trec_rag::read_topics_tsv(&fixture("rag24_topics.tsv")).unwrap();
+    let topics =
+        trec_rag::read_topics_tsv(&fixture("trec_rag/topics_2024_numeric_ids.tsv")).unwrap();
     let r = |refs: &str, answer: &str, len: usize, topic: &str| {
         format!(
             r#"{{"run_id": "r", "topic_id": "{topic}", "topic": "how many years in jail for money laundering", "references": [{refs}], "response_length": {len}, "answer": [{answer}]}}"#
@@ -321,7 +317,7 @@ fn rag24_validator() {
 
 #[test]
 fn rag25_validator() {
-    let topics = trec_rag::read_rag25_topics(&fixture("rag25_topics.json")).unwrap();
+    let topics = trec_rag::read_rag25_topics(&fixture("trec_rag/topics_2025.json")).unwrap();
     let line1 = r#"{"metadata": {"team_id": "t", "run_id": "r", "type": "automatic"}, "narrative_id": "1", "narrative": "wrong", "references": ["msmarco_v2.1_doc_00_1#0_2"], "response_length": 1, "answer": [{"text": "x", "citations": [3]}]}"#;
     let line2 = r#"{"metadata": {"team_id": "t2", "run_id": "r", "type": "semi", "narrative_id": 2}, "references": [], "answer": []}"#;
     let rep = trec_rag::validate_answers_text(
@@ -365,7 +361,7 @@ fn trec_run_validator_with_topics_and_ids() {
 
 #[test]
 fn ikat_validator() {
-    let topics = ikat::read_topics(&fixture("ikat_topics_guideline.json")).unwrap();
+    let topics = ikat::read_topics(&fixture("ikat/topics_guideline.json")).unwrap();
     let text = r#"{
   "run_name": "", "run_type": "automatic", "extra": 1,
   "turns": [
@@ -409,7 +405,7 @@ fn ikat_validator() {
 
 #[test]
 fn qrecc_validator() {
-    let qs = qrecc::read_questions(&fixture("qrecc_questions.json")).unwrap();
+    let qs = qrecc::read_questions(&fixture("qrecc/questions.json")).unwrap();
     let text = "[\n {\"Conversation_no\": 1, \"Turn_no\": 1, \"Model_passages\": [\"p\"]},\n {\"Conversation_no\": 1, \"Turn_no\": 1, \"Model_answer\": 3},\n {\"Conversation_no\": 9, \"Turn_no\": \"1\"},\n {\"Conversation_no\": 9, \"Turn_no\": 1}\n]";
     let rep = qrecc::validate_run_text(text, Some(&qs), &ValidationContext::default());
     assert!(has(&rep, 2, "Model_passages"), "{:?}", lines_of(&rep));
@@ -422,7 +418,7 @@ fn qrecc_validator() {
 
 #[test]
 fn poleval_validator() {
-    let qs = poleval::read_questions(&fixture("poleval_in.tsv")).unwrap();
+    let qs = poleval::read_questions(&fixture("poleval/questions_three_tasks.tsv")).unwrap();
     let ten = |p: &str| {
         (0..10)
             .map(|k| format!("{p}{k}"))

@@ -1,15 +1,13 @@
-//! convrag's word counts against the organizers' tools: `tests/fixtures/formats/word_counts.jsonl`
+//! convrag's word counts against the organizers' tools: `tests/fixtures/trec_rag/word_counts.jsonl`
 //! was produced by `scripts/word_count_reference.py` with spaCy 3.8 (`spacy.tokenizer.Tokenizer`)
 //! and Python's `unicodedata` NFKC + `str.split()`.
 
-use std::path::Path;
-
+use crate::support::fixture;
 use convrag::formats::words;
 
 #[test]
 fn word_counts_match_reference_tools() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/formats/word_counts.jsonl");
+    let path = fixture("trec_rag/word_counts.jsonl");
     let text = std::fs::read_to_string(path).unwrap();
     let mut n = 0;
     for line in text.lines() {

@@ -5,16 +5,16 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::fixture;
 use convrag::pipeline::generate::{ContextTurn, Generation, GenerationRequest, WordLimit};
 use convrag::pipeline::Passage;
 
 pub fn fixture_request(limit: WordLimit) -> GenerationRequest {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/generate/passages.json");
+    let path = fixture("generation/passages.json");
     let text = std::fs::read_to_string(&path).expect("fixture");
     let v: serde_json::Value = serde_json::from_str(&text).expect("fixture json");
     let passages: Vec<Passage> = serde_json::from_value(v["passages"].clone()).expect("passages");

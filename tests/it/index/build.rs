@@ -1,8 +1,9 @@
 //! Indexing end to end on fixtures: search results and stored fields, bad records, `--strict`,
 //! resume after an interruption, the registry, weighted queries, k1/b, run files, Polish.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use crate::support::fixture;
 use convrag::collection::Format;
 use convrag::formats::topics::{read_topics, Topic};
 use convrag::index::topics::write_run;
@@ -10,12 +11,6 @@ use convrag::index::{
     index_collection, Bm25Params, CollectionRegistry, IndexOptions, Language, Retriever,
     SearchOptions, WeightedQuery,
 };
-
-fn fixture(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/index")
-        .join(p)
-}
 
 fn opts(name: &str, format: Format, inputs: Vec<PathBuf>) -> IndexOptions {
     let mut o = IndexOptions::new(name, format);
@@ -31,7 +26,7 @@ fn segmented_shards_index_search_and_store_fields() {
     let mut o = opts(
         "rag",
         Format::MsmarcoV21Segmented,
-        vec![fixture("segmented")],
+        vec![fixture("msmarco/segmented")],
     );
     o.commit_bytes = 0;
     let r = index_collection(home.path(), &o).unwrap();
@@ -102,8 +97,8 @@ fn segmented_shards_index_search_and_store_fields() {
 #[test]
 fn strict_stops_at_first_bad_record_and_resume_skips_committed_shards() {
     let home = tempfile::tempdir().unwrap();
-    let shard0 = fixture("segmented/msmarco_v2.1_doc_segmented_00.json.gz");
-    let shard1 = fixture("segmented/msmarco_v2.1_doc_segmented_01.json.gz");
+    let shard0 = fixture("msmarco/segmented/msmarco_v2.1_doc_segmented_00.json.gz");
+    let shard1 = fixture("msmarco/segmented/msmarco_v2.1_doc_segmented_01.json.gz");
     // One shard per commit; --strict makes shard 01's bad line 2 fatal after shard 00 committed.
     let mut o = opts(
         "c",
@@ -155,7 +150,7 @@ fn strict_stops_at_first_bad_record_and_resume_skips_committed_shards() {
     assert_eq!(ret.manifest().state.shards.len(), 2);
 
     // The collection's format cannot change under it.
-    let o2 = opts("c", Format::Jsonl, vec![fixture("collection.jsonl")]);
+    let o2 = opts("c", Format::Jsonl, vec![fixture("jsonl/collection.jsonl")]);
     assert!(index_collection(home.path(), &o2).is_err());
 }
 
@@ -167,7 +162,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "docs",
             Format::MsmarcoV21Doc,
             Language::English,
-            fixture("docs"),
+            fixture("msmarco/docs"),
             "matcha",
             "msmarco_v2.1_doc_00_2#0",
         ),
@@ -175,7 +170,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "ikat",
             Format::IkatPassages,
             Language::English,
-            fixture("ikat.jsonl"),
+            fixture("ikat/passages_two_layouts.jsonl"),
             "yoga stress",
             "clueweb22-en0023-79-17324:0",
         ),
@@ -183,7 +178,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "pl",
             Format::Poleval,
             Language::Polish,
-            fixture("poleval_passages.jl"),
+            fixture("poleval/passages.jl"),
             "Krzyżacy pod Grunwaldem",
             "wiki-1-0",
         ),
@@ -191,7 +186,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "json",
             Format::Jsonl,
             Language::English,
-            fixture("collection.jsonl"),
+            fixture("jsonl/collection.jsonl"),
             "rodents",
             "d2",
         ),
@@ -199,7 +194,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "cand",
             Format::TrecDlCandidates,
             Language::English,
-            fixture("candidates.json"),
+            fixture("trec_dl/candidates.json"),
             "arctic fox winter",
             "p3",
         ),
@@ -215,7 +210,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "smart",
             Format::Smart,
             Language::English,
-            fixture("mini.smart"),
+            fixture("smart/mini.smart"),
             "hypersonic heating",
             "2",
         ),
@@ -223,7 +218,7 @@ fn every_format_indexes_and_finds_its_passages() {
             "html",
             Format::Html,
             Language::English,
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/html"),
+            fixture("html"),
             "build an index without locking out writes concurrently",
             "sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY:1",
         ),
@@ -258,7 +253,7 @@ fn weighted_query_and_bm25_parameters_change_scores() {
     let home = tempfile::tempdir().unwrap();
     index_collection(
         home.path(),
-        &opts("j", Format::Jsonl, vec![fixture("collection.jsonl")]),
+        &opts("j", Format::Jsonl, vec![fixture("jsonl/collection.jsonl")]),
     )
     .unwrap();
     let reg = CollectionRegistry::new(home.path());
@@ -294,7 +289,7 @@ fn topics_and_trec_run_file() {
     let home = tempfile::tempdir().unwrap();
     index_collection(
         home.path(),
-        &opts("j", Format::Jsonl, vec![fixture("collection.jsonl")]),
+        &opts("j", Format::Jsonl, vec![fixture("jsonl/collection.jsonl")]),
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -352,7 +347,7 @@ fn hits_by_ordinal_carry_ids_scores_and_fields_and_skip_what_is_not_there() {
         &opts(
             "rag",
             Format::MsmarcoV21Segmented,
-            vec![fixture("segmented")],
+            vec![fixture("msmarco/segmented")],
         ),
     )
     .unwrap();

@@ -6,16 +6,9 @@
 
 use crate::batch_support::Env;
 use crate::common::ADMIN_TOKEN;
-use crate::support::{copy_dir, ServeProcess};
-
-use std::path::Path;
+use crate::support::{copy_dir, fixture, ServeProcess};
 
 use serde_json::{json, Value};
-
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/turns/recipes.jsonl"
-);
 
 /// A real `convrag serve` of an environment, on a free port, its standard error collected.
 struct Server {
@@ -80,7 +73,7 @@ async fn servers_refuse_a_collection_whose_files_differ_from_the_recorded_manife
         home: tempfile::tempdir().unwrap(),
         model: false,
     };
-    one.index("recipes", "jsonl", Path::new(FIXTURE), None);
+    one.index("recipes", "jsonl", &fixture("jsonl/recipes.jsonl"), None);
     let collection = |env: &Env| env.path("collections/recipes");
     let manifest: Value = serde_json::from_str(
         &std::fs::read_to_string(collection(&one).join("manifest.sha256.json")).unwrap(),
@@ -188,7 +181,7 @@ fn vector_file(env: &Env, name: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn verify_checks_the_passage_vectors_against_their_sums() {
     let env = Env::new(true).await;
-    env.index("recipes", "jsonl", Path::new(FIXTURE), None);
+    env.index("recipes", "jsonl", &fixture("jsonl/recipes.jsonl"), None);
     let vectors = vector_file(&env, "recipes");
     let sums_path = std::path::PathBuf::from(format!("{}.sha256.json", vectors.display()));
     let sums: Value = serde_json::from_str(&env.read(sums_path.to_str().unwrap())).unwrap();

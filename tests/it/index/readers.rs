@@ -1,16 +1,11 @@
 //! Every collection reader on small hand-made fixtures, including malformed records.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::support::fixture;
 use convrag::collection::{
     list_inputs, read_file, BadRecord, Format, Item, ReadOptions, Record, SegmenterConfig,
 };
-
-fn fixture(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/index")
-        .join(p)
-}
 
 fn read(format: Format, path: &Path, opts: &ReadOptions) -> (Vec<(u64, Record)>, Vec<BadRecord>) {
     let mut recs = Vec::new();
@@ -32,7 +27,7 @@ fn lines_of(bad: &[BadRecord]) -> Vec<u64> {
 
 #[test]
 fn msmarco_segmented_shard_keeps_every_field() {
-    let path = fixture("segmented/msmarco_v2.1_doc_segmented_00.json.gz");
+    let path = fixture("msmarco/segmented/msmarco_v2.1_doc_segmented_00.json.gz");
     let (recs, bad) = read(Format::MsmarcoV21Segmented, &path, &ReadOptions::default());
     assert!(bad.is_empty());
     assert_eq!(recs.len(), 4);
@@ -49,7 +44,7 @@ fn msmarco_segmented_shard_keeps_every_field() {
 
 #[test]
 fn msmarco_segmented_bad_records_name_file_and_line() {
-    let path = fixture("segmented/msmarco_v2.1_doc_segmented_01.json.gz");
+    let path = fixture("msmarco/segmented/msmarco_v2.1_doc_segmented_01.json.gz");
     let (recs, bad) = read(Format::MsmarcoV21Segmented, &path, &ReadOptions::default());
     // Line 4 duplicates an id of shard 00: the reader passes it on; the indexer rejects it.
     assert_eq!(
@@ -72,7 +67,7 @@ fn msmarco_segmented_bad_records_name_file_and_line() {
 
 #[test]
 fn msmarco_documents_are_segmented_with_offsets() {
-    let path = fixture("docs/msmarco_v2.1_doc_00.json");
+    let path = fixture("msmarco/docs/msmarco_v2.1_doc_00.json");
     let (recs, bad) = read(Format::MsmarcoV21Doc, &path, &ReadOptions::default());
     assert_eq!(lines_of(&bad), vec![2]);
     assert!(bad[0].reason.contains("\"body\""));
@@ -133,7 +128,7 @@ fn msmarco_documents_are_segmented_with_offsets() {
 
 #[test]
 fn ikat_passages_accept_both_layouts() {
-    let path = fixture("ikat.jsonl");
+    let path = fixture("ikat/passages_two_layouts.jsonl");
     let (recs, bad) = read(Format::IkatPassages, &path, &ReadOptions::default());
     let ids: Vec<&str> = recs.iter().map(|(_, r)| r.id.as_str()).collect();
     assert_eq!(
@@ -154,7 +149,7 @@ fn ikat_passages_accept_both_layouts() {
 
 #[test]
 fn poleval_passages_keep_meta() {
-    let path = fixture("poleval_passages.jl");
+    let path = fixture("poleval/passages.jl");
     let (recs, bad) = read(Format::Poleval, &path, &ReadOptions::default());
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[0].1.title, "Bitwa pod Grunwaldem");
@@ -169,7 +164,7 @@ fn poleval_passages_keep_meta() {
 
 #[test]
 fn jsonl_contents_or_title_and_text() {
-    let path = fixture("collection.jsonl");
+    let path = fixture("jsonl/collection.jsonl");
     let (recs, bad) = read(Format::Jsonl, &path, &ReadOptions::default());
     let got: Vec<(u64, &str, &str, &str)> = recs
         .iter()
@@ -188,7 +183,7 @@ fn jsonl_contents_or_title_and_text() {
 
 #[test]
 fn trec_dl_candidates_dedupe_and_locate_bad_hits() {
-    let path = fixture("candidates.json");
+    let path = fixture("trec_dl/candidates.json");
     let (recs, bad) = read(Format::TrecDlCandidates, &path, &ReadOptions::default());
     let ids: Vec<&str> = recs.iter().map(|(_, r)| r.id.as_str()).collect();
     assert_eq!(ids, vec!["p1", "p2", "p3"]);
@@ -252,7 +247,7 @@ fn text_folder_files_are_documents_segmented_into_passages() {
 
 #[test]
 fn smart_collection_reads_sections() {
-    let path = fixture("mini.smart");
+    let path = fixture("smart/mini.smart");
     let (recs, bad) = read(Format::Smart, &path, &ReadOptions::default());
     let ids: Vec<&str> = recs.iter().map(|(_, r)| r.id.as_str()).collect();
     assert_eq!(ids, vec!["1", "2", "4"]);

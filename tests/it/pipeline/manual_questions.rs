@@ -1,7 +1,7 @@
 //! Questions about the PostgreSQL 15 manual, asked as the chat asks them (extractive answers,
 //! reranked, the chat's default length), in two sets scored side by side:
-//! - development (`tests/fixtures/manual-questions.jsonl`, 72 questions rules were tuned on);
-//! - frozen test (`tests/fixtures/manual-questions-test.jsonl`, 70 questions written before any
+//! - development (`tests/fixtures/expected_answers/manual-questions.jsonl`, 72 questions rules were tuned on);
+//! - frozen test (`tests/fixtures/expected_answers/manual-questions-test.jsonl`, 70 questions written before any
 //!   run of issue 55's changes and never tuned on), scored once per change.
 //!
 //! Each set's answers must show the expected command (and inside code) at least as often as
@@ -32,6 +32,7 @@ use convrag::service::turns::TurnService;
 use convrag::service::WithoutVectors;
 
 use crate::common;
+use crate::support::fixture;
 
 fn manual_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("CONVRAG_TEST_MANUAL_DIR") {
@@ -132,13 +133,8 @@ async fn ask_all(
     }
 }
 
-fn fixture(name: &str) -> Vec<ExpectedAnswer> {
-    read_expected(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name),
-    )
-    .unwrap()
+fn expected_answers(name: &str) -> Vec<ExpectedAnswer> {
+    read_expected(&fixture(&format!("expected_answers/{name}"))).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,8 +148,8 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
     let sets = std::env::var("CONVRAG_MANUAL_SETS").unwrap_or_default();
     let ask_dev = sets.is_empty() || sets.contains("dev");
     let ask_test = sets.is_empty() || sets.contains("test");
-    let dev = fixture("manual-questions.jsonl");
-    let test = fixture("manual-questions-test.jsonl");
+    let dev = expected_answers("manual-questions.jsonl");
+    let test = expected_answers("manual-questions-test.jsonl");
     assert!(dev.len() >= 30);
     assert!(test.len() >= 40);
 

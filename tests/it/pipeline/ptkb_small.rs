@@ -1,18 +1,18 @@
-//! PTKB selection on small made-up PTKBs (`tests/fixtures/ptkb_small.json`: 35 turns, PTKBs of
+//! PTKB selection on small made-up PTKBs (`tests/fixtures/ptkb/small.json`: 35 turns, PTKBs of
 //! 1–5 statements, 12 turns where nothing is relevant; labels written before any model was run;
-//! never tuned on: the prior shift is chosen on `tests/fixtures/ptkb_small_dev.json`), through the
+//! never tuned on: the prior shift is chosen on `tests/fixtures/ptkb/small_dev.json`), through the
 //! ranker a turn uses (`recommended_ranker`: the zero-shot order with the agreed ranker's
 //! selection, with the real all-MiniLM-L6-v2 bi-encoder). Asserted, issue 32's bar: precision
 //! >= 0.8, recall >= 0.6 and nothing selected where nothing is relevant.
 
 use std::sync::Arc;
 
+use crate::support::fixture;
 use convrag::tune::ptkb_selection::SmallPtkbFile;
 
 #[test]
 fn served_ranker_selects_precisely_and_abstains_on_small_ptkbs() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ptkb_small.json");
+    let path = fixture("ptkb/small.json");
     let fixture: SmallPtkbFile =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert!(fixture.turns.len() >= 30);

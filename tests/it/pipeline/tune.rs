@@ -1,6 +1,7 @@
 //! `convrag tune` refuses unreadable training data: non-zero exit naming the file (and the line
 //! for malformed JSON), and no weights file written.
 
+use crate::support::fixture;
 use std::process::Command;
 
 /// `convrag <args>` with the test models' home (`--neural` loads the bi-encoder from it).
@@ -211,8 +212,7 @@ fn assert_same_weights(fitted: &str, committed: &str, tolerance: f64, name: &str
 }
 
 fn small_ptkb_dev() -> String {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/ptkb_small_dev.json")
+    fixture("ptkb/small_dev.json")
         .to_string_lossy()
         .into_owned()
 }

@@ -5,13 +5,14 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use crate::support::fixture;
 use common::ort_library;
 use convrag::rerank::{ModelKind, OnnxOptions, OnnxReranker, PassageRef, Reranker};
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rerank/tiny-cross-encoder")
+    fixture("onnx/tiny-cross-encoder")
 }
 
 #[test]

@@ -9,6 +9,7 @@ use crate::common;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::fixture;
 use common::{model_dir, ort_library};
 use convrag::rerank::{
     EmbeddingLog, MemoryEmbeddingCache, OnnxOptions, OnnxReranker, OwnedPassage, PassageRef,
@@ -26,9 +27,8 @@ struct Fixture {
     json: serde_json::Value,
 }
 
-fn fixture() -> Fixture {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rerank/minilm_scores.json");
+fn minilm_scores() -> Fixture {
+    let path = fixture("onnx/minilm_scores.json");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let queries = json["queries"]
@@ -89,7 +89,7 @@ fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
 
 #[test]
 fn fp32_scores_match_python_onnxruntime() {
-    let f = fixture();
+    let f = minilm_scores();
     let reranker = open("all-MiniLM-L6-v2");
     for (qi, q) in f.queries.iter().enumerate() {
         let got = reranker.rerank(q, &f.refs(), None).unwrap();
@@ -99,7 +99,7 @@ fn fp32_scores_match_python_onnxruntime() {
 
 #[test]
 fn int8_scores_match_python_onnxruntime() {
-    let f = fixture();
+    let f = minilm_scores();
     let reranker = open("all-MiniLM-L6-v2-int8");
     for (qi, q) in f.queries.iter().enumerate() {
         let got = reranker.rerank(q, &f.refs(), None).unwrap();
@@ -109,7 +109,7 @@ fn int8_scores_match_python_onnxruntime() {
 
 #[test]
 fn relevant_passage_ranks_above_irrelevant_ones() {
-    let f = fixture();
+    let f = minilm_scores();
     let reranker = open("all-MiniLM-L6-v2");
     let scores = reranker.rerank(&f.queries[0], &f.refs(), None).unwrap();
     let idx = |id: &str| f.passages.iter().position(|(p, _)| p == id).unwrap();
@@ -128,7 +128,7 @@ fn relevant_passage_ranks_above_irrelevant_ones() {
 
 #[test]
 fn long_passage_is_truncated_to_max_length() {
-    let f = fixture();
+    let f = minilm_scores();
     let reranker = open("all-MiniLM-L6-v2");
     let (_, long) = f.passages.iter().find(|(id, _)| id == "long").unwrap();
     reranker.embed(&[long.as_str()]).unwrap();
@@ -139,7 +139,7 @@ fn long_passage_is_truncated_to_max_length() {
 
 #[test]
 fn second_rerank_encodes_no_passage_again_memory_cache() {
-    let f = fixture();
+    let f = minilm_scores();
     let cache = Arc::new(MemoryEmbeddingCache::new());
     let reranker = open("all-MiniLM-L6-v2").with_cache(cache.clone());
     let first = reranker
@@ -167,7 +167,7 @@ fn second_rerank_encodes_no_passage_again_memory_cache() {
 
 #[test]
 fn disk_cache_is_reused_by_a_new_reranker_and_precompute_fills_it() {
-    let f = fixture();
+    let f = minilm_scores();
     let dir = tempfile::tempdir().unwrap();
     let a = open("all-MiniLM-L6-v2").with_cache(Arc::new(EmbeddingLog::new(dir.path())));
     // Bulk fill (what `convrag embed` does), resumable: a second call encodes nothing.
@@ -188,7 +188,7 @@ fn disk_cache_is_reused_by_a_new_reranker_and_precompute_fills_it() {
 
 #[test]
 fn concurrent_requests_agree_with_sequential_ones() {
-    let f = Arc::new(fixture());
+    let f = Arc::new(minilm_scores());
     let options = OnnxOptions {
         max_sessions: 2,
         intra_threads: 1,
@@ -219,7 +219,7 @@ fn concurrent_requests_agree_with_sequential_ones() {
 
 #[test]
 fn blocking_helper_runs_off_the_async_workers() {
-    let f = fixture();
+    let f = minilm_scores();
     let reranker: Arc<dyn Reranker> = Arc::new(open("all-MiniLM-L6-v2"));
     let passages: Vec<OwnedPassage> = f
         .passages

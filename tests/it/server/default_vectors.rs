@@ -7,10 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::{self, TestDb, ADMIN_TOKEN};
-use crate::support::{serve_command, ServeProcess};
+use crate::support::{fixture, serve_command, ServeProcess};
 use serde_json::{json, Value};
-
-const MANUAL_PAGES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/html");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_collection_gets_its_vectors_after_its_build() {
@@ -25,7 +23,7 @@ async fn the_default_collection_gets_its_vectors_after_its_build() {
             .env("DATABASE_URL", config.database_url.as_deref().unwrap())
             .env("CONVRAG_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("CONVRAG_DEFAULT_COLLECTION", "manual")
-            .env("CONVRAG_DEFAULT_COLLECTION_SOURCE", MANUAL_PAGES)
+            .env("CONVRAG_DEFAULT_COLLECTION_SOURCE", fixture("html"))
             .env("CONVRAG_DENSE_ANN_MIN_VECTORS", "1")
             .env("CONVRAG_MODEL_DIR", common::model_dir("all-MiniLM-L6-v2"))
             .env("ORT_DYLIB_PATH", common::ort_library())

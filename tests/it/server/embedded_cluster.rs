@@ -6,7 +6,7 @@ use crate::common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{serve_command, ServeProcess};
+use crate::support::{fixture, serve_command, ServeProcess};
 use common::{shared_tempdir, Client};
 use convrag::api;
 use convrag::config::Config;
@@ -308,8 +308,7 @@ async fn commands_beside_a_running_server_share_its_cluster_and_leave_it_running
     assert_eq!(me["user"]["is_admin"], false);
 
     // A batch run on the same home adopts the cluster and leaves it running.
-    let topics = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/batch/ikat_topics.json");
+    let topics = fixture("ikat/topics_2023.json");
     convrag_on(
         home.path(),
         &[

@@ -7,12 +7,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::common::{TestDb, ADMIN_TOKEN};
-use crate::support::{serve_command, ServeProcess};
+use crate::support::{fixture, serve_command, ServeProcess};
 use convrag::collection::Format;
 use convrag::index::{index_collection, IndexOptions};
 use serde_json::{json, Value};
-
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ui/diet.jsonl");
 
 struct Served {
     process: ServeProcess,
@@ -24,7 +22,7 @@ struct Served {
 fn serve(db: &TestDb, home: &Path, log: &Path, env: &[(&str, String)]) -> Served {
     let config = db.config();
     let mut options = IndexOptions::new("diet", Format::Jsonl);
-    options.inputs = vec![Path::new(FIXTURE).to_path_buf()];
+    options.inputs = vec![fixture("jsonl/diet.jsonl")];
     options.threads = 1;
     options.heap_bytes = 16 << 20;
     index_collection(&home.join("collections"), &options).unwrap();
@@ -235,7 +233,10 @@ async fn metrics_count_exactly_what_clients_did() {
     assert_eq!(at("convrag_rerank_batches_total"), 0.0);
     assert!(at(r#"convrag_db_pool_connections{state="idle"}"#) >= 1.0);
     assert!(at("convrag_db_pool_max_connections") >= 1.0);
-    let passages = std::fs::read_to_string(FIXTURE).unwrap().lines().count() as f64;
+    let passages = std::fs::read_to_string(fixture("jsonl/diet.jsonl"))
+        .unwrap()
+        .lines()
+        .count() as f64;
     assert_eq!(
         at(r#"convrag_collection_passages{collection="diet"}"#),
         passages

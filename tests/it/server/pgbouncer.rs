@@ -6,9 +6,9 @@
 use crate::common;
 use crate::multinode_support::PgBouncer;
 
-use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::fixture;
 use common::{new_user, Client, TestDb, ADMIN_TOKEN};
 use convrag::api;
 use convrag::collection::Format;
@@ -17,11 +17,6 @@ use convrag::store::{DbTarget, Store, StoreError};
 use convrag::web::AppState;
 use serde_json::json;
 use sqlx::Connection;
-
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/turns/recipes.jsonl"
-);
 
 fn sqlstate(e: &sqlx::Error) -> String {
     match e {
@@ -120,7 +115,7 @@ async fn two_servers_through_pgbouncer_serve_every_user_concurrently() {
     config.home = home.path().to_path_buf();
     config.database_url = Some(bouncer.url(&db.name, true));
     let mut options = IndexOptions::new("recipes", Format::Jsonl);
-    options.inputs = vec![Path::new(FIXTURE).to_path_buf()];
+    options.inputs = vec![fixture("jsonl/recipes.jsonl")];
     options.threads = 1;
     options.heap_bytes = 16 << 20;
     index_collection(&config.collections_dir(), &options).unwrap();

@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Copies the directory tree `from` into `to` (created), files byte for byte.
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -12,4 +12,12 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// A checked-in fixture: `path` below `tests/fixtures`, whose folders are named by file format
+/// (`ikat/`, `trec_rag/`, `poleval/`, `jsonl/`, ...).
+pub fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
 }

@@ -6,7 +6,7 @@ mod golden;
 mod serve_process;
 mod shared_data;
 
-pub use files::copy_dir;
+pub use files::{copy_dir, fixture};
 pub use golden::{golden, golden_path, golden_text};
 pub use serve_process::{serve_command, ServeProcess};
 pub use shared_data::shared_data;
