@@ -11,8 +11,8 @@ use super::assemble::{Assembled, SentenceAssembler};
 use super::extractive::ExtractiveGenerator;
 use super::prompt::PromptTemplate;
 use super::{
-    Diagnostics, Fallback, FallbackKind, Generation, GenerationEvent, GenerationRequest, Generator,
-    GeneratorId, LlmCall, Result,
+    announce_sentences, Diagnostics, Fallback, FallbackKind, Generation, GenerationEvent,
+    GenerationRequest, Generator, GeneratorId, LlmCall, Result,
 };
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, LlmError, StreamItem};
 use crate::pipeline::terms::content_stems;
@@ -481,12 +481,7 @@ impl Generator for LlmGenerator {
                 });
             }
             let generation = self.fall_back(request, failure)?;
-            for (index, sentence) in generation.sentences.iter().enumerate() {
-                on_event(GenerationEvent::Sentence {
-                    index,
-                    sentence: sentence.clone(),
-                });
-            }
+            announce_sentences(&generation, on_event);
             Ok(generation)
         })
     }

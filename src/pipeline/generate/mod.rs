@@ -432,14 +432,22 @@ pub trait Generator: Send + Sync {
     ) -> BoxFuture<'a, Result<Generation>> {
         Box::pin(async move {
             let generation = self.generate(request).await?;
-            for (index, sentence) in generation.sentences.iter().enumerate() {
-                on_event(GenerationEvent::Sentence {
-                    index,
-                    sentence: sentence.clone(),
-                });
-            }
+            announce_sentences(&generation, on_event);
             Ok(generation)
         })
+    }
+}
+
+/// Reports each sentence of a generation made whole (not streamed) as its event, in order.
+pub(crate) fn announce_sentences(
+    generation: &Generation,
+    on_event: &mut (dyn FnMut(GenerationEvent) + Send),
+) {
+    for (index, sentence) in generation.sentences.iter().enumerate() {
+        on_event(GenerationEvent::Sentence {
+            index,
+            sentence: sentence.clone(),
+        });
     }
 }
 
