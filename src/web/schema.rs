@@ -15,6 +15,12 @@ pub const NONBLANK: &str = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u0
 /// Any text without a NUL (which PostgreSQL text cannot hold).
 pub const NOTNUL: &str = "^[^\\u0000]*$";
 
+/// Somewhere in the text, a character that is neither white space to `str::trim` nor NUL
+/// (unanchored): with [`NOTNUL`] on the same value, what [`NONBLANK`] says. A value that another
+/// schema of the document already holds to `NOTNUL` takes this one, because two anchored
+/// patterns on one value send schemathesis' generator into minutes of rejected draws.
+pub const VISIBLE_CHAR: &str = "[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+
 /// An uploaded text that `collection::documents::extract` finds something to index in: some
 /// character that neither `str::trim` (its blank check) nor the byte order mark it drops is,
 /// and no NUL.
@@ -65,6 +71,18 @@ mod tests {
         assert_eq!(
             serde_json::to_value(keywords_only(json!({"const": "2.0"}))).unwrap(),
             json!({"const": "2.0"})
+        );
+    }
+
+    #[test]
+    fn a_visible_char_beside_notnul_says_what_nonblank_says() {
+        assert_eq!(
+            NONBLANK,
+            format!(
+                "{}{VISIBLE_CHAR}{}",
+                &NOTNUL[..NOTNUL.len() - 1],
+                &NOTNUL[1..]
+            )
         );
     }
 }

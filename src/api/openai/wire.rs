@@ -378,9 +378,12 @@ impl utoipa::Modify for UserMessages {
 
 /// The JSON Schema of a message's content as the chat service reads it, with the default
 /// limits: text, or content parts whose `part_types` are read as text; no NUL in what is read;
-/// a user's (`user`) an utterance with some text.
+/// a user's (`user`) an utterance with some text. A user's schema only adds to the schema
+/// without `user` on the same value, which keeps NUL out ([`VISIBLE_CHAR`]).
+///
+/// [`VISIBLE_CHAR`]: crate::web::schema::VISIBLE_CHAR
 pub(in crate::api) fn content_schema(part_types: &[&str], user: bool) -> Value {
-    use crate::web::schema::{NONBLANK, NOTNUL};
+    use crate::web::schema::{NOTNUL, VISIBLE_CHAR};
     let defaults = crate::config::Limits::default();
     let read_parts = json!({"if": {"required": ["type"], "properties": {"type": {"enum": part_types}}},
         "then": {"properties": {"text": {"type": "string", "pattern": NOTNUL}}}});
@@ -394,10 +397,10 @@ pub(in crate::api) fn content_schema(part_types: &[&str], user: bool) -> Value {
     }
     let max = defaults.utterance_chars.min(defaults.message_chars);
     json!({"anyOf": [
-        {"type": "string", "minLength": 1, "maxLength": max, "pattern": NONBLANK},
+        {"type": "string", "minLength": 1, "maxLength": max, "pattern": VISIBLE_CHAR},
         {"type": "array", "contains": {"type": "object", "required": ["type", "text"],
             "properties": {"type": {"enum": part_types},
-                "text": {"type": "string", "maxLength": max, "pattern": NONBLANK}}},
+                "text": {"type": "string", "maxLength": max, "pattern": VISIBLE_CHAR}}},
             "items": read_parts},
     ]})
 }
