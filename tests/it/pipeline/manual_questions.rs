@@ -12,6 +12,7 @@
 //! only when it was asked; unset, both are asked. `scripts/test.sh` asks the frozen test set. `CONVRAG_MANUAL_RETRIEVAL=hybrid`
 //! computes the manual's passage vectors first (about 4 minutes) and retrieves as a turn asking
 //! for hybrid retrieval does; the chat's default, and so this test's, is BM25.
+//! `CONVRAG_MANUAL_DEPTH=N` reranks N first-stage candidates instead of the chat's default.
 //!
 //! The manual's HTML directory comes from `CONVRAG_TEST_MANUAL_DIR` (`scripts/test.sh` sets it from
 //! `scripts/fetch-manual.sh`); without it the cached copy fetch-manual.sh unpacks is used, and
@@ -77,10 +78,19 @@ async fn ask_all(
     label: &str,
     questions: &[ExpectedAnswer],
 ) -> Asked {
+    let defaults = service.chat_defaults();
+    let depth = std::env::var("CONVRAG_MANUAL_DEPTH")
+        .ok()
+        .map(|d| {
+            d.parse()
+                .expect("CONVRAG_MANUAL_DEPTH: a number of candidates")
+        })
+        .unwrap_or(defaults.depth);
     let settings = TurnSettings {
         retrieval: target.retrieval,
         fusion: target.retrieval.recommended_fusion(),
-        ..service.chat_defaults()
+        depth,
+        ..defaults
     };
     assert!(settings.rerank);
     let mut results = Vec::new();
