@@ -37,6 +37,10 @@ database="convrag_abuse_$(date +%s)_$$"
 psql "$admin_url" -qc "CREATE DATABASE $database" >/dev/null
 metrics_port="$(free_port)"
 mkdir -p "$work/home"
+# Made here, not by the redirection below: the server's shell opens them in the background, and
+# the wait below reads them at once.
+: >"$work/server.out"
+: >"$work/server.err"
 # Short deadlines so the slow senders are cut within seconds; the qrels limits are the defaults
 # (8 MiB a text), which the probe sends at their maximum.
 env -u CONVRAG_LLM_BASE_URL DATABASE_URL="${admin_url%/*}/$database" CONVRAG_HOME="$work/home" \

@@ -75,6 +75,9 @@ echo "first-run-test: set-up took $(( $(date +%s) - started )) s; default collec
 test_db_admin_url="$(./scripts/test-database.sh)"
 test_database="convrag_first_run_$(date +%s)_$$"
 psql "$test_db_admin_url" -qc "CREATE DATABASE $test_database" >/dev/null
+# Made here, not by the redirection below: the server's shell opens them in the background, and
+# the wait below reads them at once.
+: >"$work/server.log"
 env DATABASE_URL="${test_db_admin_url%/*}/$test_database" CONVRAG_HOME="$home" RUST_LOG="${RUST_LOG:-info}" \
   "$convrag" serve --bind 127.0.0.1:0 --default-collection "$source_dir" >"$work/server.log" 2>&1 &
 server_pid=$!

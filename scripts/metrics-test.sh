@@ -47,6 +47,10 @@ admin_url="$(./scripts/test-database.sh)"
 database="convrag_metrics_$(date +%s)_$$"
 psql "$admin_url" -qc "CREATE DATABASE $database" >/dev/null
 metrics_port="$(free_port)"
+# Made here, not by the redirection below: the server's shell opens them in the background, and
+# the wait below reads them at once.
+: >"$work/server.out"
+: >"$work/server.err"
 env -u CONVRAG_LLM_BASE_URL DATABASE_URL="${admin_url%/*}/$database" CONVRAG_HOME="$home" \
   CONVRAG_ADMIN_TOKEN=metrics-test-admin RUST_LOG=warn \
   "$bin" serve --bind 127.0.0.1:0 --metrics-bind "127.0.0.1:$metrics_port" >"$work/server.out" 2>"$work/server.err" &

@@ -41,6 +41,9 @@ start_test_server() {
   local database_url="$server_database_url"
 
   admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+  # Made here, not by the redirection below: the server's shell opens it in the background, and
+  # the wait below reads it at once.
+  : >"$work/server.log"
   env DATABASE_URL="$database_url" CONVRAG_HOME="$home" CONVRAG_ADMIN_TOKEN="$admin_token" \
     RUST_LOG="${RUST_LOG:-info}" "$@" \
     "$convrag" serve --bind 127.0.0.1:0 >"$work/server.log" 2>&1 &
