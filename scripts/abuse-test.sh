@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "abuse-test: error: $*" >&2; exit 1; }
+. scripts/server-line.sh
 
 bin="${CONVRAG_BIN:-${CARGO_TARGET_DIR:-target}/debug/convrag}"
 [ -x "$bin" ] || cargo build --locked --quiet --bin convrag
@@ -37,10 +38,6 @@ database="convrag_abuse_$(date +%s)_$$"
 psql "$admin_url" -qc "CREATE DATABASE $database" >/dev/null
 metrics_port="$(free_port)"
 mkdir -p "$work/home"
-# Made here, not by the redirection below: the server's shell opens them in the background, and
-# the wait below reads them at once.
-: >"$work/server.out"
-: >"$work/server.err"
 # Short deadlines so the slow senders are cut within seconds; the qrels limits are the defaults
 # (8 MiB a text), which the probe sends at their maximum.
 env -u CONVRAG_LLM_BASE_URL DATABASE_URL="${admin_url%/*}/$database" CONVRAG_HOME="$work/home" \
@@ -49,14 +46,7 @@ env -u CONVRAG_LLM_BASE_URL DATABASE_URL="${admin_url%/*}/$database" CONVRAG_HOM
   "$bin" serve --bind 127.0.0.1:0 --metrics-bind "127.0.0.1:$metrics_port" \
   >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
-url=""
-for _ in $(seq 1 300); do
-  url="$(sed -n 's/^convrag listening on \(http:[^ ]*\)$/\1/p' "$work/server.out" | head -n1)"
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; die "the server exited while starting"; }
-  sleep 0.1
-done
-[ -n "$url" ] || die "the server did not start within 30 s"
+url="$(server_line "$work/server.out" "$work/server.err" "$server_pid" 30 "$LISTENING_SED" address)" || exit 1
 
 status=0
 python3 scripts/abuse_test.py --url "$url" --metrics "http://127.0.0.1:$metrics_port/metrics" \

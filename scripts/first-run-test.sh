@@ -30,6 +30,7 @@ for arg in "$@"; do
 done
 
 die() { echo "first-run-test: error: $*" >&2; exit 1; }
+. scripts/server-line.sh
 
 chromium_bin="${CHROMIUM:-$(command -v chromium || true)}"
 [ -n "$chromium_bin" ] && [ -x "$chromium_bin" ] ||
@@ -75,23 +76,12 @@ echo "first-run-test: set-up took $(( $(date +%s) - started )) s; default collec
 test_db_admin_url="$(./scripts/test-database.sh)"
 test_database="convrag_first_run_$(date +%s)_$$"
 psql "$test_db_admin_url" -qc "CREATE DATABASE $test_database" >/dev/null
-# Made here, not by the redirection below: the server's shell opens them in the background, and
-# the wait below reads them at once.
-: >"$work/server.log"
 env DATABASE_URL="${test_db_admin_url%/*}/$test_database" CONVRAG_HOME="$home" RUST_LOG="${RUST_LOG:-info}" \
   "$convrag" serve --bind 127.0.0.1:0 --default-collection "$source_dir" >"$work/server.log" 2>&1 &
 server_pid=$!
 
-url=""
-link=""
-for _ in $(seq 1 600); do
-  url="$(sed -n 's/^convrag listening on \(http:[^ ]*\)$/\1/p' "$work/server.log" | head -n1)"
-  link="$(sed -n 's/^  \(http:.*#sign-in=.*\)$/\1/p' "$work/server.log" | head -n1)"
-  [ -n "$url" ] && [ -n "$link" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; die "the server exited while starting"; }
-  sleep 0.1
-done
-[ -n "$link" ] || { cat "$work/server.log" >&2; die "the server printed no sign-in link within 60 s"; }
+url="$(server_line "$work/server.log" "$work/server.log" "$server_pid" 60 "$LISTENING_SED" address)" || exit 1
+link="$(server_line "$work/server.log" "$work/server.log" "$server_pid" 60 's/^  \(http:.*#sign-in=.*\)$/\1/p' "sign-in link")" || exit 1
 
 artifacts="${CONVRAG_UI_ARTIFACTS:-$root/target/ui-artifacts}"
 mkdir -p "$artifacts"

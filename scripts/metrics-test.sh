@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 
 die() { echo "metrics-test: error: $*" >&2; exit 1; }
+. scripts/server-line.sh
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if ! command -v promtool >/dev/null || [ ! -x /usr/bin/prometheus ]; then
@@ -47,22 +48,11 @@ admin_url="$(./scripts/test-database.sh)"
 database="convrag_metrics_$(date +%s)_$$"
 psql "$admin_url" -qc "CREATE DATABASE $database" >/dev/null
 metrics_port="$(free_port)"
-# Made here, not by the redirection below: the server's shell opens them in the background, and
-# the wait below reads them at once.
-: >"$work/server.out"
-: >"$work/server.err"
 env -u CONVRAG_LLM_BASE_URL DATABASE_URL="${admin_url%/*}/$database" CONVRAG_HOME="$home" \
   CONVRAG_ADMIN_TOKEN=metrics-test-admin RUST_LOG=warn \
   "$bin" serve --bind 127.0.0.1:0 --metrics-bind "127.0.0.1:$metrics_port" >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
-url=""
-for _ in $(seq 1 300); do
-  url="$(sed -n 's/^convrag listening on \(http:[^ ]*\)$/\1/p' "$work/server.out" | head -n1)"
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; die "the server exited while starting"; }
-  sleep 0.1
-done
-[ -n "$url" ] || die "the server did not start within 30 s"
+url="$(server_line "$work/server.out" "$work/server.err" "$server_pid" 30 "$LISTENING_SED" address)" || exit 1
 
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 token="$(curl -sf -H 'Authorization: Bearer metrics-test-admin' -H 'Content-Type: application/json' \

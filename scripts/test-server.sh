@@ -10,6 +10,8 @@
 # (another NAME) for a second server: the variables then describe the newest one (copy what the
 # caller needs of the earlier one first), and every server started is stopped on exit.
 
+. scripts/server-line.sh
+
 start_test_server() {
   local name="$1"
   shift
@@ -41,9 +43,6 @@ start_test_server() {
   local database_url="$server_database_url"
 
   admin_token="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
-  # Made here, not by the redirection below: the server's shell opens it in the background, and
-  # the wait below reads it at once.
-  : >"$work/server.log"
   env DATABASE_URL="$database_url" CONVRAG_HOME="$home" CONVRAG_ADMIN_TOKEN="$admin_token" \
     RUST_LOG="${RUST_LOG:-info}" "$@" \
     "$convrag" serve --bind 127.0.0.1:0 >"$work/server.log" 2>&1 &
@@ -51,14 +50,7 @@ start_test_server() {
   test_server_pids+=("$server_pid")
 
   # Port 0 picks a free port; the server prints the address it bound.
-  url=""
-  for _ in $(seq 1 600); do
-    url="$(sed -n 's/^convrag listening on \(http:[^ ]*\)$/\1/p' "$work/server.log" | head -n1)"
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; die "the server exited while starting"; }
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$work/server.log" >&2; die "the server did not start within 60 s"; }
+  url="$(server_line "$work/server.log" "$work/server.log" "$server_pid" 60 "$LISTENING_SED" address)" || exit 1
 }
 
 # Every server started, its database and scratch directory (stop_test_server ends them all).
