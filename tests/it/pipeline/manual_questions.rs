@@ -14,14 +14,16 @@
 //! only when it was asked; unset, both are asked. `scripts/test.sh` asks the frozen test set. `CONVRAG_MANUAL_RETRIEVAL=hybrid`
 //! computes the manual's passage vectors first (about 4 minutes) and retrieves as a turn asking
 //! for hybrid retrieval does; the chat's default, and so this test's, is BM25.
-//! `CONVRAG_MANUAL_DEPTH=N` reranks N first-stage candidates instead of the chat's default.
+//! `CONVRAG_MANUAL_DEPTH=N` reranks N first-stage candidates instead of the chat's default, and
+//! `CONVRAG_MANUAL_MAX_WORDS=N` answers in at most N words instead of the chat's default length.
 //!
 //! The manual's HTML directory comes from `CONVRAG_TEST_MANUAL_DIR` (`scripts/test.sh` sets it from
 //! `scripts/fetch-manual.sh`); without it the cached copy fetch-manual.sh unpacks is used, and
 //! when there is none (or `CI` is set and the variable is not) the test fails.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use convrag::collection::Format;
 use convrag::config::Config;
@@ -31,6 +33,7 @@ use convrag::eval::expected::{read_expected, shown, summarize, ExpectedAnswer, E
 use convrag::index::{index_collection, IndexOptions, TantivyRetriever};
 use convrag::pipeline::context::ConversationContext;
 use convrag::pipeline::turn::{PassageSource, RetrievalTarget, TurnSettings};
+use convrag::rerank::{EmbeddingCache, EmbeddingLog, PassageRef};
 use convrag::service::turns::TurnService;
 use convrag::service::WithoutVectors;
 
@@ -73,6 +76,83 @@ struct Asked {
     /// Questions whose expected command one of the ten passages an answer is read from holds:
     /// what an extractive answer cannot exceed.
     held_in_top_10: usize,
+}
+
+/// The model's embedding cache in this test: vectors kept on disk ([`EmbeddingLog`]) under the
+/// SHA-256 of the text encoded, whatever collection or id asks for it. A fresh index of the same
+/// manual (every run builds one) gives its passages new cache keys in the served cache; here
+/// their vectors are found again. A text's vector is the model's for that text alone, so the
+/// figures are those an empty cache gives.
+struct TextAddressedCache {
+    log: EmbeddingLog,
+    /// The text hash of each id asked for, since `put_many` names ids only.
+    hashes: Mutex<HashMap<String, String>>,
+}
+
+impl TextAddressedCache {
+    /// The log's one collection.
+    const TEXTS: &'static str = "texts";
+
+    fn new(root: PathBuf) -> Self {
+        Self {
+            log: EmbeddingLog::new(root),
+            hashes: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl EmbeddingCache for TextAddressedCache {
+    fn get_many(
+        &self,
+        model: &str,
+        _collection: &str,
+        passages: &[PassageRef<'_>],
+    ) -> convrag::rerank::Result<Vec<Option<Arc<[f32]>>>> {
+        use sha2::{Digest, Sha256};
+        let keys: Vec<String> = passages
+            .iter()
+            .map(|p| hex::encode(Sha256::digest(p.text.as_bytes())))
+            .collect();
+        let mut hashes = self.hashes.lock().unwrap();
+        for (p, key) in passages.iter().zip(&keys) {
+            hashes.insert(p.id.to_string(), key.clone());
+        }
+        drop(hashes);
+        let by_text: Vec<PassageRef<'_>> = passages
+            .iter()
+            .zip(&keys)
+            .map(|(p, key)| PassageRef {
+                id: key,
+                text: p.text,
+                ordinal: None,
+            })
+            .collect();
+        self.log.get_many(model, Self::TEXTS, &by_text)
+    }
+
+    fn put_many(
+        &self,
+        model: &str,
+        _collection: &str,
+        entries: &[(&str, &[f32])],
+    ) -> convrag::rerank::Result<()> {
+        let hashes = self.hashes.lock().unwrap();
+        let keys: Vec<&str> = entries
+            .iter()
+            .map(|(id, _)| {
+                hashes
+                    .get(*id)
+                    .map(String::as_str)
+                    .expect("get_many named every id put_many stores")
+            })
+            .collect();
+        let by_text: Vec<(&str, &[f32])> = keys
+            .iter()
+            .zip(entries)
+            .map(|(key, (_, vector))| (*key, *vector))
+            .collect();
+        self.log.put_many(model, Self::TEXTS, &by_text)
+    }
 }
 
 /// One set's questions asked through the chat's pipeline: each answer's (shown, words), and the
@@ -178,9 +258,18 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
     assert!(test.len() >= 40);
 
     let home = tempfile::tempdir().unwrap();
+    let defaults = Config::default();
+    let chat_max_words = std::env::var("CONVRAG_MANUAL_MAX_WORDS")
+        .ok()
+        .map(|n| {
+            n.parse()
+                .expect("CONVRAG_MANUAL_MAX_WORDS: a number of words")
+        })
+        .unwrap_or(defaults.chat_max_words);
     let config = Config {
         home: home.path().to_path_buf(),
-        ..Config::default()
+        chat_max_words,
+        ..defaults
     };
     let mut opts = IndexOptions::new("manual", Format::Html);
     opts.inputs = vec![manual];
@@ -188,13 +277,14 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
     index_collection(&config.collections_dir(), &opts).unwrap();
     let retriever =
         Arc::new(TantivyRetriever::open(&config.collections_dir().join("manual")).unwrap());
-    // Sentence vectors persist between runs (addressed by text), so only a machine's first run
-    // encodes the answers' candidate sentences. Passage vectors are kept under the index's
-    // layout, which a fresh index changes: every run encodes its candidate passages.
-    let embeddings = Arc::new(DiskEmbeddingCache::new(
-        cache_root().join("test-embeddings/manual-questions"),
-    ));
-    let search = VectorSearch::new(Arc::new(common::default_model()), embeddings);
+    // The model's vectors persist between runs, addressed by the text encoded: only a machine's
+    // first run encodes the candidate passages and sentences.
+    let embeddings_root = cache_root().join("test-embeddings/manual-questions");
+    let model = common::default_model().with_cache(Arc::new(TextAddressedCache::new(
+        embeddings_root.join("by-text"),
+    )));
+    let embeddings = Arc::new(DiskEmbeddingCache::new(embeddings_root));
+    let search = VectorSearch::new(Arc::new(model), embeddings);
     let hybrid = std::env::var("CONVRAG_MANUAL_RETRIEVAL").as_deref() == Ok("hybrid");
     if hybrid {
         search
