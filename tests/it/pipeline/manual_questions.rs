@@ -78,6 +78,16 @@ struct Asked {
     held_in_top_10: usize,
 }
 
+/// The count `name` sets for a measurement, if it is set.
+fn count_from_env(name: &str) -> Option<usize> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?}: not a count")),
+    )
+}
+
 /// The model's embedding cache in this test: vectors kept on disk ([`EmbeddingLog`]) under the
 /// SHA-256 of the text encoded, whatever collection or id asks for it. A fresh index of the same
 /// manual (every run builds one) gives its passages new cache keys in the served cache; here
@@ -164,13 +174,7 @@ async fn ask_all(
     questions: &[ExpectedAnswer],
 ) -> Asked {
     let defaults = service.chat_defaults();
-    let depth = std::env::var("CONVRAG_MANUAL_DEPTH")
-        .ok()
-        .map(|d| {
-            d.parse()
-                .expect("CONVRAG_MANUAL_DEPTH: a number of candidates")
-        })
-        .unwrap_or(defaults.depth);
+    let depth = count_from_env("CONVRAG_MANUAL_DEPTH").unwrap_or(defaults.depth);
     let settings = TurnSettings {
         retrieval: target.retrieval,
         fusion: target.retrieval.recommended_fusion(),
@@ -259,13 +263,8 @@ async fn extractive_answers_over_the_manual_show_the_expected_commands() {
 
     let home = tempfile::tempdir().unwrap();
     let defaults = Config::default();
-    let chat_max_words = std::env::var("CONVRAG_MANUAL_MAX_WORDS")
-        .ok()
-        .map(|n| {
-            n.parse()
-                .expect("CONVRAG_MANUAL_MAX_WORDS: a number of words")
-        })
-        .unwrap_or(defaults.chat_max_words);
+    let chat_max_words =
+        count_from_env("CONVRAG_MANUAL_MAX_WORDS").unwrap_or(defaults.chat_max_words);
     let config = Config {
         home: home.path().to_path_buf(),
         chat_max_words,
