@@ -38,6 +38,7 @@ case "$action" in
     # Written beside the cache and renamed over it, so an interrupted save leaves the old one.
     staging="$cache.new.$$"
     rm -rf "$staging"
+    trap 'rm -rf "$staging"' EXIT
     mkdir -p "$staging/debug"
     for d in "${dirs[@]}"; do
       [ -d "target/debug/$d" ] && cp -a "target/debug/$d" "$staging/debug/"
